@@ -1,0 +1,47 @@
+"""Errors users see. Each names what was wrong and where, the way ksqlDB's messages do.
+
+Every error raised for bad user input derives from :class:`StreamsqlError`; surfaces (runner,
+shell, server) catch that class, print/return its message and keep running. Anything else
+escaping the engine is a bug.
+"""
+
+from __future__ import annotations
+
+
+class StreamsqlError(Exception):
+    """Base class. ``statement`` is the offending statement's text, when known."""
+
+    def __init__(self, message: str, statement: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.statement = statement
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ParseError(StreamsqlError):
+    """Malformed statement text. ``line`` and ``column`` are 1-based, as ksqlDB reports them
+    (message shape: ``line 1:15: Syntax error at or near 'FORM'``)."""
+
+    def __init__(self, message: str, line: int, column: int, statement: str | None = None) -> None:
+        super().__init__(f"line {line}:{column}: {message}", statement)
+        self.line = line
+        self.column = column
+        self.reason = message
+
+
+class AnalysisError(StreamsqlError):
+    """A well-formed statement that cannot run: unknown source or column, type mismatch, ..."""
+
+
+class CatalogError(AnalysisError):
+    """A name clash or missing entry in the catalog."""
+
+
+class KafkaError(StreamsqlError):
+    """The Kafka cluster refused or could not do something (missing topic, unreachable broker)."""
+
+
+class ConfigError(StreamsqlError):
+    """A bad property, option or command-line setting."""

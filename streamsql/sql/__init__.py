@@ -1,0 +1,15 @@
+"""ksqlDB's SQL dialect: statement text in, typed statements (``streamsql.sql.ast``) out.
+
+Public API (the rest of the engine uses only these):
+
+    parse(text, variables=None) -> list[ast.Statement]
+        Split a script on ``;`` and parse each statement. ``${name}`` variables are substituted
+        first. Raises ``errors.ParseError`` with line and column (1-based, in ``text``).
+    parse_expression(text) -> sqlglot.exp.Expression
+    parse_type(text) -> types.SqlType
+    to_sql_type(datatype: sqlglot.exp.DataType) -> types.SqlType
+"""
+
+from streamsql.sql.parser import parse, parse_expression, parse_type, to_sql_type
+
+__all__ = ["parse", "parse_expression", "parse_type", "to_sql_type"]

@@ -1,0 +1,48 @@
+"""Shared fixtures: one real broker process and one real SparkSession per test session.
+
+Integration tests take ``broker`` (an :class:`EmbeddedBroker`) and/or ``spark``; unit tests take
+neither and never start them. ``topic_name`` gives each test its own topics.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator["object"]:
+    from streamsql.kafka.broker import EmbeddedBroker
+
+    b = EmbeddedBroker().start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(broker) -> str:  # type: ignore[no-untyped-def]
+    return broker.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    from streamsql.runtime.spark import get_spark
+
+    return get_spark()
+
+
+@pytest.fixture
+def topic_name() -> "callable":  # type: ignore[valid-type]
+    def make(prefix: str = "t") -> str:
+        return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+    return make
