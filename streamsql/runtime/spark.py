@@ -50,7 +50,7 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> 
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("STREAMSQL_SPARK_LOG_LEVEL", "ERROR"))
         if id(spark) not in _registered:
-            from streamsql.kafka.source import KafkaDataSource
+            from streamsql.kafka.datasource import KafkaDataSource
 
             spark.dataSource.register(KafkaDataSource)
             _registered.add(id(spark))

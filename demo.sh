@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Main job: set everything up, then run the seed pipeline queries/fraud_filter.sql on sample
+# payments with the embedded default (local Spark + embedded broker, no flags).
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/setup.sh
+exec .venv/bin/streamsql demo "$@"

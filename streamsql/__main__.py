@@ -1,0 +1,5 @@
+import sys
+
+from streamsql.surfaces.cli import main
+
+sys.exit(main())

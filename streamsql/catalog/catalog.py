@@ -1,0 +1,114 @@
+"""What the engine knows: streams, tables, custom types and persistent queries.
+
+The catalog is rebuilt, never stored as a snapshot: the durable record is the ordered list of
+successful DDL/DML statements (the *command log*, :mod:`streamsql.catalog.commands`), replayed on
+start. That is ksqlDB's command-topic design; the file-backed log used by the headless runner and
+the Kafka-topic log used by the server are two stores behind the same interface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from streamsql.errors import CatalogError
+from streamsql.types import Column, SqlType
+
+
+@dataclass
+class Source:
+    """A stream or table registered over a Kafka topic."""
+
+    name: str
+    kind: str  # STREAM | TABLE
+    columns: list[Column]
+    topic: str
+    key_format: str
+    value_format: str
+    partitions: int = 1
+    key_delimiter: str = ","
+    value_delimiter: str = ","
+    wrap_single_value: bool = True
+    timestamp_column: str | None = None
+    timestamp_format: str | None = None
+    is_source: bool = False  # CREATE SOURCE STREAM/TABLE: read-only
+    window_type: str | None = None  # windowed key (TUMBLING/HOPPING/SESSION) or None
+    window_size_ms: int | None = None
+    statement: str = ""
+    writer_query: str | None = None  # the CSAS/CTAS query populating it
+
+    @property
+    def key_columns(self) -> list[Column]:
+        return [c for c in self.columns if c.role == "key"]
+
+    @property
+    def value_columns(self) -> list[Column]:
+        return [c for c in self.columns if c.role == "value"]
+
+    @property
+    def header_columns(self) -> list[Column]:
+        return [c for c in self.columns if c.role in ("headers", "header")]
+
+    def column(self, name: str) -> Column | None:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        return None
+
+    @property
+    def is_table(self) -> bool:
+        return self.kind == "TABLE"
+
+
+@dataclass
+class QueryInfo:
+    """A persistent query (CSAS / CTAS / INSERT INTO)."""
+
+    id: str
+    statement: str
+    sink: str
+    sources: list[str]
+    kind: str = "PERSISTENT"
+
+
+@dataclass
+class Catalog:
+    sources: dict[str, Source] = field(default_factory=dict)
+    queries: dict[str, QueryInfo] = field(default_factory=dict)
+    types: dict[str, SqlType] = field(default_factory=dict)
+
+    def get(self, name: str) -> Source:
+        src = self.sources.get(name)
+        if src is None:
+            raise CatalogError(f"{name} does not exist.")
+        return src
+
+    def find(self, name: str) -> Source | None:
+        return self.sources.get(name)
+
+    def add(self, source: Source) -> None:
+        if source.name in self.sources:
+            existing = self.sources[source.name]
+            raise CatalogError(
+                f"Cannot add {source.kind.lower()} '{source.name}': A {existing.kind.lower()} "
+                f"with the same name already exists"
+            )
+        self.sources[source.name] = source
+
+    def remove(self, name: str) -> Source:
+        return self.sources.pop(name)
+
+    def streams(self) -> list[Source]:
+        return [s for s in self.sources.values() if s.kind == "STREAM"]
+
+    def tables(self) -> list[Source]:
+        return [s for s in self.sources.values() if s.kind == "TABLE"]
+
+    def queries_reading(self, name: str) -> list[QueryInfo]:
+        return [q for q in self.queries.values() if name in q.sources]
+
+    def queries_writing(self, name: str) -> list[QueryInfo]:
+        return [q for q in self.queries.values() if q.sink == name]
+
+    def source_names(self) -> Iterable[str]:
+        return self.sources.keys()

@@ -1,0 +1,410 @@
+"""JSON, read and written the way ksqlDB's ``KsqlJsonDeserializer`` and Kafka's ``JsonConverter``
+do, so topics written by either engine read the same in the other.
+
+Reading (per value, by target type; anything else fails the record):
+  * BOOLEAN: JSON true/false only.
+  * INTEGER/BIGINT: numbers (fractions truncated, out-of-range values wrapped like Java's
+    ``intValue()``/``longValue()``) or strings holding a Java integer literal.
+  * DOUBLE: numbers, or strings ``Double.parseDouble`` accepts.
+  * DECIMAL(p, s): numbers or numeric strings, exact; too large or needing rounding fails.
+  * STRING: strings as is, numbers/booleans as their text, objects as compact JSON, arrays as
+    ``[a, b, null]`` (ksqlDB's ``processString``).
+  * BYTES: base64 strings. DATE/TIME/TIMESTAMP: integers (days / ms of day / epoch ms) or strings.
+  * ARRAY/MAP/STRUCT: arrays / objects; struct fields and value columns match JSON keys by exact
+    name first, then by the key upper-cased (so unquoted, upper-case SQL names match any case).
+    Missing keys read as NULL, extra keys are ignored.
+
+A single key column, or a single value column with ``WRAP_SINGLE_VALUE=false``, is the bare JSON
+of that column; otherwise the record is a JSON object of the columns.
+
+Writing: compact JSON (``{"A":1,"B":"x"}``) in column order with nulls kept; DOUBLE printed as
+Java prints it (``0.0``, ``1.0E20``, ``"NaN"``), DECIMAL at its scale, BYTES base64, DATE/TIME/
+TIMESTAMP as integers.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from functools import partial
+from json.encoder import encode_basestring as json_string  # type: ignore[attr-defined]
+from typing import Any, Callable, Sequence
+
+import pyarrow as pa
+
+from streamsql.errors import ConfigError
+from streamsql.formats.base import DecodeResult, FormatSpec
+from streamsql.formats.coerce import (
+    INT_MAX,
+    INT_MIN,
+    LONG_MAX,
+    LONG_MIN,
+    FieldError,
+    RecordError,
+    cannot_convert,
+    check_date,
+    check_time,
+    decode_base64,
+    encode_base64,
+    field_failure,
+    fit_decimal,
+    long_value,
+    java_double,
+    parse_decimal,
+    parse_double,
+    parse_long,
+    shown,
+    timestamp_micros,
+    wrap,
+)
+from streamsql.formats.columns import arrow_types, column_values, to_arrays
+from streamsql.types import Array, Decimal as DecimalType, Kind, Map, SqlType, Struct
+
+Coercer = Callable[[Any], Any]
+Renderer = Callable[[Any], str]
+
+_MISSING = object()
+
+
+class JsonSerde:
+    def __init__(self, spec: FormatSpec) -> None:
+        for column in spec.columns:
+            _require_string_map_keys(column.type)
+        self._columns = spec.columns
+        self._types = arrow_types(spec.columns)
+        self._fields = [(c.name, _coercer(c.type)) for c in spec.columns]
+        self._renderers = [_renderer(c.type) for c in spec.columns]
+        self._unwrapped = len(spec.columns) == 1 and (
+            spec.columns[0].is_key or not spec.wrap_single_value
+        )
+        self._side = "key" if spec.columns and spec.columns[0].is_key else "value"
+        self._null_row = (None,) * len(spec.columns)
+
+    def decode(self, data: Sequence[bytes | None]) -> DecodeResult:
+        rows: list[tuple[Any, ...]] = []
+        errors: list[str | None] = [None] * len(data)
+        for i, raw in enumerate(data):
+            if raw is None:
+                rows.append(self._null_row)
+                continue
+            try:
+                rows.append(self._decode_record(raw))
+            except RecordError as e:
+                rows.append(self._null_row)
+                errors[i] = str(e)
+        return DecodeResult(to_arrays(rows, self._types), errors)
+
+    def _decode_record(self, raw: bytes) -> tuple[Any, ...]:
+        try:
+            text = _text(raw)
+            doc = _DECODER.decode(text)
+        except json.JSONDecodeError as e:
+            raise RecordError(f"Malformed JSON at char {e.pos}: {e.msg}") from None
+        except UnicodeDecodeError as e:
+            raise RecordError(f"Malformed JSON: not UTF-8 at byte {e.start}") from None
+        except ValueError as e:  # NaN/Infinity, or an integer with more digits than Python reads
+            raise RecordError(f"Malformed JSON: {e}") from None
+        if ("\\ud" in text or "\\uD" in text) and _has_lone_surrogate(doc):
+            # Python's parser, like Jackson, accepts an escaped half of a surrogate pair, but no
+            # Arrow string can hold one.
+            raise RecordError("Malformed JSON: string with an unpaired surrogate escape")
+        if doc is None:
+            return self._null_row
+        if self._unwrapped:
+            name, coerce = self._fields[0]
+            try:
+                return (coerce(doc),)
+            except FieldError as e:
+                raise field_failure(name, e) from None
+        if type(doc) is not dict:
+            raise RecordError(f"Expected a JSON object for the {self._side}, got {shown(doc)}")
+        row = []
+        upper = None
+        for name, coerce in self._fields:
+            value = doc.get(name, _MISSING)
+            if value is _MISSING:
+                if upper is None:
+                    upper = {k.upper(): v for k, v in doc.items()}
+                value = upper.get(name)
+            if value is None:
+                row.append(None)
+                continue
+            try:
+                row.append(coerce(value))
+            except FieldError as e:
+                raise field_failure(name, e) from None
+        return tuple(row)
+
+    def encode(self, batch: pa.RecordBatch) -> list[bytes | None]:
+        columns = [column_values(batch, c.name) for c in self._columns]
+        if self._unwrapped:
+            # ksqlDB serializes a null single value as a null record, not the text ``null``.
+            render = self._renderers[0]
+            return [None if v is None else render(v).encode() for v in columns[0]]
+        texts = [
+            ["null" if v is None else render(v) for v in values]
+            for values, render in zip(columns, self._renderers)
+        ]
+        template = "{%s}" % ",".join(
+            json_string(c.name).replace("%", "%%") + ":%s" for c in self._columns
+        )
+        rows = zip(*texts) if texts else [()] * batch.num_rows
+        return [(template % row).encode() for row in rows]
+
+
+def _reject_constant(name: str) -> None:
+    """``NaN``/``Infinity`` are not JSON; Jackson (ksqlDB's parser) rejects them, so do we."""
+    raise ValueError(f"non-standard number {name} is not allowed")
+
+
+#: One decoder for every record (``json.loads`` with options builds a new one per call). Numbers
+#: with a fraction or exponent parse as exact ``Decimal``s, as ksqlDB's Jackson reads them
+#: (``USE_BIG_DECIMAL_FOR_FLOATS``): DECIMAL columns keep every digit, STRING columns the original
+#: text, INTEGER columns truncate the exact value. Measured no slower than parsing to ``float``.
+_DECODER = json.JSONDecoder(parse_float=Decimal, parse_constant=_reject_constant)
+
+
+def _text(raw: bytes) -> str:
+    """Bytes to text: UTF-8, or the UTF-16/32 (with or without BOM) that Jackson also detects."""
+    if raw[:1] in (b"\xef", b"\xfe", b"\xff") or b"\x00" in raw[:4]:
+        return raw.decode(json.detect_encoding(raw))
+    return raw.decode("utf-8")
+
+
+def _has_lone_surrogate(doc: Any) -> bool:
+    try:
+        json.dumps(doc, ensure_ascii=False, default=str).encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _require_string_map_keys(t: SqlType) -> None:
+    if isinstance(t, Map):
+        if t.key.kind is not Kind.STRING:
+            raise ConfigError("JSON only supports MAP types with STRING keys")
+        _require_string_map_keys(t.value)
+    elif isinstance(t, Array):
+        _require_string_map_keys(t.element)
+    elif isinstance(t, Struct):
+        for f in t.fields:
+            _require_string_map_keys(f.type)
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def _coercer(t: SqlType) -> Coercer:
+    """A function from a parsed JSON value (never None) to the column's domain value."""
+    if isinstance(t, DecimalType):
+        return partial(_to_decimal, precision=t.precision, scale=t.scale)
+    if isinstance(t, Array):
+        return partial(_to_array, element=_coercer(t.element), type_name=str(t))
+    if isinstance(t, Map):
+        return partial(_to_map, value_of=_coercer(t.value), type_name=str(t))
+    if isinstance(t, Struct):
+        fields = tuple((f.name, _coercer(f.type)) for f in t.fields)
+        return partial(_to_struct, fields=fields, type_name=str(t))
+    return _PRIMITIVE_COERCERS[t.kind]
+
+
+def _to_boolean(v: Any) -> bool:
+    if v is True or v is False:
+        return v
+    raise cannot_convert(v, "BOOLEAN")
+
+
+def _as_long(v: Any, type_name: str) -> int:
+    """Jackson's ``asLong()`` for numbers (truncate, keep 64 bits), ``Long.parseLong`` for text."""
+    kind = type(v)
+    if kind is int:
+        return v if LONG_MIN <= v <= LONG_MAX else wrap(v, 64)
+    if kind is Decimal:
+        return long_value(v)
+    if kind is str:
+        return parse_long(v, type_name)
+    raise cannot_convert(v, type_name)
+
+
+def _to_integer(v: Any) -> int:
+    kind = type(v)
+    if kind is int:
+        return v if INT_MIN <= v <= INT_MAX else wrap(v, 32)
+    if kind is str:
+        return parse_long(v, "INTEGER", INT_MIN, INT_MAX)
+    return wrap(_as_long(v, "INTEGER"), 32)
+
+
+def _to_bigint(v: Any) -> int:
+    if type(v) is int and LONG_MIN <= v <= LONG_MAX:
+        return v
+    return _as_long(v, "BIGINT")
+
+
+def _to_double(v: Any) -> float:
+    kind = type(v)
+    if kind is Decimal:
+        return float(v)
+    if kind is int:
+        try:
+            return float(v)
+        except OverflowError:  # an integer beyond double range is infinite, as in Java
+            return float("inf") if v > 0 else float("-inf")
+    if kind is str:
+        return parse_double(v)
+    raise cannot_convert(v, "DOUBLE")
+
+
+def _to_decimal(v: Any, precision: int, scale: int) -> Decimal:
+    kind = type(v)
+    if kind is Decimal or kind is int:
+        return fit_decimal(Decimal(v), precision, scale)
+    if kind is str:
+        return parse_decimal(v, precision, scale)
+    raise cannot_convert(v, f"DECIMAL({precision}, {scale})")
+
+
+def _to_string(v: Any) -> str:
+    kind = type(v)
+    if kind is str:
+        return v
+    if v is True or v is False:
+        return "true" if v else "false"
+    if kind is int or kind is Decimal:
+        return str(v)  # Python's Decimal str is Java's BigDecimal.toString (1.50, 1E+3)
+    if kind is dict:
+        return _json_text(v)
+    if kind is list:
+        return "[" + ", ".join("null" if x is None else _to_string(x) for x in v) + "]"
+    raise cannot_convert(v, "STRING")
+
+
+def _json_text(v: Any) -> str:
+    """Compact JSON of a parsed value, numbers keeping their original digits (Jackson's output
+    when ksqlDB turns an object into a STRING)."""
+    if v is None or v is True or v is False:
+        return json.dumps(v)
+    if isinstance(v, str):
+        return json_string(v)
+    if isinstance(v, dict):
+        return "{" + ",".join(json_string(k) + ":" + _json_text(x) for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(_json_text(x) for x in v) + "]"
+    return str(v)
+
+
+def _to_bytes(v: Any) -> bytes:
+    if type(v) is str:
+        return decode_base64(v)
+    raise cannot_convert(v, "BYTES")
+
+
+def _to_date(v: Any) -> int:
+    return check_date(_as_long(v, "DATE"))
+
+
+def _to_time(v: Any) -> int:
+    return check_time(_as_long(v, "TIME"))
+
+
+def _to_timestamp(v: Any) -> int:
+    return timestamp_micros(_as_long(v, "TIMESTAMP"))
+
+
+def _to_array(v: Any, element: Coercer, type_name: str) -> list[Any]:
+    if type(v) is not list:
+        raise cannot_convert(v, type_name)
+    out = []
+    for i, x in enumerate(v):
+        try:
+            out.append(None if x is None else element(x))
+        except FieldError as e:
+            e.path = f"[{i}]{e.path}"
+            raise
+    return out
+
+
+def _to_map(v: Any, value_of: Coercer, type_name: str) -> list[tuple[str, Any]]:
+    if type(v) is not dict:
+        raise cannot_convert(v, type_name)
+    out = []
+    for k, x in v.items():
+        try:
+            out.append((k, None if x is None else value_of(x)))
+        except FieldError as e:
+            e.path = f"[{json_string(k)}]{e.path}"
+            raise
+    return out
+
+
+def _to_struct(v: Any, fields: tuple[tuple[str, Coercer], ...], type_name: str) -> dict[str, Any]:
+    if type(v) is not dict:
+        raise cannot_convert(v, type_name)
+    out = {}
+    upper = None
+    for name, coerce in fields:
+        x = v.get(name, _MISSING)
+        if x is _MISSING:
+            if upper is None:
+                upper = {k.upper(): y for k, y in v.items()}
+            x = upper.get(name)
+        try:
+            out[name] = None if x is None else coerce(x)
+        except FieldError as e:
+            e.path = f".{name}{e.path}"
+            raise
+    return out
+
+
+_PRIMITIVE_COERCERS: dict[Kind, Coercer] = {
+    Kind.BOOLEAN: _to_boolean,
+    Kind.INTEGER: _to_integer,
+    Kind.BIGINT: _to_bigint,
+    Kind.DOUBLE: _to_double,
+    Kind.STRING: _to_string,
+    Kind.BYTES: _to_bytes,
+    Kind.DATE: _to_date,
+    Kind.TIME: _to_time,
+    Kind.TIMESTAMP: _to_timestamp,
+}
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def _renderer(t: SqlType) -> Renderer:
+    """A function from a non-null domain value to its JSON text."""
+    if isinstance(t, Array):
+        element = _renderer(t.element)
+        return lambda v: "[" + ",".join("null" if x is None else element(x) for x in v) + "]"
+    if isinstance(t, Map):
+        value = _renderer(t.value)
+        return lambda v: "{" + ",".join(
+            json_string(k) + ":" + ("null" if x is None else value(x)) for k, x in v
+        ) + "}"
+    if isinstance(t, Struct):
+        fields = [(json_string(f.name) + ":", f.name, _renderer(f.type)) for f in t.fields]
+        return lambda v: "{" + ",".join(
+            key + ("null" if v[name] is None else render(v[name])) for key, name, render in fields
+        ) + "}"
+    return _PRIMITIVE_RENDERERS[t.kind]
+
+
+def _render_double(v: float) -> str:
+    text = java_double(v)
+    # Jackson quotes non-finite doubles (QUOTE_NON_NUMERIC_NUMBERS) so the output stays JSON.
+    return text if text[-1].isdigit() else f'"{text}"'
+
+
+_PRIMITIVE_RENDERERS: dict[Kind, Renderer] = {
+    Kind.BOOLEAN: lambda v: "true" if v else "false",
+    Kind.INTEGER: str,
+    Kind.BIGINT: str,
+    Kind.DOUBLE: _render_double,
+    Kind.DECIMAL: str,
+    Kind.STRING: json_string,
+    Kind.BYTES: lambda v: '"' + encode_base64(v) + '"',
+    Kind.DATE: str,
+    Kind.TIME: str,
+    Kind.TIMESTAMP: str,
+}

@@ -1,0 +1,367 @@
+"""Compile ksqlDB expressions (sqlglot trees from the dialect) into Spark SQL expression text.
+
+Why a compiler of our own rather than sqlglot's Spark generator: ksqlDB and Spark disagree in
+small ways that change results (integer division, ``+`` on strings, 1-based array subscripts,
+string-literal escapes, comparisons Spark would silently coerce), and ksqlDB rejects type errors
+at statement time with messages naming the operands. So each node is translated here, and typed
+on the way, from the column types in scope and the function catalog.
+
+Types are inferred where they are cheap to know; ``None`` means "not known here" and the planner
+learns the final output types from Spark's analysis of the built DataFrame.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from sqlglot import exp
+
+from streamsql import types as t
+from streamsql.errors import AnalysisError
+
+
+@dataclass(frozen=True)
+class Compiled:
+    sql: str
+    type: t.SqlType | None
+
+
+@dataclass(frozen=True)
+class ScopeColumn:
+    name: str
+    type: t.SqlType | None  # None: not known statically (lambda parameters)
+    ref: str  # Spark SQL text that reads this column
+    qualifier: str | None = None  # the source alias it belongs to
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier for ``name``."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def string_literal(value: str) -> str:
+    """A Spark SQL string literal. Spark reads backslash escapes; ksqlDB text has none."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@dataclass
+class Scope:
+    """The columns an expression may reference, and the aliases of the sources they come from."""
+
+    columns: list[ScopeColumn]
+    qualifiers: set[str] = field(default_factory=set)
+    clause: str = "SELECT"  # used in messages: "WHERE column 'X' cannot be resolved."
+
+    def resolve(self, name: str, qualifier: str | None) -> ScopeColumn:
+        if qualifier is not None and qualifier not in self.qualifiers:
+            raise AnalysisError(f"'{qualifier}' is not a valid stream/table name or alias.")
+        matches = [c for c in self.columns if c.name == name and (qualifier is None or c.qualifier == qualifier)]
+        if not matches:
+            shown = f"{qualifier}.{name}" if qualifier else name
+            raise AnalysisError(f"{self.clause} column '{shown}' cannot be resolved.")
+        if len(matches) > 1 and qualifier is None:
+            raise AnalysisError(f"Column '{name}' is ambiguous. Could be any of: "
+                                + ", ".join(f"{c.qualifier}.{c.name}" for c in matches))
+        return matches[0]
+
+    def with_clause(self, clause: str) -> "Scope":
+        return Scope(self.columns, self.qualifiers, clause)
+
+
+_COMPARISONS = {
+    exp.EQ: ("=", "EQUAL"),
+    exp.NEQ: ("<>", "NOT_EQUAL"),
+    exp.GT: (">", "GREATER_THAN"),
+    exp.GTE: (">=", "GREATER_THAN_OR_EQUAL"),
+    exp.LT: ("<", "LESS_THAN"),
+    exp.LTE: ("<=", "LESS_THAN_OR_EQUAL"),
+}
+_ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+_TIME_COLUMNS = {t.ROWTIME, t.WINDOWSTART, t.WINDOWEND}
+
+
+def _category(ty: t.SqlType) -> str:
+    if t.is_numeric(ty):
+        return "numeric"
+    if ty.kind in (t.Kind.DATE, t.Kind.TIME, t.Kind.TIMESTAMP):
+        return "time"
+    return ty.kind.value
+
+
+def numeric_result(a: t.SqlType, b: t.SqlType) -> t.SqlType:
+    """ksqlDB's arithmetic result type for two numeric operands."""
+    kinds = {a.kind, b.kind}
+    if t.Kind.DOUBLE in kinds:
+        return t.DOUBLE
+    if t.Kind.DECIMAL in kinds:
+        return a if a.kind == t.Kind.DECIMAL else b
+    if t.Kind.BIGINT in kinds:
+        return t.BIGINT
+    return t.INTEGER
+
+
+def literal_number(text: str) -> Compiled:
+    """Type a numeric literal the way ksqlDB does: 1 → INTEGER (BIGINT past int32), 1.5 → DECIMAL,
+    1.5E3 → DOUBLE."""
+    if re.fullmatch(r"\d+", text):
+        value = int(text)
+        if value <= 2**31 - 1:
+            return Compiled(text, t.INTEGER)
+        return Compiled(f"{text}L", t.BIGINT)
+    if "e" in text.lower():
+        return Compiled(f"CAST({text} AS DOUBLE)", t.DOUBLE)
+    whole, _, frac = text.partition(".")
+    whole = whole.lstrip("0")
+    scale = len(frac)
+    precision = max(len(whole) + scale, scale, 1)
+    return Compiled(f"CAST({text if text[0] != '.' else '0' + text} AS DECIMAL({precision},{scale}))",
+                    t.Decimal(precision, scale))
+
+
+def iso_to_millis(text: str) -> int:
+    """ksqlDB lets ROWTIME/WINDOWSTART be compared with ISO-8601 text; partial strings are
+    zero-padded and UTC is assumed."""
+    s = text.strip()
+    m = re.fullmatch(r"(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?(?:T(\d{2})(?::(\d{2}))?(?::(\d{2}))?(?:\.(\d{1,3}))?)?(Z|[+-]\d{2}:?\d{2})?", s)
+    if not m:
+        raise AnalysisError(f"Failed to parse timestamp '{text}': expected ISO-8601, e.g. 2020-01-01T00:00:00")
+    year, month, day, hour, minute, second, ms, tz = m.groups()
+    dt = datetime(int(year), int(month or 1), int(day or 1), int(hour or 0), int(minute or 0),
+                  int(second or 0), int((ms or "0").ljust(3, "0")) * 1000, tzinfo=timezone.utc)
+    millis = int(dt.timestamp() * 1000)
+    if tz and tz != "Z":
+        sign = 1 if tz[0] == "+" else -1
+        digits = tz[1:].replace(":", "")
+        millis -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60) * 1000
+    return millis
+
+
+class ExpressionCompiler:
+    """Translates one expression tree against a :class:`Scope`. Function calls are delegated to
+    the function catalog (:mod:`streamsql.planner.functions`)."""
+
+    def __init__(self, scope: Scope, functions: "object | None" = None) -> None:
+        from streamsql.planner import functions as fn
+
+        self.scope = scope
+        self.functions = functions or fn.REGISTRY
+
+    def compile(self, node: exp.Expression) -> Compiled:
+        method = getattr(self, f"_{type(node).__name__.lower()}", None)
+        if method is None:
+            for cls, (op, name) in _COMPARISONS.items():
+                if isinstance(node, cls):
+                    return self._comparison(node, op, name)
+            for cls, op in _ARITHMETIC.items():
+                if isinstance(node, cls):
+                    return self._arithmetic(node, op)
+            raise AnalysisError(f"Unsupported expression: {node.sql()}")
+        return method(node)
+
+    # --- leaves --------------------------------------------------------------------------------
+
+    def _column(self, node: exp.Column) -> Compiled:
+        if isinstance(node.this, exp.Star):
+            raise AnalysisError("'*' is only allowed in the SELECT list or COUNT(*)")
+        col = self.scope.resolve(node.name, node.table or None)
+        return Compiled(col.ref, col.type)
+
+    def _identifier(self, node: exp.Identifier) -> Compiled:
+        col = self.scope.resolve(node.name, None)
+        return Compiled(col.ref, col.type)
+
+    def _literal(self, node: exp.Literal) -> Compiled:
+        if node.is_string:
+            return Compiled(string_literal(node.this), t.STRING)
+        return literal_number(node.this)
+
+    def _boolean(self, node: exp.Boolean) -> Compiled:
+        return Compiled("TRUE" if node.this else "FALSE", t.BOOLEAN)
+
+    def _null(self, node: exp.Null) -> Compiled:
+        return Compiled("NULL", None)
+
+    def _paren(self, node: exp.Paren) -> Compiled:
+        inner = self.compile(node.this)
+        return Compiled(f"({inner.sql})", inner.type)
+
+    # --- operators ----------------------------------------------------------------------------
+
+    def _neg(self, node: exp.Neg) -> Compiled:
+        inner = self.compile(node.this)
+        return Compiled(f"(-{inner.sql})", inner.type)
+
+    def _not(self, node: exp.Not) -> Compiled:
+        inner = self.compile(node.this)
+        return Compiled(f"(NOT {inner.sql})", t.BOOLEAN)
+
+    def _and(self, node: exp.And) -> Compiled:
+        return self._logical(node, "AND")
+
+    def _or(self, node: exp.Or) -> Compiled:
+        return self._logical(node, "OR")
+
+    def _logical(self, node: exp.Expression, op: str) -> Compiled:
+        left, right = self.compile(node.this), self.compile(node.expression)
+        for side in (left, right):
+            if side.type is not None and side.type != t.BOOLEAN:
+                raise AnalysisError(f"Logical operator {op} requires BOOLEAN operands, got {side.type}")
+        return Compiled(f"({left.sql} {op} {right.sql})", t.BOOLEAN)
+
+    def _comparison(self, node: exp.Expression, op: str, name: str) -> Compiled:
+        left = self._time_aware(node.this, node.expression)
+        right = self._time_aware(node.expression, node.this)
+        self._check_comparable(node, left, right, name)
+        return Compiled(f"({left.sql} {op} {right.sql})", t.BOOLEAN)
+
+    def _time_aware(self, node: exp.Expression, other: exp.Expression) -> Compiled:
+        """A string literal compared with ROWTIME/WINDOWSTART/WINDOWEND is an ISO timestamp."""
+        if (isinstance(node, exp.Literal) and node.is_string and isinstance(other, exp.Column)
+                and other.name in _TIME_COLUMNS):
+            return Compiled(f"{iso_to_millis(node.this)}L", t.BIGINT)
+        return self.compile(node)
+
+    @staticmethod
+    def _check_comparable(node: exp.Expression, left: Compiled, right: Compiled, name: str) -> None:
+        if left.type is None or right.type is None:
+            return
+        lc, rc = _category(left.type), _category(right.type)
+        comparable = lc == rc or {lc, rc} == {"time", "STRING"}
+        if lc in ("ARRAY", "MAP", "STRUCT") and name not in ("EQUAL", "NOT_EQUAL"):
+            comparable = False
+        if not comparable:
+            raise AnalysisError(
+                f"Cannot compare {node.this.sql()} ({left.type}) to {node.expression.sql()} ({right.type}) with {name}."
+            )
+
+    def _arithmetic(self, node: exp.Expression, op: str) -> Compiled:
+        left, right = self.compile(node.this), self.compile(node.expression)
+        if op == "+" and (left.type == t.STRING or right.type == t.STRING):
+            return Compiled(f"concat({left.sql}, {right.sql})", t.STRING)
+        for side, expr in ((left, node.this), (right, node.expression)):
+            if side.type is not None and not t.is_numeric(side.type):
+                raise AnalysisError(
+                    f"Error processing expression: {node.sql()}. Unsupported arithmetic types. "
+                    f"{left.type} {right.type}" if side.type else f"Unsupported operand: {expr.sql()}"
+                )
+        if left.type is None or right.type is None:
+            return Compiled(f"({left.sql} {op} {right.sql})", left.type or right.type)
+        result = numeric_result(left.type, right.type)
+        if op == "/" and result.kind in (t.Kind.INTEGER, t.Kind.BIGINT):
+            # ksqlDB divides integers as integers (Java semantics: truncate toward zero).
+            return Compiled(f"CAST(({left.sql} DIV {right.sql}) AS {t.to_spark(result).simpleString()})", result)
+        if result.kind == t.Kind.DECIMAL:
+            return Compiled(f"({left.sql} {op} {right.sql})", None)
+        return Compiled(f"({left.sql} {op} {right.sql})", result)
+
+    def _like(self, node: exp.Like) -> Compiled:
+        left, right = self.compile(node.this), self.compile(node.expression)
+        return Compiled(f"({left.sql} LIKE {right.sql})", t.BOOLEAN)
+
+    def _escape(self, node: exp.Escape) -> Compiled:
+        like = node.this
+        left, right = self.compile(like.this), self.compile(like.expression)
+        esc = self.compile(node.expression)
+        return Compiled(f"({left.sql} LIKE {right.sql} ESCAPE {esc.sql})", t.BOOLEAN)
+
+    def _in(self, node: exp.In) -> Compiled:
+        value = self.compile(node.this)
+        items = [self.compile(e) for e in node.expressions]
+        return Compiled(f"({value.sql} IN ({', '.join(i.sql for i in items)}))", t.BOOLEAN)
+
+    def _between(self, node: exp.Between) -> Compiled:
+        value = self.compile(node.this)
+        low = self._time_aware(node.args["low"], node.this)
+        high = self._time_aware(node.args["high"], node.this)
+        self._check_comparable(exp.GTE(this=node.this, expression=node.args["low"]), value, low, "BETWEEN")
+        return Compiled(f"({value.sql} BETWEEN {low.sql} AND {high.sql})", t.BOOLEAN)
+
+    def _is(self, node: exp.Is) -> Compiled:
+        value = self.compile(node.this)
+        target = node.expression
+        if isinstance(target, exp.Null):
+            return Compiled(f"({value.sql} IS NULL)", t.BOOLEAN)
+        return Compiled(f"({value.sql} IS {self.compile(target).sql})", t.BOOLEAN)
+
+    def _case(self, node: exp.Case) -> Compiled:
+        parts = ["CASE"]
+        result_type: t.SqlType | None = None
+        if node.this is not None:
+            parts.append(self.compile(node.this).sql)
+        for branch in node.args.get("ifs") or []:
+            cond, then = self.compile(branch.this), self.compile(branch.args["true"])
+            result_type = result_type or then.type
+            parts.append(f"WHEN {cond.sql} THEN {then.sql}")
+        default = node.args.get("default")
+        if default is not None:
+            d = self.compile(default)
+            result_type = result_type or d.type
+            parts.append(f"ELSE {d.sql}")
+        parts.append("END")
+        return Compiled("(" + " ".join(parts) + ")", result_type)
+
+    def _if(self, node: exp.If) -> Compiled:
+        cond, then = self.compile(node.this), self.compile(node.args["true"])
+        other = node.args.get("false")
+        else_sql = self.compile(other).sql if other is not None else "NULL"
+        return Compiled(f"(CASE WHEN {cond.sql} THEN {then.sql} ELSE {else_sql} END)", then.type)
+
+    def _cast(self, node: exp.Cast) -> Compiled:
+        from streamsql.sql import to_sql_type
+
+        inner = self.compile(node.this)
+        target = to_sql_type(node.args["to"])
+        return Compiled(cast_sql(inner, target), target)
+
+    # --- structure access ---------------------------------------------------------------------
+
+    def _dot(self, node: exp.Dot) -> Compiled:
+        base = self.compile(node.this)
+        field_name = node.expression.name
+        if base.type is not None and not isinstance(base.type, t.Struct):
+            raise AnalysisError(f"Expected STRUCT type for '{node.this.sql()}' in '->' dereference, got {base.type}")
+        f = base.type.field(field_name) if isinstance(base.type, t.Struct) else None
+        if isinstance(base.type, t.Struct) and f is None:
+            raise AnalysisError(f"Could not find field '{field_name}' in '{node.this.sql()}'.")
+        name = f.name if f else field_name
+        return Compiled(f"({base.sql}).{quote(name)}", f.type if f else None)
+
+    def _bracket(self, node: exp.Bracket) -> Compiled:
+        base = self.compile(node.this)
+        index = self.compile(node.expressions[0])
+        if isinstance(base.type, t.Array):
+            # ksqlDB: 1-based, negative from the end, NULL when out of range (never an error).
+            idx = index.sql
+            return Compiled(
+                f"(CASE WHEN {idx} IS NULL OR {idx} = 0 OR abs({idx}) > size({base.sql}) THEN NULL "
+                f"ELSE element_at({base.sql}, {idx}) END)",
+                base.type.element,
+            )
+        if isinstance(base.type, t.Map):
+            return Compiled(f"element_at({base.sql}, {index.sql})", base.type.value)
+        return Compiled(f"element_at({base.sql}, {index.sql})", None)
+
+    # --- functions ----------------------------------------------------------------------------
+
+    def _anonymous(self, node: exp.Anonymous) -> Compiled:
+        name = str(node.this).upper()
+        return self.functions.compile_call(name, node.expressions, self)
+
+    def _lambda(self, node: exp.Lambda) -> Compiled:
+        params = [p.name for p in node.expressions]
+        inner_scope = Scope(
+            [ScopeColumn(p, None, quote(p)) for p in params] + self.scope.columns,
+            self.scope.qualifiers,
+            self.scope.clause,
+        )
+        body = ExpressionCompiler(inner_scope, self.functions).compile(node.this)
+        head = params[0] if len(params) == 1 else "(" + ", ".join(params) + ")"
+        return Compiled(f"{quote(head) if len(params) == 1 else head} -> {body.sql}", body.type)
+
+
+def cast_sql(inner: Compiled, target: t.SqlType) -> str:
+    """CAST with ksqlDB's results where Spark's differ (e.g. DOUBLE → STRING keeps ``.0``)."""
+    spark_type = t.to_spark(target).simpleString()
+    return f"CAST({inner.sql} AS {spark_type})"

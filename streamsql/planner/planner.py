@@ -1,0 +1,251 @@
+"""Plan a query: resolve it against the catalog into a :class:`QueryPlan`, then build its Spark
+DataFrame.
+
+The plan is the analysed form (what ksqlDB calls the logical plan): where rows come from, the
+filter, the key and value columns produced, each as Spark SQL text over the source's columns.
+Building the DataFrame from it (the physical plan) is mechanical, so EXPLAIN can show the plan
+and tests can check it without a SparkSession.
+
+Every source row carries, besides its declared columns, ROWTIME/ROWPARTITION/ROWOFFSET and two
+internal columns: ``__HEADERS`` (the record's headers, propagated to the output record) and
+``__TOMBSTONE`` (the value was null). ksqlDB passes a null-valued stream record through a
+projection as a null value; a WHERE clause drops it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from streamsql import types as t
+from streamsql.catalog import Catalog, Source
+from streamsql.errors import AnalysisError
+from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, quote
+from streamsql.planner.functions import REGISTRY
+from streamsql.sql import ast
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+HEADERS_COL = "__HEADERS"
+TOMBSTONE_COL = "__TOMBSTONE"
+RESERVED_OUTPUT_NAMES = {t.ROWTIME, t.ROWPARTITION, t.ROWOFFSET, t.WINDOWSTART, t.WINDOWEND}
+
+
+@dataclass
+class OutputColumn:
+    name: str
+    sql: str
+    type: t.SqlType | None
+    is_key: bool = False
+
+
+@dataclass
+class QueryPlan:
+    """An analysed, stateless stream query (filter / projection / re-key)."""
+
+    source: Source
+    alias: str
+    where: str | None
+    columns: list[OutputColumn]
+    rowtime_sql: str = t.ROWTIME
+    repartitioned: bool = False
+    limit: int | None = None
+    emit: str | None = "CHANGES"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def key_columns(self) -> list[OutputColumn]:
+        return [c for c in self.columns if c.is_key]
+
+    @property
+    def value_columns(self) -> list[OutputColumn]:
+        return [c for c in self.columns if not c.is_key]
+
+    def explain(self) -> str:
+        lines = [f"SOURCE {self.source.kind} {self.source.name} (topic {self.source.topic}, "
+                 f"key {self.source.key_format}, value {self.source.value_format})"]
+        if self.where:
+            lines.append(f"  FILTER {self.where}")
+        if self.repartitioned:
+            lines.append("  REPARTITION BY " + ", ".join(c.sql for c in self.key_columns))
+        lines.append("  PROJECT " + ", ".join(
+            f"{c.sql} AS {c.name}{' KEY' if c.is_key else ''}" for c in self.columns))
+        lines.append(f"  ROWTIME {self.rowtime_sql}")
+        if self.limit is not None:
+            lines.append(f"  LIMIT {self.limit}")
+        return "\n".join(lines)
+
+
+def source_scope(source: Source, alias: str) -> Scope:
+    """The columns a query over ``source`` can reference: declared columns and pseudo columns."""
+    cols = [ScopeColumn(c.name, c.type, quote(c.name), alias) for c in source.columns]
+    cols += [ScopeColumn(name, ty, quote(name), alias) for name, ty in t.PSEUDO_COLUMNS.items()]
+    return Scope(cols, {alias, source.name})
+
+
+class Planner:
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+
+    # --- analysis ------------------------------------------------------------------------------
+
+    def plan_query(self, query: ast.Query, persistent: bool, sink_name: str | None = None) -> QueryPlan:
+        source = self.catalog.get(query.source.name)
+        alias = query.source.alias or source.name
+        self._reject_unsupported(query, source)
+        scope = source_scope(source, alias)
+
+        where = None
+        if query.where is not None:
+            compiled = ExpressionCompiler(scope.with_clause("WHERE")).compile(query.where)
+            if compiled.type is not None and compiled.type != t.BOOLEAN:
+                raise AnalysisError(f"Type error in WHERE expression: Should evaluate to boolean but is "
+                                    f"{query.where.sql()} ({compiled.type}) instead.")
+            where = compiled.sql
+
+        columns = self._projection(query, source, alias, scope.with_clause("SELECT"))
+        repartitioned = False
+        if query.partition_by:
+            columns = self._apply_partition_by(query, columns, scope, sink_name)
+            repartitioned = True
+        elif persistent:
+            self._require_keys_projected(source, query, columns, sink_name)
+
+        if persistent:
+            for c in columns:
+                if c.name in RESERVED_OUTPUT_NAMES:
+                    raise AnalysisError(f"Reserved column name in select: `{c.name}`. "
+                                        f"Please remove or alias the column.")
+            if not any(not c.is_key for c in columns):
+                raise AnalysisError("The projection contains no value columns.")
+        self._check_duplicates(columns)
+        return QueryPlan(source, alias, where, columns, repartitioned=repartitioned,
+                         limit=query.limit, emit=query.emit)
+
+    def _reject_unsupported(self, query: ast.Query, source: Source) -> None:
+        feature = None
+        if query.joins:
+            feature = "JOIN"
+        elif query.window is not None:
+            feature = "WINDOW"
+        elif query.group_by:
+            feature = "GROUP BY"
+        elif query.having is not None:
+            feature = "HAVING"
+        elif source.is_table:
+            feature = "queries over tables"
+        if feature:
+            raise AnalysisError(f"Not supported yet: {feature}")
+
+    def _projection(self, query: ast.Query, source: Source, alias: str, scope: Scope) -> list[OutputColumn]:
+        compiler = ExpressionCompiler(scope)
+        out: list[OutputColumn] = []
+        generated = 0
+        key_names = {c.name for c in source.key_columns}
+        for item in query.select:
+            if item.star:
+                out.extend(self._expand_star(item, source, alias, compiler))
+                continue
+            assert item.expression is not None
+            self._reject_aggregates(item.expression)
+            compiled = compiler.compile(item.expression)
+            name = item.alias or self._implicit_name(item.expression)
+            if name is None:
+                name = f"KSQL_COL_{generated}"
+                generated += 1
+            is_key = (isinstance(item.expression, exp.Column) and item.expression.name in key_names
+                      and not isinstance(item.expression.this, exp.Star))
+            out.append(OutputColumn(name, compiled.sql, compiled.type, is_key))
+        return out
+
+    @staticmethod
+    def _implicit_name(node: exp.Expression) -> str | None:
+        if isinstance(node, exp.Column):
+            return node.name
+        if isinstance(node, exp.Dot):
+            return node.expression.name
+        return None
+
+    def _expand_star(self, item: ast.SelectItem, source: Source, alias: str,
+                     compiler: ExpressionCompiler) -> list[OutputColumn]:
+        node = item.expression
+        if node is None or (isinstance(node, exp.Column) and isinstance(node.this, exp.Star)):
+            qualifier = node.table if node is not None else None
+            if qualifier and qualifier not in (alias, source.name):
+                raise AnalysisError(f"'{qualifier}' is not a valid stream/table name or alias.")
+            return [OutputColumn(c.name, quote(c.name), c.type, c.is_key) for c in source.columns]
+        struct = compiler.compile(node)  # col->*
+        if not isinstance(struct.type, t.Struct):
+            raise AnalysisError(f"Expected STRUCT type for '{node.sql()}->*', got {struct.type}")
+        return [OutputColumn(f.name, f"({struct.sql}).{quote(f.name)}", f.type) for f in struct.type.fields]
+
+    def _reject_aggregates(self, node: exp.Expression) -> None:
+        for call in node.find_all(exp.Anonymous):
+            if REGISTRY.is_aggregate(str(call.this)):
+                raise AnalysisError(f"Use of aggregate function {str(call.this).upper()} requires a GROUP BY clause.")
+
+    def _apply_partition_by(self, query: ast.Query, columns: list[OutputColumn], scope: Scope,
+                            sink_name: str | None) -> list[OutputColumn]:
+        """PARTITION BY makes its expressions the key; the projection must include them."""
+        if len(query.partition_by) == 1 and isinstance(query.partition_by[0], exp.Null):
+            return [OutputColumn(c.name, c.sql, c.type, False) for c in columns]
+        compiler = ExpressionCompiler(scope.with_clause("PARTITION BY"))
+        keys = [compiler.compile(e) for e in query.partition_by]
+        key_sql = {k.sql for k in keys}
+        result = [OutputColumn(c.name, c.sql, c.type, c.sql in key_sql) for c in columns]
+        projected = {c.sql for c in result if c.is_key}
+        missing = [e.sql() for e, k in zip(query.partition_by, keys) if k.sql not in projected]
+        if missing and sink_name is not None:
+            raise AnalysisError(f"The query used to build `{sink_name}` must include the partitioning "
+                                f"expression {', '.join(missing)} in its projection (eg, SELECT {missing[0]}...).")
+        order = {k.sql: i for i, k in enumerate(keys)}
+        result.sort(key=lambda c: (not c.is_key, order.get(c.sql, 0) if c.is_key else 0))
+        return result
+
+    @staticmethod
+    def _require_keys_projected(source: Source, query: ast.Query, columns: list[OutputColumn],
+                                sink_name: str | None) -> None:
+        projected = {c.sql for c in columns if c.is_key}
+        for key in source.key_columns:
+            if quote(key.name) not in projected:
+                raise AnalysisError(f"The query used to build `{sink_name}` must include the key column "
+                                    f"{key.name} in its projection (eg, SELECT {key.name}...).")
+
+    @staticmethod
+    def _check_duplicates(columns: list[OutputColumn]) -> None:
+        seen: set[str] = set()
+        for c in columns:
+            if c.name in seen:
+                raise AnalysisError(f"Duplicate column name: `{c.name}`. Please alias one of them.")
+            seen.add(c.name)
+
+    # --- physical -----------------------------------------------------------------------------
+
+    def to_dataframe(self, plan: QueryPlan, source_df: "DataFrame") -> "DataFrame":
+        """Apply the plan to the source's streaming DataFrame. Output: the plan's columns, then
+        ROWTIME, __HEADERS and __TOMBSTONE for the sink."""
+        df = source_df
+        if plan.where:
+            df = df.where(f"(NOT {TOMBSTONE_COL}) AND ({plan.where})")
+        exprs = []
+        for c in plan.columns:
+            sql = c.sql
+            if c.is_key and plan.repartitioned:
+                sql = f"CASE WHEN {TOMBSTONE_COL} THEN NULL ELSE {c.sql} END"
+            exprs.append(f"{sql} AS {quote(c.name)}")
+        exprs += [f"{plan.rowtime_sql} AS {t.ROWTIME}", HEADERS_COL, TOMBSTONE_COL]
+        return df.selectExpr(*exprs)
+
+    @staticmethod
+    def output_types(plan: QueryPlan, df: "DataFrame") -> list[t.Column]:
+        """The output columns with the types Spark's analysis gives them (authoritative)."""
+        fields = {f.name: f.dataType for f in df.schema.fields}
+        return [t.Column(c.name, t.from_spark(fields[c.name]), "key" if c.is_key else "value") for c in plan.columns]
+
+
+def compile_constant(node: exp.Expression) -> Compiled:
+    """Compile an expression with no columns in scope (INSERT VALUES)."""
+    return ExpressionCompiler(Scope([], set(), "VALUES")).compile(node)

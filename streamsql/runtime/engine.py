@@ -1,0 +1,798 @@
+"""The engine: ``execute(statement text) -> typed results``, over one SparkSession and one Kafka
+cluster.
+
+Every surface (headless runner, shell, REST server) goes through :meth:`Engine.execute`. The
+engine keeps the catalog, runs persistent queries (one Spark streaming query per CSAS / INSERT
+INTO, each with its own checkpoint under the data directory) and transient push/pull queries.
+
+Durability follows ksqlDB: successful DDL/DML statements are appended to the command log and
+replayed on start, which rebuilds the catalog and restarts persistent queries with the same ids,
+so each resumes from its checkpoint. INSERT VALUES is not logged (replaying it would duplicate).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlglot import exp
+
+from streamsql import types as t
+from streamsql.catalog import Catalog, FileCommandLog, QueryInfo, Source
+from streamsql.catalog.commands import CommandLog
+from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaError, StreamsqlError
+from streamsql.formats import FormatSpec, serde_for
+from streamsql.planner.functions import REGISTRY
+from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant
+from streamsql.runtime import io
+from streamsql.runtime import results as r
+from streamsql.runtime.config import DEFAULT_PROPERTIES, VALID_OFFSET_RESETS, EngineConfig
+from streamsql.sql import ast, parse
+
+log = logging.getLogger("streamsql")
+
+KNOWN_FORMATS = {"JSON", "DELIMITED", "KAFKA", "NONE"}
+#: formats ksqlDB has that this engine does not (yet): a clear "not supported" instead of "unknown".
+LATER_FORMATS = {"AVRO", "PROTOBUF", "PROTOBUF_NOSR", "JSON_SR"}
+KEYED_FORMATS = KNOWN_FORMATS - {"NONE"}
+
+
+@dataclass
+class RunningQuery:
+    info: QueryInfo
+    handle: Any  # pyspark StreamingQuery
+    checkpoint: Path
+
+
+def _normalize(text: str) -> str:
+    return re.sub(r"\s+", " ", text.strip().rstrip(";")).strip().upper()
+
+
+class Engine:
+    def __init__(self, config: EngineConfig, command_log: CommandLog | None = None, spark: Any = None) -> None:
+        if not config.bootstrap_servers:
+            raise ConfigError("the engine needs bootstrap servers (the CLI starts an embedded broker when none are given)")
+        self.config = config
+        self.bootstrap_servers: str = config.bootstrap_servers
+        self.data_dir = Path(config.data_dir)
+        self.catalog = Catalog()
+        self.planner = Planner(self.catalog)
+        self.session_properties: dict[str, str] = {}
+        self.variables: dict[str, str] = {}
+        self.queries: dict[str, RunningQuery] = {}
+        self._command_log = command_log
+        self._spark = spark
+        self._admin: Any = None
+        self._lock = threading.RLock()
+        self._transient_seq = 0
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def spark(self) -> Any:
+        if self._spark is None:
+            from streamsql.runtime.spark import get_spark
+
+            self._spark = get_spark(self.config.spark_master)
+        return self._spark
+
+    @property
+    def admin(self) -> Any:
+        if self._admin is None:
+            from streamsql.kafka.admin import KafkaAdmin
+
+            self._admin = KafkaAdmin(self.bootstrap_servers)
+        return self._admin
+
+    @property
+    def command_log(self) -> CommandLog:
+        if self._command_log is None:
+            self._command_log = FileCommandLog(self.data_dir / "commands.jsonl")
+        return self._command_log
+
+    def start(self) -> list[str]:
+        """Connect to Kafka, check that the data directory belongs to this cluster, replay the
+        command log. Returns notices for the user (one line each)."""
+        notices: list[str] = []
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cluster = self.admin.cluster_id()
+        state_file = self.data_dir / "cluster.json"
+        known = json.loads(state_file.read_text())["cluster_id"] if state_file.exists() else None
+        if known is not None and known != cluster:
+            notices.append(f"Kafka cluster changed ({known} -> {cluster}): starting with an empty catalog "
+                           f"and fresh checkpoints in {self.data_dir}")
+            self._reset_state()
+        state_file.write_text(json.dumps({"cluster_id": cluster}))
+        self.admin.create_topic(self.processing_log_topic, 1)
+        replayed = self._replay()
+        if replayed:
+            notices.append(f"Restored {len(self.catalog.sources)} source(s) and {len(self.queries)} "
+                           f"persistent query(ies) from {replayed} command(s)")
+        return notices
+
+    def _reset_state(self) -> None:
+        if isinstance(self.command_log, FileCommandLog):
+            self.command_log.reset()
+        shutil.rmtree(self.data_dir / "checkpoints", ignore_errors=True)
+
+    def _replay(self) -> int:
+        commands = self.command_log.read_all()
+        deferred: list[tuple[str, QueryPlan, ast.Statement, str]] = []
+        for cmd in commands:
+            saved = dict(self.session_properties)
+            self.session_properties = dict(cmd.properties)
+            try:
+                for stmt in parse(cmd.statement, custom_types=self.catalog.types):
+                    self._execute(stmt, replay_seq=cmd.seq, deferred=deferred)
+            except StreamsqlError as e:
+                log.warning("could not replay command %s (%s): %s", cmd.seq, cmd.statement, e)
+            finally:
+                self.session_properties = saved
+        for query_id, plan, stmt, sink in deferred:
+            if query_id in self.catalog.queries:
+                self._start_persistent(query_id, plan, stmt, self.catalog.get(sink))
+        return len(commands)
+
+    def close(self) -> None:
+        with self._lock:
+            for q in list(self.queries.values()):
+                self._stop_handle(q.handle)
+            self.queries.clear()
+        if self._admin is not None:
+            self._admin.close()
+
+    # --- properties ----------------------------------------------------------------------------
+
+    def property(self, name: str) -> str:
+        return self.session_properties.get(name) or self.config.property(name)
+
+    @property
+    def processing_log_topic(self) -> str:
+        return f"{self.config.property('ksql.service.id')}ksql_processing_log"
+
+    # --- execute -------------------------------------------------------------------------------
+
+    def execute(self, text: str) -> list[r.Result]:
+        """Parse ``text`` (one or more statements) and execute each in order. A failing statement
+        raises; statements before it have taken effect."""
+        out: list[r.Result] = []
+        for stmt in parse(text, variables=self.variables, custom_types=self.catalog.types):
+            out.append(self.execute_statement(stmt))
+        return out
+
+    def execute_statement(self, stmt: ast.Statement) -> r.Result:
+        with self._lock:
+            try:
+                return self._execute(stmt)
+            except StreamsqlError as e:
+                if e.statement is None:
+                    e.statement = stmt.text
+                raise
+
+    def _execute(self, stmt: ast.Statement, replay_seq: int | None = None,
+                 deferred: list | None = None) -> r.Result:
+        handler = getattr(self, f"_do_{type(stmt).__name__}", None)
+        if handler is None:
+            raise AnalysisError(f"Statement not supported yet: {stmt.text}")
+        if replay_seq is not None and isinstance(stmt, (ast.CreateSource, ast.CreateAsSelect, ast.InsertInto,
+                                                        ast.DropSource, ast.Terminate, ast.CreateType, ast.DropType)):
+            return handler(stmt, replay_seq=replay_seq, deferred=deferred)
+        return handler(stmt)
+
+    def _log_command(self, stmt: ast.Statement, replay_seq: int | None) -> int:
+        if replay_seq is not None:
+            return replay_seq
+        return self.command_log.append(stmt.text, dict(self.session_properties)).seq
+
+    # --- DDL -----------------------------------------------------------------------------------
+
+    def _do_CreateSource(self, stmt: ast.CreateSource, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
+        existing = self.catalog.find(stmt.name)
+        if existing is not None:
+            if _normalize(existing.statement) == _normalize(stmt.text):
+                return r.CommandStatus(stmt.text, f"{stmt.kind.title()} {stmt.name} already exists (unchanged)")
+            if stmt.if_not_exists:
+                return r.Warning_(stmt.text, f"Cannot add {stmt.kind.lower()} {stmt.name}: A {existing.kind.lower()} "
+                                             f"with the same name already exists.")
+            if not stmt.or_replace:
+                raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': A {existing.kind.lower()} "
+                                   f"with the same name already exists")
+        if stmt.kind == "TABLE":
+            raise AnalysisError("Not supported yet: CREATE TABLE (tables come with the tables issue)")
+        source = self._source_from_ddl(stmt)
+        if replay_seq is None:
+            partitions = stmt.properties.get("PARTITIONS")
+            if self.admin.topic_exists(source.topic):
+                source.partitions = self.admin.partitions(source.topic)
+                if partitions is not None and int(partitions) != source.partitions:
+                    raise KafkaError(f"A Kafka topic with the name '{source.topic}' already exists, with different "
+                                     f"partition count. Existing: {source.partitions}, requested: {partitions}")
+            elif partitions is not None:
+                replicas = int(stmt.properties.get("REPLICAS", 1))
+                self.admin.create_topic(source.topic, int(partitions), replicas)
+                source.partitions = int(partitions)
+            else:
+                raise KafkaError(f"Topic '{source.topic}' does not exist. Create the topic first or set the "
+                                 f"PARTITIONS property in the WITH clause to have streamsql create it.")
+        else:
+            source.partitions = int(stmt.properties.get("PARTITIONS", 1))
+        if existing is not None:
+            self.catalog.remove(existing.name)
+        self.catalog.add(source)
+        self._log_command(stmt, replay_seq)
+        return r.CommandStatus(stmt.text, f"{stmt.kind.title()} created")
+
+    def _source_from_ddl(self, stmt: ast.CreateSource) -> Source:
+        props = stmt.properties
+        topic = props.get("KAFKA_TOPIC")
+        if not topic:
+            raise AnalysisError("Missing required property \"KAFKA_TOPIC\" which has no default value.")
+        key_format, value_format = self._formats(props, default_key="KAFKA", default_value=None)
+        columns = list(stmt.columns)
+        for c in columns:
+            if c.name in t.PSEUDO_COLUMNS or c.name in (t.WINDOWSTART, t.WINDOWEND):
+                raise AnalysisError(f"'{c.name}' is a reserved column name. You cannot use it as a name for a column.")
+        source = Source(
+            name=stmt.name, kind=stmt.kind, columns=columns, topic=str(topic),
+            key_format=key_format if any(c.is_key for c in columns) else "NONE", value_format=value_format,
+            key_delimiter=props.get("KEY_DELIMITER", ","), value_delimiter=props.get("VALUE_DELIMITER", ","),
+            wrap_single_value=self._wrap_single_value(props, columns, value_format),
+            timestamp_column=self._timestamp_column(props, columns), timestamp_format=props.get("TIMESTAMP_FORMAT"),
+            is_source=stmt.is_source, statement=stmt.text,
+        )
+        self._validate_formats(source)
+        return source
+
+    def _formats(self, props: dict[str, Any], default_key: str | None, default_value: str | None) -> tuple[str, str]:
+        fmt = props.get("FORMAT")
+        key = props.get("KEY_FORMAT")
+        value = props.get("VALUE_FORMAT")
+        if fmt is not None and key is not None:
+            raise AnalysisError("Cannot supply both 'KEY_FORMAT' and 'FORMAT' properties, as 'FORMAT' sets both key "
+                                "and value formats. Either use just 'FORMAT', or use 'KEY_FORMAT' and 'VALUE_FORMAT'.")
+        if fmt is not None and value is not None:
+            raise AnalysisError("Cannot supply both 'VALUE_FORMAT' and 'FORMAT' properties, as 'FORMAT' sets both key "
+                                "and value formats. Either use just 'FORMAT', or use 'KEY_FORMAT' and 'VALUE_FORMAT'.")
+        key = str(fmt or key or default_key or "KAFKA").upper()
+        value_str = fmt or value or default_value
+        if value_str is None:
+            raise AnalysisError("Missing required property \"VALUE_FORMAT\" which has no default value.")
+        value = str(value_str).upper()
+        for f in (key, value):
+            if f in LATER_FORMATS:
+                raise AnalysisError(f"Not supported yet: the '{f}' format")
+            if f not in KNOWN_FORMATS:
+                raise AnalysisError(f"Unknown format: {f}")
+        return key, value
+
+    @staticmethod
+    def _wrap_single_value(props: dict[str, Any], columns: list[t.Column], value_format: str) -> bool:
+        wrap = props.get("WRAP_SINGLE_VALUE")
+        if wrap is None:
+            return True
+        value_cols = [c for c in columns if c.role == "value"]
+        if len(value_cols) != 1:
+            raise AnalysisError("'WRAP_SINGLE_VALUE' is only valid for single-field value schemas")
+        if isinstance(wrap, str):
+            wrap = wrap.strip().lower() == "true"
+        return bool(wrap)
+
+    @staticmethod
+    def _timestamp_column(props: dict[str, Any], columns: list[t.Column]) -> str | None:
+        name = props.get("TIMESTAMP")
+        if name is None:
+            return None
+        name = str(name)
+        match = next((c for c in columns if c.name == name), None) or next(
+            (c for c in columns if c.name.upper() == name.upper()), None)
+        if match is None:
+            raise AnalysisError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: '{name}'")
+        if match.type.kind not in (t.Kind.BIGINT, t.Kind.TIMESTAMP, t.Kind.STRING):
+            raise AnalysisError(f"Timestamp column, {match.name}, should be LONG(INT64), TIMESTAMP, or a String "
+                                f"with a timestamp_format specified.")
+        return match.name
+
+    @staticmethod
+    def _validate_formats(source: Source) -> None:
+        """Fail at statement time when a format cannot hold the columns (ksqlDB does too)."""
+        for spec in (io.key_spec(source), io.value_spec(source)):
+            serde_for(spec)
+
+    def _do_DropSource(self, stmt: ast.DropSource, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
+        source = self.catalog.find(stmt.name)
+        if source is None:
+            if stmt.if_exists:
+                return r.CommandStatus(stmt.text, f"Source {stmt.name} does not exist.")
+            raise CatalogError(f"Source {stmt.name} does not exist.")
+        if source.kind != stmt.kind:
+            raise CatalogError(f"Incompatible data source type is {source.kind}, but statement was DROP {stmt.kind}")
+        readers = [q.id for q in self.catalog.queries_reading(stmt.name)]
+        inserts = [q.id for q in self.catalog.queries_writing(stmt.name) if q.id != source.writer_query]
+        if readers or inserts:
+            raise CatalogError(f"Cannot drop {stmt.name}.\nThe following queries read from this source: "
+                               f"[{', '.join(readers)}].\nThe following queries write into this source: "
+                               f"[{', '.join(inserts)}].\nYou need to terminate them before dropping {stmt.name}.")
+        if stmt.delete_topic and source.is_source:
+            raise CatalogError(f"Cannot delete topic for read-only source: {stmt.name}")
+        if source.writer_query:
+            self._terminate(source.writer_query)
+        self.catalog.remove(stmt.name)
+        if stmt.delete_topic and replay_seq is None:
+            try:
+                self.admin.delete_topic(source.topic)
+            except KafkaError as e:
+                log.warning("could not delete topic %s: %s", source.topic, e)
+        self._log_command(stmt, replay_seq)
+        return r.CommandStatus(stmt.text, f"Source `{stmt.name}` (topic: {source.topic}) was dropped.")
+
+    def _do_CreateType(self, stmt: ast.CreateType, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
+        if stmt.name in self.catalog.types:
+            if stmt.if_not_exists:
+                return r.Warning_(stmt.text, f"A type with the name '{stmt.name}' already exists")
+            raise CatalogError(f"Cannot register custom type '{stmt.name}' since it is already registered "
+                               f"with type: {self.catalog.types[stmt.name]}")
+        self.catalog.types[stmt.name] = stmt.type
+        self._log_command(stmt, replay_seq)
+        return r.CommandStatus(stmt.text, f"Registered custom type with name '{stmt.name}' and SQL type {stmt.type}")
+
+    def _do_DropType(self, stmt: ast.DropType, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
+        if stmt.name not in self.catalog.types:
+            if stmt.if_exists:
+                return r.CommandStatus(stmt.text, f"Type '{stmt.name}' does not exist")
+            raise CatalogError(f"Type {stmt.name} does not exist.")
+        del self.catalog.types[stmt.name]
+        self._log_command(stmt, replay_seq)
+        return r.CommandStatus(stmt.text, f"Dropped type '{stmt.name}'")
+
+    # --- persistent queries ------------------------------------------------------------------
+
+    def _do_CreateAsSelect(self, stmt: ast.CreateAsSelect, replay_seq: int | None = None,
+                           deferred: list | None = None) -> r.Result:
+        existing = self.catalog.find(stmt.name)
+        if existing is not None:
+            if _normalize(existing.statement) == _normalize(stmt.text):
+                return r.CommandStatus(stmt.text, f"{stmt.kind.title()} {stmt.name} already exists (unchanged); "
+                                                  f"query {existing.writer_query} resumes from its checkpoint",
+                                       query_id=existing.writer_query)
+            if stmt.if_not_exists:
+                return r.Warning_(stmt.text, f"Cannot add {stmt.kind.lower()} {stmt.name}: A "
+                                             f"{existing.kind.lower()} with the same name already exists.")
+            raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': A {existing.kind.lower()} "
+                               f"with the same name already exists")
+        if stmt.kind == "TABLE":
+            raise AnalysisError("Not supported yet: CREATE TABLE AS SELECT (tables come with the tables issue)")
+        if stmt.query.emit == "FINAL":
+            raise AnalysisError("EMIT FINAL is only supported for windowed aggregations.")
+        plan = self.planner.plan_query(stmt.query, persistent=True, sink_name=stmt.name)
+        sink = self._sink_source(stmt, plan)
+        df = self._plan_dataframe(plan, "planning")
+        sink.columns = Planner.output_types(plan, df)
+        self._validate_formats(sink)
+        if replay_seq is None:
+            self.admin.create_topic(sink.topic, sink.partitions, int(stmt.properties.get("REPLICAS", 1)))
+        seq = self._log_command(stmt, replay_seq)
+        query_id = f"CSAS_{stmt.name}_{seq}"
+        sink.writer_query = query_id
+        self.catalog.add(sink)
+        self.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, sink.name, [plan.source.name])
+        if deferred is not None:
+            deferred.append((query_id, plan, stmt, sink.name))
+        else:
+            self._start_persistent(query_id, plan, stmt, sink)
+        return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
+
+    def _sink_source(self, stmt: ast.CreateAsSelect, plan: QueryPlan) -> Source:
+        props = stmt.properties
+        src = plan.source
+        key_format, value_format = self._formats(props, default_key=src.key_format if src.key_format != "NONE" else "KAFKA",
+                                                 default_value=src.value_format)
+        topic = str(props.get("KAFKA_TOPIC") or (self.property("ksql.output.topic.name.prefix") + stmt.name))
+        has_key = bool(plan.key_columns)
+        return Source(
+            name=stmt.name, kind=stmt.kind, columns=[], topic=topic,
+            key_format=key_format if has_key else "NONE", value_format=value_format,
+            partitions=int(props.get("PARTITIONS", src.partitions)),
+            key_delimiter=props.get("KEY_DELIMITER", ","), value_delimiter=props.get("VALUE_DELIMITER", ","),
+            wrap_single_value=self._wrap_single_value(props, [t.Column(c.name, t.STRING) for c in plan.value_columns], value_format)
+            if "WRAP_SINGLE_VALUE" in props else True,
+            statement=stmt.text,
+        )
+
+    def _do_InsertInto(self, stmt: ast.InsertInto, replay_seq: int | None = None, deferred: list | None = None) -> r.Result:
+        target = self.catalog.get(stmt.target)
+        for q in self.catalog.queries_writing(target.name):
+            if _normalize(q.statement) == _normalize(stmt.text):
+                return r.CommandStatus(stmt.text, f"Query {q.id} already runs this statement (unchanged)", query_id=q.id)
+        if target.is_table:
+            raise AnalysisError(f"INSERT INTO can only be used to insert into a stream. {target.name} is a table.")
+        if target.is_source:
+            raise AnalysisError(f"Cannot insert into read-only stream: {target.name}")
+        plan = self.planner.plan_query(stmt.query, persistent=True, sink_name=target.name)
+        df = self._plan_dataframe(plan, "planning")
+        produced = Planner.output_types(plan, df)
+        expected = [c for c in target.columns if c.role in ("key", "value")]
+        if [(c.name, str(c.type), c.role) for c in produced] != [(c.name, str(c.type), c.role) for c in expected]:
+            raise AnalysisError(
+                f"Incompatible schema between results and sink.\nResult schema is "
+                f"{', '.join(c.sql() for c in produced)}\nSink schema is {', '.join(c.sql() for c in expected)}")
+        seq = self._log_command(stmt, replay_seq)
+        query_id = str(stmt.properties.get("QUERY_ID") or f"INSERTQUERY_{seq}").upper()
+        self.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, target.name, [plan.source.name])
+        if deferred is not None:
+            deferred.append((query_id, plan, stmt, target.name))
+        else:
+            self._start_persistent(query_id, plan, stmt, target)
+        return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
+
+    def _plan_dataframe(self, plan: QueryPlan, query_id: str) -> Any:
+        df = io.read_stream(self.spark, self.bootstrap_servers, plan.source,
+                            starting_offsets=self._offset_reset(), query_id=query_id,
+                            max_records=int(self.property("ksql.streams.max.records.per.batch") or 0) or None,
+                            processing_log_topic=self.processing_log_topic)
+        try:
+            return self.planner.to_dataframe(plan, df)
+        except Exception as e:  # Spark's analyser: type errors the compiler could not see
+            raise AnalysisError(_spark_message(e)) from None
+
+    def _offset_reset(self) -> str:
+        value = self.property("auto.offset.reset").lower()
+        if value not in VALID_OFFSET_RESETS:
+            raise ConfigError(f"Invalid value {value} for configuration auto.offset.reset: "
+                              f"String must be one of: earliest, latest")
+        return value
+
+    def _start_persistent(self, query_id: str, plan: QueryPlan, stmt: ast.Statement, sink: Source) -> None:
+        checkpoint = self.data_dir / "checkpoints" / query_id
+        df = io.read_stream(self.spark, self.bootstrap_servers, plan.source,
+                            starting_offsets=self._offset_reset(), query_id=query_id,
+                            max_records=int(self.property("ksql.streams.max.records.per.batch") or 0) or None,
+                            processing_log_topic=self.processing_log_topic)
+        out = self.planner.to_dataframe(plan, df)
+        writer = (out.writeStream.format(io.DATA_SOURCE).options(**io.kafka_options(self.bootstrap_servers, sink))
+                  .option("checkpointLocation", str(checkpoint)).queryName(query_id).outputMode("append"))
+        handle = writer.start()
+        info = self.catalog.queries[query_id]
+        self.queries[query_id] = RunningQuery(info, handle, checkpoint)
+
+    def _do_Terminate(self, stmt: ast.Terminate, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
+        ids = [stmt.query_id.upper()] if stmt.query_id else list(self.catalog.queries)
+        for qid in ids:
+            if qid not in self.catalog.queries:
+                raise CatalogError(f"Unknown queryId: {qid}")
+        for qid in ids:
+            self._terminate(qid)
+        self._log_command(stmt, replay_seq)
+        return r.CommandStatus(stmt.text, "Query terminated." if stmt.query_id else "All queries terminated.")
+
+    def _terminate(self, query_id: str) -> None:
+        running = self.queries.pop(query_id, None)
+        if running is not None:
+            self._stop_handle(running.handle)
+        info = self.catalog.queries.pop(query_id, None)
+        if info is not None:
+            sink = self.catalog.find(info.sink)
+            if sink is not None and sink.writer_query == query_id:
+                sink.writer_query = None
+
+    @staticmethod
+    def _stop_handle(handle: Any) -> None:
+        try:
+            handle.stop()
+        except Exception as e:  # a failed query may not stop cleanly; it is gone either way
+            log.debug("stopping query: %s", e)
+
+    # --- INSERT VALUES -------------------------------------------------------------------------
+
+    def _do_InsertValues(self, stmt: ast.InsertValues) -> r.Result:
+        target = self.catalog.get(stmt.target)
+        if target.is_source:
+            raise AnalysisError(f"Cannot insert values into read-only {target.kind.lower()}: {target.name}")
+        writable = [c for c in target.columns if c.role in ("key", "value")]
+        names = stmt.columns or [c.name for c in writable]
+        if len(names) != len(stmt.values):
+            raise AnalysisError(f"Expected a value for each column. Expected Columns: {names}. "
+                                f"Got {[v.sql() for v in stmt.values]}")
+        by_name = {c.name: c for c in target.columns}
+        rowtime: int | None = None
+        given: dict[str, str] = {}
+        for name, node in zip(names, stmt.values):
+            if name == t.ROWTIME:
+                rowtime = int(self._evaluate_constants([(compile_constant(node).sql, t.BIGINT)])[0] or 0)
+                continue
+            col = by_name.get(name)
+            if col is None:
+                raise AnalysisError(f"Column name {name} does not exist.")
+            if col.role in ("headers", "header"):
+                raise AnalysisError(f"Cannot insert into HEADER columns: {name}")
+            given[name] = compile_constant(node).sql
+        values = self._evaluate_constants([(given.get(c.name, "NULL"), c.type) for c in writable])
+        row = dict(zip([c.name for c in writable], values))
+        key_bytes, value_bytes = self._encode_row(target, row)
+        self.admin.produce(target.topic, key_bytes, value_bytes, rowtime if rowtime is not None else int(time.time() * 1000))
+        return r.CommandStatus(stmt.text, "Inserted 1 row")
+
+    def _evaluate_constants(self, items: list[tuple[str, t.SqlType]]) -> list[Any]:
+        """Evaluate constant expressions in Spark, cast to the column types (so INSERT VALUES
+        accepts the same expressions and coercions as queries do)."""
+        exprs = [f"CAST({sql} AS {t.to_spark(ty).simpleString()}) AS c{i}" for i, (sql, ty) in enumerate(items)]
+        try:
+            table = self.spark.sql("SELECT " + ", ".join(exprs)).toArrow()
+        except Exception as e:
+            raise AnalysisError(f"Failed to evaluate values: {_spark_message(e)}") from None
+        return [table.column(i)[0] for i in range(len(items))]
+
+    @staticmethod
+    def _encode_row(target: Source, row: dict[str, Any]) -> tuple[bytes | None, bytes | None]:
+        import pyarrow as pa
+
+        def encode(spec: FormatSpec) -> bytes | None:
+            if not spec.columns:
+                return None
+            arrays = [pa.array([row[c.name].as_py()], type=t.to_arrow(c.type)) for c in spec.columns]
+            batch = pa.RecordBatch.from_arrays(arrays, names=[c.name for c in spec.columns])
+            return serde_for(spec).encode(batch)[0]
+
+        return encode(io.key_spec(target)), encode(io.value_spec(target))
+
+    # --- transient queries ---------------------------------------------------------------------
+
+    def _do_SelectStatement(self, stmt: ast.SelectStatement) -> r.Result:
+        plan = self.planner.plan_query(stmt.query, persistent=False)
+        self._transient_seq += 1
+        push = stmt.query.emit is not None
+        query_id = f"transient_{plan.source.name}_{int(time.time() * 1000)}{self._transient_seq}"
+        df = io.read_stream(self.spark, self.bootstrap_servers, plan.source,
+                            starting_offsets=self._offset_reset() if push else "earliest", query_id=query_id,
+                            processing_log_topic=self.processing_log_topic)
+        out = self.planner.to_dataframe(plan, df).where(f"NOT {TOMBSTONE_COL}")
+        columns = Planner.output_types(plan, out)
+        stream = r.RowStream(stmt.text, query_id, [(c.name, str(c.type)) for c in columns],
+                             limit=plan.limit, kind="push" if push else "pull")
+        names = [c.name for c in plan.columns]
+        checkpoint = Path(tempfile.mkdtemp(prefix="streamsql-transient-"))
+
+        def on_batch(batch_df: Any, _batch_id: int) -> None:
+            if stream.closed:
+                return
+            for row in batch_df.select(*[f"`{n}`" for n in names]).collect():
+                if not stream.put([_to_python(v) for v in row]):
+                    break
+
+        writer = out.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint))
+        if not push:
+            writer = writer.trigger(availableNow=True)
+        handle = writer.start()
+
+        def watch() -> None:
+            try:
+                while handle.isActive and not stream.closed:
+                    handle.awaitTermination(0.2)
+                exc = handle.exception()
+                stream.finish(AnalysisError(_spark_message(exc)) if exc is not None else None)
+            except Exception as e:  # the query died: surface it to the reader
+                stream.finish(e)
+            finally:
+                self._stop_handle(handle)
+                shutil.rmtree(checkpoint, ignore_errors=True)
+
+        stream.on_close(lambda: self._stop_handle(handle))
+        threading.Thread(target=watch, name=f"watch-{query_id}", daemon=True).start()
+        return stream
+
+    def _do_Print(self, stmt: ast.Print) -> r.Result:
+        topics = self.admin.topics()
+        topic = stmt.topic if stmt.topic in topics else next((n for n in topics if n.upper() == stmt.topic.upper()), None)
+        if topic is None:
+            raise KafkaError(f"Could not find topic '{stmt.topic}', or the KSQL user does not have permissions to "
+                             f"list the topic. Topic names are case-sensitive.")
+        stream = r.RowStream(stmt.text, f"print_{topic}", [("record", "STRING")], limit=stmt.limit, kind="print")
+        interval = max(1, stmt.interval or 1)
+
+        def pump() -> None:
+            try:
+                for i, rec in enumerate(self.admin.iter_records(topic, from_beginning=stmt.from_beginning, follow=True)):
+                    if stream.closed:
+                        return
+                    if i % interval == 0 and not stream.put([format_record(rec)]):
+                        return
+            except Exception as e:
+                stream.finish(e)
+
+        threading.Thread(target=pump, name=f"print-{topic}", daemon=True).start()
+        return stream
+
+    # --- meta ----------------------------------------------------------------------------------
+
+    def _do_Show(self, stmt: ast.Show) -> r.Result:
+        what = stmt.what.upper()
+        if what in ("STREAMS", "TABLES"):
+            sources = self.catalog.streams() if what == "STREAMS" else self.catalog.tables()
+            return r.SourceList(stmt.text, what, [_source_info(s) for s in sorted(sources, key=lambda s: s.name)])
+        if what == "TOPICS":
+            topics = self.admin.topics()
+            shown = {n: p for n, p in topics.items() if stmt.all_topics or not n.startswith("_")}
+            return r.TopicList(stmt.text, [r.TopicInfo(n, p) for n, p in sorted(shown.items())])
+        if what == "QUERIES":
+            return r.QueryList(stmt.text, [self._describe_query(q) for q in self.catalog.queries.values()])
+        if what == "PROPERTIES":
+            props = dict(DEFAULT_PROPERTIES)
+            props.update(self.config.properties)
+            props.update(self.session_properties)
+            return r.Properties(stmt.text, props, dict(self.session_properties))
+        if what == "FUNCTIONS":
+            return r.FunctionList(stmt.text, [r.FunctionInfo(f.name, f.kind, f.category, f.description)
+                                              for f in REGISTRY.all()])
+        if what == "VARIABLES":
+            return r.Properties(stmt.text, dict(self.variables), {})
+        if what == "TYPES":
+            return r.Properties(stmt.text, {k: str(v) for k, v in self.catalog.types.items()}, {})
+        raise AnalysisError(f"SHOW {what} is not supported")
+
+    def _describe_query(self, info: QueryInfo) -> r.QueryDescription:
+        running = self.queries.get(info.id)
+        state = "NOT_RUNNING"
+        stats: dict[str, Any] = {}
+        if running is not None:
+            handle = running.handle
+            if handle.isActive:
+                state = "RUNNING"
+            elif handle.exception() is not None:
+                state = "ERROR"
+                stats["error"] = _spark_message(handle.exception())
+            progress = handle.lastProgress
+            if progress:
+                stats.update({"batchId": progress.get("batchId"), "inputRowsPerSecond": progress.get("inputRowsPerSecond"),
+                              "processedRowsPerSecond": progress.get("processedRowsPerSecond")})
+        return r.QueryDescription(info.id, info.statement, info.sink, info.sources, state, info.kind, stats)
+
+    def _do_Describe(self, stmt: ast.Describe) -> r.Result:
+        if stmt.function:
+            fn = REGISTRY.get(stmt.name or "")
+            if fn is None:
+                raise AnalysisError(f"Can't find any functions with the name '{stmt.name}'")
+            return r.FunctionList(stmt.text, [r.FunctionInfo(fn.name, fn.kind, fn.category, fn.description)])
+        if stmt.listing:
+            sources = self.catalog.streams() if stmt.listing == "STREAMS" else self.catalog.tables()
+            return r.SourceList(stmt.text, stmt.listing, [_source_info(s) for s in sources])
+        source = self.catalog.get(stmt.name or "")
+        fields = [r.FieldInfo(t.ROWTIME, "BIGINT", False)] if stmt.extended else []
+        fields += [r.FieldInfo(c.name, str(c.type) + (" (header)" if c.role in ("headers", "header") else ""), c.is_key)
+                   for c in source.columns]
+        return r.SourceDescription(
+            stmt.text, _source_info(source), fields, source.partitions, source.timestamp_column, source.statement,
+            [q.id for q in self.catalog.queries_reading(source.name)],
+            [q.id for q in self.catalog.queries_writing(source.name)], stmt.extended)
+
+    def _do_Explain(self, stmt: ast.Explain) -> r.Result:
+        if stmt.query_id:
+            info = self.catalog.queries.get(stmt.query_id.upper())
+            if info is None:
+                raise CatalogError(f"Query with id:{stmt.query_id} does not exist, use SHOW QUERIES to view the full "
+                                   f"set of queries.")
+            text = f"Query {info.id}\n{info.statement}"
+            running = self.queries.get(info.id)
+            if running is not None:
+                text += "\n\nSpark plan:\n" + _spark_plan(running.handle)
+            return r.Explanation(stmt.text, text)
+        inner = stmt.statement
+        query = getattr(inner, "query", None)
+        if query is None:
+            raise AnalysisError("EXPLAIN needs a query or a CREATE ... AS SELECT / INSERT INTO statement")
+        sink = getattr(inner, "name", None) or getattr(inner, "target", None)
+        plan = self.planner.plan_query(query, persistent=sink is not None, sink_name=sink)
+        return r.Explanation(stmt.text, plan.explain())
+
+    def _do_SetProperty(self, stmt: ast.SetProperty) -> r.Result:
+        if stmt.name == "auto.offset.reset" and stmt.value.lower() not in VALID_OFFSET_RESETS:
+            raise ConfigError(f"Invalid value {stmt.value} for configuration auto.offset.reset: "
+                              f"String must be one of: earliest, latest")
+        self.session_properties[stmt.name] = stmt.value
+        return r.CommandStatus(stmt.text, f"Successfully changed local property '{stmt.name}' to '{stmt.value}'.")
+
+    def _do_UnsetProperty(self, stmt: ast.UnsetProperty) -> r.Result:
+        self.session_properties.pop(stmt.name, None)
+        return r.CommandStatus(stmt.text, f"Successfully unset local property '{stmt.name}'.")
+
+    def _do_DefineVariable(self, stmt: ast.DefineVariable) -> r.Result:
+        self.variables[stmt.name] = stmt.value
+        return r.CommandStatus(stmt.text, f"Defined variable {stmt.name}")
+
+    def _do_UndefineVariable(self, stmt: ast.UndefineVariable) -> r.Result:
+        if self.variables.pop(stmt.name, None) is None:
+            return r.Warning_(stmt.text, f"Cannot undefine variable '{stmt.name}' which was never defined")
+        return r.CommandStatus(stmt.text, f"Undefined variable {stmt.name}")
+
+    # --- waiting -------------------------------------------------------------------------------
+
+    def wait_until_idle(self, max_rounds: int = 100) -> None:
+        """Process everything available in the source topics, through chains of queries (a
+        query's output may be another's input), then return. Raises if a query failed."""
+        for _ in range(max_rounds):
+            before = self._progress_marks()
+            for q in list(self.queries.values()):
+                self._check_alive(q)
+                q.handle.processAllAvailable()
+            if self._progress_marks() == before:
+                return
+
+    def _progress_marks(self) -> dict[str, Any]:
+        marks = {}
+        for qid, q in self.queries.items():
+            p = q.handle.lastProgress
+            marks[qid] = json.dumps([s.get("endOffset") for s in p.get("sources", [])], sort_keys=True) if p else None
+        return marks
+
+    def _check_alive(self, q: RunningQuery) -> None:
+        exc = q.handle.exception()
+        if exc is not None:
+            raise StreamsqlError(f"Query {q.info.id} failed: {_spark_message(exc)}", q.info.statement)
+
+    def failed_queries(self) -> list[tuple[str, str]]:
+        out = []
+        for qid, q in self.queries.items():
+            exc = q.handle.exception() if not q.handle.isActive else None
+            if exc is not None:
+                out.append((qid, _spark_message(exc)))
+        return out
+
+
+def _source_info(s: Source) -> r.SourceInfo:
+    return r.SourceInfo(s.name, s.kind, s.topic, s.key_format, s.value_format, s.window_type is not None)
+
+
+def _to_python(value: Any) -> Any:
+    from pyspark.sql import Row
+
+    if isinstance(value, Row):
+        return {k: _to_python(v) for k, v in value.asDict().items()}
+    if isinstance(value, list):
+        return [_to_python(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_python(v) for k, v in value.items()}
+    if isinstance(value, (bytes, bytearray)):
+        import base64
+
+        return base64.b64encode(bytes(value)).decode()
+    return value
+
+
+def _spark_message(exc: Any) -> str:
+    """The useful first line of a Spark/Py4J error, not the JVM stack."""
+    text = getattr(exc, "desc", None) or getattr(exc, "message", None) or str(exc)
+    text = str(text).strip()
+    for marker in ("\n\tat ", "\nJVM stacktrace:", "\n== "):
+        if marker in text:
+            text = text.split(marker)[0]
+    return text.strip()
+
+
+def _spark_plan(handle: Any) -> str:
+    try:
+        return handle._jsq.explainInternal(False)
+    except Exception:
+        return "(plan not available)"
+
+
+def format_record(rec: Any) -> str:
+    """PRINT's line for one record (ksqlDB's layout)."""
+    from datetime import datetime, timezone
+
+    ts = datetime.fromtimestamp(rec.timestamp / 1000, tz=timezone.utc).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+
+    def text(b: bytes | None) -> str:
+        if b is None:
+            return "<null>"
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            return b.hex()
+
+    return f"rowtime: {ts} Z, key: {text(rec.key)}, value: {text(rec.value)}, partition: {rec.partition}"

@@ -1,0 +1,83 @@
+"""Connect catalog sources to the Kafka data source: options for reading and writing a source.
+
+This is the only place that turns a catalog :class:`Source` into the Kafka data source's options
+(format specs, topic, offsets), so the planner never knows option names and the Kafka package
+never knows the catalog.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from streamsql import types as t
+from streamsql.catalog import Source
+from streamsql.formats import FormatSpec
+from streamsql.planner.expressions import quote, string_literal
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DATA_SOURCE = "streamsql_kafka"
+_DELIMITER_NAMES = {"SPACE": " ", "TAB": "\t"}
+
+
+def delimiter(value: str | None) -> str:
+    if value is None:
+        return ","
+    return _DELIMITER_NAMES.get(value.upper(), value)
+
+
+def key_spec(source: Source) -> FormatSpec:
+    fmt = source.key_format if source.key_columns else "NONE"
+    return FormatSpec(fmt, tuple(source.key_columns), delimiter(source.key_delimiter))
+
+
+def value_spec(source: Source) -> FormatSpec:
+    return FormatSpec(source.value_format, tuple(source.value_columns), delimiter(source.value_delimiter),
+                      source.wrap_single_value)
+
+
+def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
+    return {
+        "kafka.bootstrap.servers": bootstrap_servers,
+        "topic": source.topic,
+        "keySpec": key_spec(source).to_json(),
+        "valueSpec": value_spec(source).to_json(),
+    }
+
+
+def read_stream(spark: "SparkSession", bootstrap_servers: str, source: Source, *, starting_offsets: str,
+                query_id: str, max_records: int | None = None, processing_log_topic: str | None = None,
+                ) -> "DataFrame":
+    """The streaming DataFrame of ``source``: its columns plus ROWTIME/ROWPARTITION/ROWOFFSET and
+    the internal ``__HEADERS``/``__TOMBSTONE``. With a TIMESTAMP column, ROWTIME is that column."""
+    reader = spark.readStream.format(DATA_SOURCE)
+    options = kafka_options(bootstrap_servers, source)
+    options["startingOffsets"] = starting_offsets
+    options["queryId"] = query_id
+    if source.header_columns:
+        options["headerColumns"] = json.dumps(
+            [[c.name, str(c.type), c.role, c.header_key] for c in source.header_columns])
+    if max_records:
+        options["maxRecordsPerBatch"] = str(max_records)
+    if processing_log_topic:
+        options["processingLogTopic"] = processing_log_topic
+    df = reader.options(**options).load()
+    if source.timestamp_column:
+        df = df.withColumn(t.ROWTIME, _rowtime_expr(spark, source))
+    return df
+
+
+def _rowtime_expr(spark: "SparkSession", source: Source):  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    col = source.column(source.timestamp_column or "")
+    assert col is not None
+    ref = quote(col.name)
+    if col.type.kind == t.Kind.TIMESTAMP:
+        return F.expr(f"unix_millis({ref})")
+    if col.type.kind == t.Kind.STRING:
+        fmt = source.timestamp_format or "yyyy-MM-dd'T'HH:mm:ss.SSSX"
+        return F.expr(f"unix_millis(to_timestamp({ref}, {string_literal(fmt)}))")
+    return F.expr(f"CAST({ref} AS BIGINT)")

@@ -1,0 +1,173 @@
+"""The ``streamsql`` command.
+
+    streamsql demo [--count N]             run the seed pipeline on sample data (embedded default)
+    streamsql run FILE.sql [--until-idle]  headless runner
+    streamsql broker [--port N]            the embedded Kafka-compatible broker, in the foreground
+    streamsql produce SAMPLE --topic T     write deterministic sample records
+
+Every command that needs Kafka and is given no bootstrap servers (flag, environment variable
+``STREAMSQL_BOOTSTRAP_SERVERS``, or config file) starts an embedded broker for its own lifetime,
+says so in one line, and stops it on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from streamsql.errors import StreamsqlError
+from streamsql.runtime.config import EngineConfig, resolve_config
+
+QUERIES_DIR = Path(__file__).resolve().parents[2] / "queries"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-servers", help="Kafka cluster to use (default: start an embedded broker)")
+    p.add_argument("--data-dir", help="where the catalog and checkpoints live (default ./.streamsql)")
+    p.add_argument("--config", help="properties file (bootstrap.servers=..., ksql properties)")
+    p.add_argument("--spark-master", help="Spark master URL (default local[2])")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="streamsql", description="ksqlDB's SQL on Spark Structured Streaming over Kafka")
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="run a .sql file headlessly")
+    run.add_argument("file")
+    run.add_argument("--until-idle", action="store_true", help="process what the topics hold, then exit 0")
+    _common(run)
+
+    demo = sub.add_parser("demo", help="run queries/fraud_filter.sql on sample payments")
+    demo.add_argument("--count", type=int, default=20000, help="sample payments to produce")
+    _common(demo)
+
+    broker = sub.add_parser("broker", help="run the embedded Kafka-compatible broker in the foreground")
+    broker.add_argument("--port", type=int, default=9092)
+    broker.add_argument("--data-dir", help="where the broker writes its log (topics are kept in memory)")
+
+    produce = sub.add_parser("produce", help="write deterministic sample records to a topic")
+    produce.add_argument("sample", choices=["payments"])
+    produce.add_argument("--topic", required=True)
+    produce.add_argument("--count", type=int, default=10000)
+    produce.add_argument("--partitions", type=int, default=2)
+    _common(produce)
+    return parser
+
+
+@contextlib.contextmanager
+def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
+    """Yield a config with bootstrap servers, starting an embedded broker if none were given."""
+    if config.bootstrap_servers:
+        yield config
+        return
+    from streamsql.kafka.broker import EmbeddedBroker
+
+    broker = EmbeddedBroker().start()
+    print(f"streamsql: no bootstrap servers given; started an embedded broker at {broker.bootstrap_servers} "
+          f"(stopped on exit)", file=sys.stderr, flush=True)
+    try:
+        config.bootstrap_servers = broker.bootstrap_servers
+        yield config
+    finally:
+        broker.stop()
+
+
+def _config(args: argparse.Namespace) -> EngineConfig:
+    return resolve_config(args.bootstrap_servers, args.data_dir, args.config, args.spark_master)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from streamsql.runtime.engine import Engine
+    from streamsql.surfaces.runner import install_interrupt, run_file
+
+    path = Path(args.file)
+    if not path.exists():
+        print(f"Error: file not found: {path}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    install_interrupt(stop)
+    with kafka_cluster(_config(args)) as config:
+        engine = Engine(config)
+        try:
+            for notice in engine.start():
+                print(f"streamsql: {notice}", file=sys.stderr, flush=True)
+            return run_file(engine, path, args.until_idle, stop=stop)
+        finally:
+            engine.close()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The main job: fraud filter over sample payments, on the embedded default."""
+    from streamsql import samples
+    from streamsql.runtime.engine import Engine
+    from streamsql.surfaces.runner import run_file
+
+    with kafka_cluster(_config(args)) as config:
+        assert config.bootstrap_servers
+        n = samples.produce(config.bootstrap_servers, "payments", "payments", args.count, partitions=2)
+        print(f"streamsql: produced {n} sample payments to topic 'payments'", flush=True)
+        engine = Engine(config)
+        try:
+            for notice in engine.start():
+                print(f"streamsql: {notice}", file=sys.stderr, flush=True)
+            code = run_file(engine, QUERIES_DIR / "fraud_filter.sql", until_idle=True)
+            if code != 0:
+                return code
+            records = engine.admin.read_all("FRAUDULENT_PAYMENTS")
+            print(f"\nfraudulent_payments: {len(records)} of {n} payments flagged (fraudProbability > 0.8); first 5:")
+            for rec in records[:5]:
+                print(f"  key={rec.key.decode() if rec.key else None} value={rec.value.decode() if rec.value else None}")
+            return 0
+        finally:
+            engine.close()
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    from streamsql.kafka.broker import EmbeddedBroker
+
+    broker = EmbeddedBroker(port=args.port, data_dir=args.data_dir).start()
+    print(f"streamsql: embedded broker listening on {broker.bootstrap_servers} (in-memory topics); Ctrl-C to stop",
+          flush=True)
+    try:
+        return broker.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        broker.stop()
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    from streamsql import samples
+
+    with kafka_cluster(_config(args)) as config:
+        assert config.bootstrap_servers
+        n = samples.produce(config.bootstrap_servers, args.sample, args.topic, args.count, args.partitions)
+        print(f"produced {n} records to {args.topic}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    logging.basicConfig(level=os.environ.get("STREAMSQL_LOG_LEVEL", "WARNING"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    commands = {"run": cmd_run, "demo": cmd_demo, "broker": cmd_broker, "produce": cmd_produce}
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return commands[args.command](args)
+    except StreamsqlError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Text rendering of engine results, the way the ksql CLI shows them (boxed tables)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from streamsql.runtime import results as r
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out = [line, "|" + "|".join(f" {h:<{w}} " for h, w in zip(headers, widths)) + "|", line]
+    out += ["|" + "|".join(f" {c:<{w}} " for c, w in zip(row, widths)) + "|" for row in cells]
+    out.append(line)
+    return "\n".join(out)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, default=str, separators=(",", ":"))
+    return str(v)
+
+
+def row_line(columns: Sequence[tuple[str, str]], row: Sequence[Any]) -> str:
+    return "|" + "|".join(f"{_cell(v)}" for v in row) + "|"
+
+
+def render(result: r.Result) -> str:
+    """Everything except row streams (which are printed as rows arrive)."""
+    if isinstance(result, r.CommandStatus):
+        return f" Message: {result.message}"
+    if isinstance(result, r.Warning_):
+        return f" Warning: {result.message}"
+    if isinstance(result, r.SourceList):
+        noun = "Stream" if result.kind == "STREAMS" else "Table"
+        return table([f"{noun} Name", "Kafka Topic", "Key Format", "Value Format", "Windowed"],
+                     [[s.name, s.topic, s.key_format, s.value_format, str(s.windowed).lower()] for s in result.sources])
+    if isinstance(result, r.TopicList):
+        return table(["Kafka Topic", "Partitions", "Partition Replicas"],
+                     [[tp.name, tp.partitions, tp.replicas] for tp in result.topics])
+    if isinstance(result, r.QueryList):
+        return table(["Query ID", "Query Type", "Status", "Sink Name", "Query String"],
+                     [[q.id, q.kind, q.state, q.sink, q.statement] for q in result.queries])
+    if isinstance(result, r.Properties):
+        return table(["Property", "Value"], sorted(result.properties.items()))
+    if isinstance(result, r.FunctionList):
+        return table(["Function Name", "Type", "Category"], [[f.name, f.kind, f.category] for f in result.functions])
+    if isinstance(result, r.Explanation):
+        return result.text
+    if isinstance(result, r.SourceDescription):
+        s = result.source
+        head = [f"Name                 : {s.name}", f"Type                 : {s.kind}",
+                f"Timestamp field      : {result.timestamp_column or 'Not set - using <ROWTIME>'}",
+                f"Key format           : {s.key_format}", f"Value format         : {s.value_format}",
+                f"Kafka topic          : {s.topic} (partitions: {result.partitions})"]
+        fields = table(["Field", "Type"], [[f.name, f.type + ("  (key)" if f.key else "")] for f in result.fields])
+        tail = []
+        if result.extended or result.read_queries or result.write_queries:
+            tail = [f"Queries that read from this {s.kind}: {', '.join(result.read_queries) or '-'}",
+                    f"Queries that write to this {s.kind}: {', '.join(result.write_queries) or '-'}"]
+        return "\n".join(head + [fields] + tail)
+    return str(result)

@@ -1,0 +1,107 @@
+"""Headless runner: ``streamsql run FILE.sql`` (ksqlDB's headless mode).
+
+Statements run in order. Persistent queries keep running until interrupted; with ``until_idle``
+the runner processes what the source topics hold, through every chain of queries, and exits 0
+(for CI). Push-query rows print as they arrive. A failing statement prints its error (with the
+statement text) and the runner exits non-zero after stopping its queries cleanly.
+
+Running the same file again against the same cluster and data directory is idempotent: the
+command log restores the catalog, identical statements are kept, and each persistent query
+resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import TextIO
+
+from streamsql.errors import StreamsqlError
+from streamsql.runtime import results as r
+from streamsql.runtime.engine import Engine
+from streamsql.sql import parse
+from streamsql.surfaces.render import render, row_line
+
+
+def run_file(engine: Engine, path: Path, until_idle: bool, out: TextIO = sys.stdout,
+             stop: threading.Event | None = None) -> int:
+    text = path.read_text(encoding="utf-8")
+    return run_script(engine, text, until_idle, out, stop)
+
+
+def run_script(engine: Engine, text: str, until_idle: bool, out: TextIO = sys.stdout,
+               stop: threading.Event | None = None) -> int:
+    stop = stop or threading.Event()
+    try:
+        statements = parse(text, variables=engine.variables, custom_types=engine.catalog.types)
+    except StreamsqlError as e:
+        print(f"Error: {e}", file=out)
+        return 1
+    for stmt in statements:
+        if stop.is_set():
+            break
+        try:
+            result = engine.execute_statement(stmt)
+        except StreamsqlError as e:
+            print(f"Error in statement: {stmt.text}\n  {e}", file=out, flush=True)
+            return 1
+        if isinstance(result, r.RowStream):
+            _print_rows(result, out, stop, until_idle)
+        else:
+            print(render(result), file=out, flush=True)
+    if until_idle:
+        try:
+            engine.wait_until_idle()
+        except StreamsqlError as e:
+            print(f"Error: {e}", file=out, flush=True)
+            return 1
+        return 0
+    if engine.queries:
+        print(f"Running {len(engine.queries)} persistent query(ies); Ctrl-C to stop.", file=out, flush=True)
+        while not stop.is_set():
+            stop.wait(1.0)
+            for qid, message in engine.failed_queries():
+                print(f"Query {qid} failed: {message}", file=out, flush=True)
+                return 1
+    return 0
+
+
+def _print_rows(stream: r.RowStream, out: TextIO, stop: threading.Event, until_idle: bool) -> None:
+    """Print rows as they arrive until the stream ends, the user interrupts, or (--until-idle,
+    push query without LIMIT) no row came for a while."""
+    if stream.kind != "print":
+        print("|" + "|".join(name for name, _ in stream.columns) + "|", file=out, flush=True)
+    idle_limit = 5.0 if until_idle and stream.limit is None and stream.kind != "pull" else None
+    idle = 0.0
+    try:
+        while not stop.is_set():
+            row = stream.poll(0.25)
+            if row is None:
+                break
+            if row is r.RowStream.TIMEOUT:
+                idle += 0.25
+                if idle_limit is not None and idle >= idle_limit:
+                    break
+                continue
+            idle = 0.0
+            print(row[0] if stream.kind == "print" else row_line(stream.columns, row), file=out, flush=True)
+    except StreamsqlError as e:
+        print(f"Error: {e}", file=out, flush=True)
+    finally:
+        stream.close()
+    if stream.limit_reached:
+        print("Limit Reached", file=out, flush=True)
+
+
+def install_interrupt(stop: threading.Event) -> None:
+    """First Ctrl-C/SIGTERM asks the runner to stop cleanly; a second one exits at once."""
+
+    def handler(signum: int, _frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)

@@ -1,0 +1,152 @@
+"""The engine end to end: statements in, records in real Kafka topics out, on a real SparkSession."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from streamsql.errors import AnalysisError, CatalogError, ParseError
+from streamsql.kafka.admin import KafkaAdmin
+from streamsql.runtime import results as r
+from streamsql.runtime.config import EngineConfig
+from streamsql.runtime.engine import Engine
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def engine(bootstrap, spark, tmp_path):  # type: ignore[no-untyped-def]
+    e = Engine(EngineConfig(bootstrap, tmp_path / "state"), spark=spark)
+    e.start()
+    e.execute("SET 'auto.offset.reset'='earliest';")
+    yield e
+    e.close()
+
+
+def produce(admin: KafkaAdmin, topic: str, records: list[tuple[str | None, str | None, int]]) -> None:
+    for key, value, ts in records:
+        admin.produce(topic, key.encode() if key is not None else None,
+                      value.encode() if value is not None else None, ts, flush=False)
+    admin.flush()
+
+
+def read(admin: KafkaAdmin, topic: str) -> list[tuple[str | None, object, int]]:
+    out = []
+    for rec in admin.read_all(topic):
+        value = rec.value.decode() if rec.value is not None else None
+        try:
+            value = json.loads(value) if value is not None else None
+        except json.JSONDecodeError:
+            pass
+        out.append((rec.key.decode() if rec.key is not None else None, value, rec.timestamp))
+    return out
+
+
+def test_csas_filter_and_projection_writes_exact_records(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("pay")
+    engine.execute(f"""
+        CREATE STREAM pay (id VARCHAR KEY, amount DOUBLE, who VARCHAR, score DOUBLE)
+          WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+    """)
+    produce(engine.admin, src, [
+        ("a", '{"amount": 10.5, "who": "ann", "score": 0.9}', 1000),
+        ("b", '{"AMOUNT": 3, "WHO": "bob", "SCORE": 0.1}', 2000),
+        ("c", '{"amount": 7, "who": "cy", "score": 0.95}', 3000),
+    ])
+    [status] = engine.execute("CREATE STREAM big AS SELECT id, who, amount * 2 AS doubled FROM pay WHERE score > 0.8;")
+    assert isinstance(status, r.CommandStatus) and status.query_id
+    engine.wait_until_idle()
+    assert read(engine.admin, "BIG") == [
+        ("a", {"WHO": "ann", "DOUBLED": 21.0}, 1000),
+        ("c", {"WHO": "cy", "DOUBLED": 14.0}, 3000),
+    ]
+    [desc] = engine.execute("DESCRIBE big;")
+    assert isinstance(desc, r.SourceDescription)
+    assert [(f.name, f.type, f.key) for f in desc.fields] == [
+        ("ID", "STRING", True), ("WHO", "STRING", False), ("DOUBLED", "DOUBLE", False)]
+
+
+def test_insert_into_merges_two_streams(engine, topic_name):  # type: ignore[no-untyped-def]
+    a, b = topic_name("a"), topic_name("b")
+    engine.execute(f"""
+        CREATE STREAM sa (k VARCHAR KEY, v INT) WITH (KAFKA_TOPIC='{a}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE STREAM sb (k VARCHAR KEY, v INT) WITH (KAFKA_TOPIC='{b}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE STREAM merged AS SELECT * FROM sa;
+        INSERT INTO merged SELECT * FROM sb;
+    """)
+    produce(engine.admin, a, [("x", '{"v": 1}', 10), ("y", '{"v": 2}', 20)])
+    produce(engine.admin, b, [("z", '{"v": 3}', 30)])
+    engine.wait_until_idle()
+    got = sorted(read(engine.admin, "MERGED"))
+    assert got == [("x", {"V": 1}, 10), ("y", {"V": 2}, 20), ("z", {"V": 3}, 30)]
+    [queries] = engine.execute("SHOW QUERIES;")
+    assert isinstance(queries, r.QueryList)
+    assert {q.sink for q in queries.queries} == {"MERGED"} and len(queries.queries) == 2
+
+
+def test_push_query_with_limit_returns_n_rows_and_stops(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("p")
+    engine.execute(f"CREATE STREAM p (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    produce(engine.admin, src, [(f"k{i}", json.dumps({"n": i}), 1000 + i) for i in range(5)])
+    [stream] = engine.execute("SELECT k, n FROM p WHERE n >= 1 EMIT CHANGES LIMIT 3;")
+    assert isinstance(stream, r.RowStream)
+    rows = list(stream.rows(timeout=60))
+    assert rows == [["k1", 1], ["k2", 2], ["k3", 3]]
+    assert stream.limit_reached and stream.closed
+
+
+def test_insert_values_then_pull_style_scan(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("iv")
+    engine.execute(f"""
+        CREATE STREAM iv (k VARCHAR KEY, n INT, s VARCHAR) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='DELIMITED', PARTITIONS=1);
+        INSERT INTO iv (k, n, s, ROWTIME) VALUES ('one', 1, 'a,b', 5000);
+        INSERT INTO iv (k, n) VALUES ('two', 1 + 1);
+    """)
+    recs = read(engine.admin, src)
+    assert [(k, v) for k, v, _ in recs] == [("one", '1,"a,b"'), ("two", "2,")]
+    assert recs[0][2] == 5000
+
+
+def test_malformed_records_go_to_processing_log_and_good_ones_flow(engine, topic_name):  # type: ignore[no-untyped-def]
+    j, d = topic_name("j"), topic_name("d")
+    engine.execute(f"""
+        CREATE STREAM js (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{j}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE STREAM ds (k VARCHAR KEY, n INT, s VARCHAR) WITH (KAFKA_TOPIC='{d}', VALUE_FORMAT='DELIMITED', PARTITIONS=1);
+        CREATE STREAM js_out AS SELECT * FROM js;
+        CREATE STREAM ds_out AS SELECT * FROM ds;
+    """)
+    produce(engine.admin, j, [("1", '{"n": 1}', 1), ("2", "not json", 2), ("3", '{"n": "abc"}', 3), ("4", '{"n": 4}', 4)])
+    produce(engine.admin, d, [("1", "1,a", 1), ("2", "x,b", 2), ("3", "1,2,3", 3), ("4", "4,d", 4)])
+    engine.wait_until_idle()
+    assert [(k, v) for k, v, _ in read(engine.admin, "JS_OUT")] == [("1", {"N": 1}), ("4", {"N": 4})]
+    assert [(k, v) for k, v, _ in read(engine.admin, "DS_OUT")] == [("1", "1,a"), ("4", "4,d")]
+    log_entries = [rec[1] for rec in read(engine.admin, engine.processing_log_topic)]
+    errors = [e["message"]["deserializationError"] for e in log_entries if isinstance(e, dict)]
+    bad = {(e["topic"], e["offset"]) for e in errors}
+    assert {(j, 1), (j, 2), (d, 1), (d, 2)} <= bad
+    assert all(e["errorMessage"] for e in errors)
+
+
+def test_errors_name_the_culprit(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("e")
+    engine.execute(f"CREATE STREAM e (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    with pytest.raises(CatalogError, match="NOPE does not exist"):
+        engine.execute("CREATE STREAM o1 AS SELECT * FROM nope;")
+    with pytest.raises(AnalysisError, match="'MISSING' cannot be resolved"):
+        engine.execute("CREATE STREAM o2 AS SELECT k, missing FROM e;")
+    with pytest.raises(AnalysisError, match=r"Cannot compare N \(INTEGER\) to 'x' \(STRING\)"):
+        engine.execute("CREATE STREAM o3 AS SELECT * FROM e WHERE n > 'x';")
+    with pytest.raises(ParseError) as err:
+        engine.execute("CREATE STREAM o4 AS SELECT * FORM e;")
+    assert err.value.line == 1 and err.value.column > 1
+    with pytest.raises(AnalysisError, match="Unknown format: FOO"):
+        engine.execute(f"CREATE STREAM bad (n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='FOO');")
+    # the engine keeps working after errors
+    [listing] = engine.execute("SHOW STREAMS;")
+    assert isinstance(listing, r.SourceList) and [s.name for s in listing.sources] == ["E"]
+
+
+def test_missing_topic_is_a_clear_error(engine, topic_name):  # type: ignore[no-untyped-def]
+    with pytest.raises(Exception, match="does not exist"):
+        engine.execute(f"CREATE STREAM m (n INT) WITH (KAFKA_TOPIC='{topic_name('missing')}', VALUE_FORMAT='JSON');")

@@ -1,0 +1,119 @@
+"""Planner: statements analysed against a catalog into plans with the Spark SQL they will run.
+No Spark and no Kafka: the plan is data."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamsql import types as t
+from streamsql.catalog import Catalog, Source
+from streamsql.errors import AnalysisError, CatalogError
+from streamsql.planner.expressions import ExpressionCompiler, iso_to_millis
+from streamsql.planner.planner import Planner, source_scope
+from streamsql.sql import parse, parse_expression
+
+
+@pytest.fixture
+def catalog() -> Catalog:
+    c = Catalog()
+    c.add(Source("PAY", "STREAM", [
+        t.Column("ID", t.STRING, "key"),
+        t.Column("AMOUNT", t.DOUBLE),
+        t.Column("N", t.INTEGER),
+        t.Column("BIG", t.BIGINT),
+        t.Column("NAME", t.STRING),
+        t.Column("ADDR", t.Struct((t.StructField("CITY", t.STRING),))),
+        t.Column("TAGS", t.Array(t.STRING)),
+        t.Column("ATTRS", t.Map(t.STRING, t.INTEGER)),
+    ], topic="pay", key_format="KAFKA", value_format="JSON"))
+    return c
+
+
+def plan(catalog: Catalog, sql: str, persistent: bool = True):  # type: ignore[no-untyped-def]
+    [stmt] = parse(sql)
+    return Planner(catalog).plan_query(stmt.query, persistent=persistent, sink_name=getattr(stmt, "name", None))
+
+
+def compile_expr(catalog: Catalog, text: str):  # type: ignore[no-untyped-def]
+    return ExpressionCompiler(source_scope(catalog.get("PAY"), "PAY")).compile(parse_expression(text))
+
+
+def test_filter_projection_plan(catalog: Catalog) -> None:
+    p = plan(catalog, "CREATE STREAM o AS SELECT id, amount * 2 AS twice, name FROM pay WHERE amount > 10;")
+    assert p.where == "(`AMOUNT` > 10)"
+    assert [(c.name, c.sql, c.is_key) for c in p.columns] == [
+        ("ID", "`ID`", True), ("TWICE", "(`AMOUNT` * 2)", False), ("NAME", "`NAME`", False)]
+    assert [c.type for c in p.columns] == [t.STRING, t.DOUBLE, t.STRING]
+
+
+def test_select_star_expands_key_then_value_columns(catalog: Catalog) -> None:
+    p = plan(catalog, "CREATE STREAM o AS SELECT * FROM pay;")
+    assert [c.name for c in p.columns][:3] == ["ID", "AMOUNT", "N"]
+    assert p.columns[0].is_key and not p.columns[1].is_key
+
+
+def test_generated_names_and_struct_deref(catalog: Catalog) -> None:
+    p = plan(catalog, "SELECT addr->city, n + 1, big FROM pay EMIT CHANGES;", persistent=False)
+    assert [c.name for c in p.columns] == ["CITY", "KSQL_COL_0", "BIG"]
+    assert p.columns[0].sql == "(`ADDR`).`CITY`"
+
+
+def test_integer_division_is_integral(catalog: Catalog) -> None:
+    c = compile_expr(catalog, "n / 2")
+    assert c.type == t.INTEGER and "DIV" in c.sql
+    assert compile_expr(catalog, "amount / 2").type == t.DOUBLE
+
+
+def test_literal_typing_follows_ksqldb(catalog: Catalog) -> None:
+    assert compile_expr(catalog, "1").type == t.INTEGER
+    assert compile_expr(catalog, "10000000000").type == t.BIGINT
+    assert compile_expr(catalog, "1.50").type == t.Decimal(3, 2)
+    assert compile_expr(catalog, "1.5E3").type == t.DOUBLE
+
+
+def test_string_literal_escapes_for_spark(catalog: Catalog) -> None:
+    assert compile_expr(catalog, r"'it''s \n'").sql == r"'it\'s \\n'"
+
+
+def test_array_subscript_is_one_based_and_null_safe(catalog: Catalog) -> None:
+    c = compile_expr(catalog, "tags[1]")
+    assert c.type == t.STRING and "element_at(`TAGS`, 1)" in c.sql and "IS NULL" in c.sql
+    assert compile_expr(catalog, "attrs['a']").type == t.INTEGER
+
+
+def test_rowtime_compares_with_iso_strings(catalog: Catalog) -> None:
+    c = compile_expr(catalog, "ROWTIME >= '2020-01-01T00:00:01'")
+    assert c.sql == f"(`ROWTIME` >= {iso_to_millis('2020-01-01T00:00:01')}L)"
+    assert iso_to_millis("1970-01-01T00:00:01") == 1000
+    assert iso_to_millis("1970-01-01T01:00:00+01:00") == 0
+
+
+def test_type_errors_name_operands(catalog: Catalog) -> None:
+    with pytest.raises(AnalysisError, match=r"Cannot compare N \(INTEGER\) to 'x' \(STRING\) with GREATER_THAN\."):
+        compile_expr(catalog, "n > 'x'")
+    with pytest.raises(AnalysisError, match="cannot be resolved"):
+        compile_expr(catalog, "nope + 1")
+    with pytest.raises(AnalysisError, match="Can't find any functions with the name 'NO_SUCH_FN'"):
+        compile_expr(catalog, "no_such_fn(n)")
+
+
+def test_persistent_query_rules(catalog: Catalog) -> None:
+    with pytest.raises(AnalysisError, match="must include the key column ID"):
+        plan(catalog, "CREATE STREAM o AS SELECT name FROM pay;")
+    with pytest.raises(AnalysisError, match="Reserved column name in select: `ROWTIME`"):
+        plan(catalog, "CREATE STREAM o AS SELECT id, ROWTIME FROM pay;")
+    with pytest.raises(CatalogError, match="MISSING does not exist"):
+        plan(catalog, "CREATE STREAM o AS SELECT * FROM missing;")
+    with pytest.raises(AnalysisError, match="'X' is not a valid stream/table name or alias"):
+        plan(catalog, "CREATE STREAM o AS SELECT x.id FROM pay;")
+
+
+def test_partition_by_makes_new_key(catalog: Catalog) -> None:
+    p = plan(catalog, "CREATE STREAM o AS SELECT name, id, amount FROM pay PARTITION BY name;")
+    assert [(c.name, c.is_key) for c in p.columns] == [("NAME", True), ("ID", False), ("AMOUNT", False)]
+    assert p.repartitioned
+
+
+def test_explain_lists_the_steps(catalog: Catalog) -> None:
+    text = plan(catalog, "CREATE STREAM o AS SELECT id, name FROM pay WHERE n = 1;").explain()
+    assert "FILTER (`N` = 1)" in text and "PROJECT `ID` AS ID KEY" in text
