@@ -34,10 +34,15 @@ def bootstrap(broker) -> str:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
-def spark():  # type: ignore[no-untyped-def]
+def spark(broker):  # type: ignore[no-untyped-def]
+    """Depends on ``broker`` so that Spark (and its Kafka clients) stop before the broker does."""
     from streamsql.runtime.spark import get_spark
 
-    return get_spark()
+    session = get_spark()
+    yield session
+    for q in session.streams.active:
+        q.stop()
+    session.stop()
 
 
 @pytest.fixture

@@ -151,7 +151,8 @@ class Engine:
 
     # --- properties ----------------------------------------------------------------------------
 
-    def property(self, name: str) -> str:
+    def prop(self, name: str) -> str:
+        """A property's value: session override, else engine config, else ksqlDB's default."""
         return self.session_properties.get(name) or self.config.property(name)
 
     @property
@@ -394,7 +395,7 @@ class Engine:
         src = plan.source
         key_format, value_format = self._formats(props, default_key=src.key_format if src.key_format != "NONE" else "KAFKA",
                                                  default_value=src.value_format)
-        topic = str(props.get("KAFKA_TOPIC") or (self.property("ksql.output.topic.name.prefix") + stmt.name))
+        topic = str(props.get("KAFKA_TOPIC") or (self.prop("ksql.output.topic.name.prefix") + stmt.name))
         has_key = bool(plan.key_columns)
         return Source(
             name=stmt.name, kind=stmt.kind, columns=[], topic=topic,
@@ -435,7 +436,7 @@ class Engine:
     def _plan_dataframe(self, plan: QueryPlan, query_id: str) -> Any:
         df = io.read_stream(self.spark, self.bootstrap_servers, plan.source,
                             starting_offsets=self._offset_reset(), query_id=query_id,
-                            max_records=int(self.property("ksql.streams.max.records.per.batch") or 0) or None,
+                            max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
                             processing_log_topic=self.processing_log_topic)
         try:
             return self.planner.to_dataframe(plan, df)
@@ -443,7 +444,7 @@ class Engine:
             raise AnalysisError(_spark_message(e)) from None
 
     def _offset_reset(self) -> str:
-        value = self.property("auto.offset.reset").lower()
+        value = self.prop("auto.offset.reset").lower()
         if value not in VALID_OFFSET_RESETS:
             raise ConfigError(f"Invalid value {value} for configuration auto.offset.reset: "
                               f"String must be one of: earliest, latest")
@@ -453,7 +454,7 @@ class Engine:
         checkpoint = self.data_dir / "checkpoints" / query_id
         df = io.read_stream(self.spark, self.bootstrap_servers, plan.source,
                             starting_offsets=self._offset_reset(), query_id=query_id,
-                            max_records=int(self.property("ksql.streams.max.records.per.batch") or 0) or None,
+                            max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
                             processing_log_topic=self.processing_log_topic)
         out = self.planner.to_dataframe(plan, df)
         writer = (out.writeStream.format(io.DATA_SOURCE).options(**io.kafka_options(self.bootstrap_servers, sink))
