@@ -14,11 +14,12 @@ BASE_TIME_MS = 1_767_225_600_000
 
 
 def payments(count: int, seed: int = 2) -> Iterator[tuple[bytes, bytes, int]]:
-    """Seed 002 payments: (key, JSON value, timestamp ms). About 10% score above 0.8."""
+    """Seed 002 payments: (key, JSON value, timestamp ms). About 5% score above 0.8."""
     rng = random.Random(seed)
     currencies = ["GBP", "EUR", "USD"]
     for i in range(count):
-        fraud = round(rng.betavariate(0.6, 3.0), 4)
+        suspicious = rng.random() < 0.05
+        fraud = round(rng.uniform(0.8001, 1.0) if suspicious else 0.8 * rng.betavariate(0.6, 3.0), 4)
         value = {
             "accountId": f"acct-{rng.randrange(1000)}",
             "amount": round(rng.lognormvariate(3.5, 1.0), 2),

@@ -15,10 +15,13 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 _lock = threading.Lock()
+#: keeps Spark's own logging to errors (the default prints WARN lines users cannot act on)
+_LOG4J = Path(__file__).with_name("log4j2.properties")
 _registered: set[int] = set()
 
 
@@ -37,6 +40,8 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> 
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.host": "127.0.0.1",
             "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J}",
             "spark.sql.streaming.stopTimeout": "30s",
             "spark.sql.ansi.enabled": "false",
             "spark.python.worker.reuse": "true",
@@ -55,3 +60,16 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> 
             spark.dataSource.register(KafkaDataSource)
             _registered.add(id(spark))
         return spark
+
+
+def stop_spark() -> None:
+    """Stop the process's SparkSession, if one was started (before an embedded broker stops, so
+    Spark's Kafka clients do not outlive it)."""
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        for q in session.streams.active:
+            try:
+                q.stop()
+            except Exception:  # stopping is best effort at shutdown
+                pass
+        session.stop()

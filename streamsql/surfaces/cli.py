@@ -75,6 +75,9 @@ def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
         config.bootstrap_servers = broker.bootstrap_servers
         yield config
     finally:
+        from streamsql.runtime.spark import stop_spark
+
+        stop_spark()
         broker.stop()
 
 
