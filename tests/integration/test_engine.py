@@ -150,3 +150,37 @@ def test_errors_name_the_culprit(engine, topic_name):  # type: ignore[no-untyped
 def test_missing_topic_is_a_clear_error(engine, topic_name):  # type: ignore[no-untyped-def]
     with pytest.raises(Exception, match="does not exist"):
         engine.execute(f"CREATE STREAM m (n INT) WITH (KAFKA_TOPIC='{topic_name('missing')}', VALUE_FORMAT='JSON');")
+
+
+def test_meta_statements_print_explain_terminate_drop(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("meta")
+    engine.execute(f"""
+        CREATE STREAM meta (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        INSERT INTO meta (k, n, ROWTIME) VALUES ('a', 1, 1);
+        INSERT INTO meta (k, n, ROWTIME) VALUES ('b', 2, 1001);
+        INSERT INTO meta (k, n, ROWTIME) VALUES ('c', 3, 2000);
+    """)
+    [printed] = engine.execute(f"PRINT '{src}' FROM BEGINNING LIMIT 2;")
+    lines = [row[0] for row in printed.rows(timeout=30)]
+    assert lines == ['rowtime: 1970/01/01 00:00:00.001 Z, key: a, value: {"N":1}, partition: 0',
+                     'rowtime: 1970/01/01 00:00:01.001 Z, key: b, value: {"N":2}, partition: 0']
+
+    [pull] = engine.execute("SELECT k, n FROM meta WHERE n > 1;")
+    assert list(pull.rows(timeout=60)) == [["b", 2], ["c", 3]]
+
+    [plan] = engine.execute("EXPLAIN SELECT k FROM meta WHERE n = 2 EMIT CHANGES;")
+    assert "FILTER (`N` = 2)" in plan.text
+
+    [created] = engine.execute("CREATE STREAM meta_copy AS SELECT * FROM meta;")
+    [topics] = engine.execute("SHOW TOPICS;")
+    assert {src, "META_COPY"} <= {tp.name for tp in topics.topics}
+    with pytest.raises(CatalogError, match="Cannot drop META"):
+        engine.execute("DROP STREAM meta;")
+    engine.execute(f"TERMINATE {created.query_id};")
+    [queries] = engine.execute("SHOW QUERIES;")
+    assert queries.queries == []
+    engine.execute("DROP STREAM meta_copy DELETE TOPIC;")
+    engine.execute("DROP STREAM meta;")
+    [streams] = engine.execute("SHOW STREAMS;")
+    assert streams.sources == []
+    assert "META_COPY" not in engine.admin.topics()
