@@ -349,6 +349,10 @@ class ExpressionCompiler:
         name = str(node.this).upper()
         return self.functions.compile_call(name, node.expressions, self)
 
+    def _array(self, node: exp.Array) -> Compiled:
+        """``ARRAY[a, b]``: the ARRAY constructor in the function catalog."""
+        return self.functions.compile_call("ARRAY", node.expressions, self)
+
     def _lambda(self, node: exp.Lambda) -> Compiled:
         params = [p.name for p in node.expressions]
         inner_scope = Scope(

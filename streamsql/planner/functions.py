@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 CompileFn = Callable[[list["Compiled"]], "Compiled"]
 
 
+RawCompileFn = Callable[[Sequence[exp.Expression], "ExpressionCompiler"], "Compiled"]
+
+
 @dataclass
 class FunctionDef:
     name: str
@@ -32,6 +35,12 @@ class FunctionDef:
     category: str = "OTHER"
     min_args: int = 0
     max_args: int | None = None
+    #: type check of the compiled arguments (None types always pass); False → "does not accept"
+    accepts: Callable[[list["Compiled"]], bool] | None = None
+    #: for syntax-like functions (lambdas, ``MAP(k := v)``, time units): gets the argument trees
+    compile_nodes: RawCompileFn | None = None
+    #: False for syntax constructors (ARRAY[...], MAP(...), STRUCT(...)) SHOW FUNCTIONS omits
+    listed: bool = True
 
 
 class FunctionRegistry:
@@ -45,7 +54,7 @@ class FunctionRegistry:
         return self._functions.get(name.upper())
 
     def all(self) -> list[FunctionDef]:
-        return sorted(self._functions.values(), key=lambda f: f.name)
+        return sorted((f for f in self._functions.values() if f.listed), key=lambda f: f.name)
 
     def is_aggregate(self, name: str) -> bool:
         fn = self.get(name)
@@ -59,11 +68,32 @@ class FunctionRegistry:
         fn = self.get(name)
         if fn is None:
             raise AnalysisError(f"Can't find any functions with the name '{name}'")
+        if fn.compile_nodes is not None:
+            if len(args) < fn.min_args or (fn.max_args is not None and len(args) > fn.max_args):
+                shown = ", ".join(_shown_type(compiler, a) for a in args)
+                raise AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).")
+            return fn.compile_nodes(args, compiler)
         compiled = [compiler.compile(a) if not isinstance(a, exp.Star) else _star() for a in args]
-        if len(compiled) < fn.min_args or (fn.max_args is not None and len(compiled) > fn.max_args):
-            shown = ", ".join(str(c.type) if c.type else "NULL" for c in compiled)
-            raise AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).")
+        bad_arity = len(compiled) < fn.min_args or (fn.max_args is not None and len(compiled) > fn.max_args)
+        if bad_arity or (fn.accepts is not None and not fn.accepts(compiled)):
+            raise rejected(name, compiled)
         return fn.compile(compiled)
+
+
+def rejected(name: str, compiled: Sequence["Compiled"]) -> AnalysisError:
+    """ksqlDB's error for a call whose argument types match no signature."""
+    shown = ", ".join("null" if c.type is None else str(c.type) for c in compiled if c.sql != "*")
+    return AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).")
+
+
+def _shown_type(compiler: "ExpressionCompiler", node: exp.Expression) -> str:
+    if isinstance(node, exp.Lambda):
+        return "LAMBDA"
+    try:
+        ty = compiler.compile(node).type
+    except AnalysisError:
+        return "null"
+    return "null" if ty is None else str(ty)
 
 
 def _star() -> "Compiled":
@@ -103,43 +133,6 @@ def _first_type(cs: list["Compiled"]) -> t.SqlType | None:
 
 
 def _register_builtins() -> None:
-    s = t.STRING
-    for name, spark, res, lo, hi, cat, desc in [
-        ("UCASE", "upper", s, 1, 1, "STRING", "Upper-cases a string."),
-        ("LCASE", "lower", s, 1, 1, "STRING", "Lower-cases a string."),
-        ("TRIM", "trim", s, 1, 1, "STRING", "Removes leading and trailing spaces."),
-        ("LEN", "char_length", t.INTEGER, 1, 1, "STRING", "Length of a string."),
-        ("CONCAT", "concat", s, 1, None, "STRING", "Concatenates strings."),
-        ("ABS", "abs", _first_type, 1, 1, "MATHEMATICAL", "Absolute value."),
-        ("CEIL", "ceil", _first_type, 1, 1, "MATHEMATICAL", "Smallest integer not below the value."),
-        ("FLOOR", "floor", _first_type, 1, 1, "MATHEMATICAL", "Largest integer not above the value."),
-        ("SQRT", "sqrt", t.DOUBLE, 1, 1, "MATHEMATICAL", "Square root."),
-        ("COALESCE", "coalesce", _first_type, 1, None, "OTHER", "First non-null argument."),
-        ("IFNULL", "coalesce", _first_type, 2, 2, "OTHER", "Second argument when the first is null."),
-        ("ARRAY_LENGTH", "size", t.INTEGER, 1, 1, "ARRAY", "Number of elements of an array."),
-        ("UUID", "uuid", s, 0, 0, "OTHER", "A random UUID string."),
-    ]:
-        spark_function(name, spark, res, lo, hi, cat, desc)
-
-    def substring(cs: list["Compiled"]) -> "Compiled":
-        # ksqlDB SUBSTRING(str, pos [, len]): 1-based; Spark's substring agrees.
-        return _c(f"substring({_args(cs)})", t.STRING)
-
-    REGISTRY.register(FunctionDef("SUBSTRING", "SCALAR", substring, min_args=2, max_args=3, category="STRING",
-                                  description="Substring from a 1-based position."))
-
-    def round_(cs: list["Compiled"]) -> "Compiled":
-        # ksqlDB rounds half up and ROUND(double) returns BIGINT.
-        if len(cs) == 1:
-            ty = cs[0].type
-            if ty is not None and ty.kind == t.Kind.DOUBLE:
-                return _c(f"CAST(round({cs[0].sql}) AS BIGINT)", t.BIGINT)
-            return _c(f"round({cs[0].sql})", ty)
-        return _c(f"round({_args(cs)})", cs[0].type)
-
-    REGISTRY.register(FunctionDef("ROUND", "SCALAR", round_, min_args=1, max_args=2, category="MATHEMATICAL",
-                                  description="Rounds half up; with a scale, to that many decimals."))
-
     # Aggregates: compiled inside an aggregation (groupBy().agg) by the planner.
     for name, spark, res, lo, hi, desc in [
         ("COUNT", "count", t.BIGINT, 0, 1, "Counts rows (COUNT(*)) or non-null values."),
@@ -158,3 +151,7 @@ def _register_builtins() -> None:
 
 
 _register_builtins()
+
+from streamsql.planner import builtins as _builtins  # noqa: E402 - registers the scalar catalog
+
+_builtins.register_all(REGISTRY)

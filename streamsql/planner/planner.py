@@ -22,6 +22,7 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
+from streamsql.planner.aggregation import AggregatePlan, AggregationPlanner
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, quote
 from streamsql.planner.functions import REGISTRY
 from streamsql.sql import ast
@@ -79,9 +80,19 @@ class QueryPlan:
         return "\n".join(lines)
 
 
+def source_columns(source: Source) -> list[t.Column]:
+    """Declared columns, with WINDOWSTART/WINDOWEND after the key of a windowed source (ksqlDB
+    shows window bounds as key columns)."""
+    if not source.window_type:
+        return list(source.columns)
+    keys = [c for c in source.columns if c.is_key]
+    bounds = [t.Column(t.WINDOWSTART, t.BIGINT, "key"), t.Column(t.WINDOWEND, t.BIGINT, "key")]
+    return keys + bounds + [c for c in source.columns if not c.is_key]
+
+
 def source_scope(source: Source, alias: str) -> Scope:
     """The columns a query over ``source`` can reference: declared columns and pseudo columns."""
-    cols = [ScopeColumn(c.name, c.type, quote(c.name), alias) for c in source.columns]
+    cols = [ScopeColumn(c.name, c.type, quote(c.name), alias) for c in source_columns(source)]
     cols += [ScopeColumn(name, ty, quote(name), alias) for name, ty in t.PSEUDO_COLUMNS.items()]
     return Scope(cols, {alias, source.name})
 
@@ -92,11 +103,21 @@ class Planner:
 
     # --- analysis ------------------------------------------------------------------------------
 
-    def plan_query(self, query: ast.Query, persistent: bool, sink_name: str | None = None) -> QueryPlan:
+    def plan_query(self, query: ast.Query, persistent: bool, sink_name: str | None = None) -> "QueryPlan | AggregatePlan":
         source = self.catalog.get(query.source.name)
         alias = query.source.alias or source.name
         self._reject_unsupported(query, source)
         scope = source_scope(source, alias)
+        if query.group_by or self._has_aggregates(query):
+            if source.is_table:
+                raise AnalysisError("Not supported yet: aggregating a TABLE (GROUP BY over a table)")
+            if not query.group_by:
+                raise AnalysisError("Not supported yet: aggregate functions without GROUP BY")
+            return AggregationPlanner(source, alias, scope).plan(query, persistent, sink_name)
+        if query.window is not None:
+            raise AnalysisError("WINDOW clause requires a GROUP BY clause.")
+        if query.having is not None:
+            raise AnalysisError("HAVING clause requires a GROUP BY clause.")
 
         where = None
         if query.where is not None:
@@ -125,20 +146,23 @@ class Planner:
         return QueryPlan(source, alias, where, columns, repartitioned=repartitioned,
                          limit=query.limit, emit=query.emit)
 
-    def _reject_unsupported(self, query: ast.Query, source: Source) -> None:
-        feature = None
+    @staticmethod
+    def _reject_unsupported(query: ast.Query, source: Source) -> None:
         if query.joins:
-            feature = "JOIN"
-        elif query.window is not None:
-            feature = "WINDOW"
-        elif query.group_by:
-            feature = "GROUP BY"
-        elif query.having is not None:
-            feature = "HAVING"
-        elif source.is_table:
-            feature = "queries over tables"
-        if feature:
-            raise AnalysisError(f"Not supported yet: {feature}")
+            raise AnalysisError("Not supported yet: JOIN")
+        if query.partition_by and source.is_table:
+            raise AnalysisError(f"Cannot repartition a TABLE source. If this is a join, make sure that the "
+                                f"criteria uses the TABLE's key column {', '.join(c.name for c in source.key_columns)} instead "
+                                f"of {', '.join(e.sql() for e in query.partition_by)}")
+
+    @staticmethod
+    def _has_aggregates(query: ast.Query) -> bool:
+        for item in query.select:
+            if item.expression is not None:
+                for call in item.expression.find_all(exp.Anonymous):
+                    if REGISTRY.is_aggregate(str(call.this)):
+                        return True
+        return False
 
     def _projection(self, query: ast.Query, source: Source, alias: str, scope: Scope) -> list[OutputColumn]:
         compiler = ExpressionCompiler(scope)
@@ -176,7 +200,7 @@ class Planner:
             qualifier = node.table if node is not None else None
             if qualifier and qualifier not in (alias, source.name):
                 raise AnalysisError(f"'{qualifier}' is not a valid stream/table name or alias.")
-            return [OutputColumn(c.name, quote(c.name), c.type, c.is_key) for c in source.columns]
+            return [OutputColumn(c.name, quote(c.name), c.type, c.is_key) for c in source_columns(source)]
         struct = compiler.compile(node)  # col->*
         if not isinstance(struct.type, t.Struct):
             raise AnalysisError(f"Expected STRUCT type for '{node.sql()}->*', got {struct.type}")
@@ -239,8 +263,17 @@ class Planner:
         exprs += [f"{plan.rowtime_sql} AS {t.ROWTIME}", HEADERS_COL, TOMBSTONE_COL]
         return df.selectExpr(*exprs)
 
+    def to_changelog_dataframe(self, plan: QueryPlan, source_df: "DataFrame") -> "DataFrame":
+        """A stateless query over a TABLE: every input row produces an output row; ``__HAVING``
+        is false when the row must be removed from the result (tombstone, or WHERE not met)."""
+        alive = f"(NOT {TOMBSTONE_COL})" + (f" AND coalesce({plan.where}, false)" if plan.where else "")
+        exprs = [f"{c.sql} AS {quote(c.name)}" for c in plan.columns]
+        exprs += [f"{plan.rowtime_sql} AS {t.ROWTIME}", "CAST(NULL AS BIGINT) AS __WINDOWSTART",
+                  "CAST(NULL AS BIGINT) AS __WINDOWEND", f"{alive} AS __HAVING"]
+        return source_df.selectExpr(*exprs)
+
     @staticmethod
-    def output_types(plan: QueryPlan, df: "DataFrame") -> list[t.Column]:
+    def output_types(plan: "QueryPlan | AggregatePlan", df: "DataFrame") -> list[t.Column]:
         """The output columns with the types Spark's analysis gives them (authoritative)."""
         fields = {f.name: f.dataType for f in df.schema.fields}
         return [t.Column(c.name, t.from_spark(fields[c.name]), "key" if c.is_key else "value") for c in plan.columns]

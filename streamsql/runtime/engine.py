@@ -31,7 +31,11 @@ from streamsql.catalog.commands import CommandLog
 from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaError, StreamsqlError
 from streamsql.formats import FormatSpec, serde_for
 from streamsql.planner.functions import REGISTRY
-from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant
+from streamsql.planner import aggregation
+from streamsql.planner.aggregation import AggregatePlan
+from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant, source_columns
+from streamsql.runtime.changelog import ChangelogWriter
+from streamsql.runtime.materialized import TableStore
 from streamsql.runtime import io
 from streamsql.runtime import results as r
 from streamsql.runtime.config import DEFAULT_PROPERTIES, VALID_OFFSET_RESETS, EngineConfig
@@ -68,6 +72,7 @@ class Engine:
         self.session_properties: dict[str, str] = {}
         self.variables: dict[str, str] = {}
         self.queries: dict[str, RunningQuery] = {}
+        self.stores: dict[str, TableStore] = {}
         self._command_log = command_log
         self._spark = spark
         self._admin: Any = None
@@ -206,8 +211,8 @@ class Engine:
             if not stmt.or_replace:
                 raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': A {existing.kind.lower()} "
                                    f"with the same name already exists")
-        if stmt.kind == "TABLE":
-            raise AnalysisError("Not supported yet: CREATE TABLE (tables come with the tables issue)")
+        if stmt.kind == "TABLE" and not any(c.is_key for c in stmt.columns):
+            raise AnalysisError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.")
         source = self._source_from_ddl(stmt)
         if replay_seq is None:
             partitions = stmt.properties.get("PARTITIONS")
@@ -368,19 +373,25 @@ class Engine:
                                              f"{existing.kind.lower()} with the same name already exists.")
             raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': A {existing.kind.lower()} "
                                f"with the same name already exists")
-        if stmt.kind == "TABLE":
-            raise AnalysisError("Not supported yet: CREATE TABLE AS SELECT (tables come with the tables issue)")
-        if stmt.query.emit == "FINAL":
-            raise AnalysisError("EMIT FINAL is only supported for windowed aggregations.")
         plan = self.planner.plan_query(stmt.query, persistent=True, sink_name=stmt.name)
+        produces_table = isinstance(plan, AggregatePlan) or plan.source.is_table
+        if produces_table and stmt.kind == "STREAM":
+            raise AnalysisError("Invalid result type. Your SELECT query produces a TABLE. Please use CREATE TABLE "
+                                "AS SELECT statement instead.")
+        if not produces_table and stmt.kind == "TABLE":
+            raise AnalysisError("Invalid result type. Your SELECT query produces a STREAM. Please use CREATE STREAM "
+                                "AS SELECT statement instead.")
+        if stmt.query.emit == "FINAL" and (not isinstance(plan, AggregatePlan) or plan.window is None):
+            raise AnalysisError("EMIT FINAL is only supported for windowed aggregations.")
         sink = self._sink_source(stmt, plan)
         df = self._plan_dataframe(plan, "planning")
         sink.columns = Planner.output_types(plan, df)
         self._validate_formats(sink)
         if replay_seq is None:
-            self.admin.create_topic(sink.topic, sink.partitions, int(stmt.properties.get("REPLICAS", 1)))
+            config = {"cleanup.policy": "compact"} if sink.is_table and not sink.window_type else None
+            self.admin.create_topic(sink.topic, sink.partitions, int(stmt.properties.get("REPLICAS", 1)), config)
         seq = self._log_command(stmt, replay_seq)
-        query_id = f"CSAS_{stmt.name}_{seq}"
+        query_id = f"{'CTAS' if sink.is_table else 'CSAS'}_{stmt.name}_{seq}"
         sink.writer_query = query_id
         self.catalog.add(sink)
         self.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, sink.name, [plan.source.name])
@@ -390,7 +401,7 @@ class Engine:
             self._start_persistent(query_id, plan, stmt, sink)
         return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
 
-    def _sink_source(self, stmt: ast.CreateAsSelect, plan: QueryPlan) -> Source:
+    def _sink_source(self, stmt: ast.CreateAsSelect, plan: "QueryPlan | AggregatePlan") -> Source:
         props = stmt.properties
         src = plan.source
         key_format, value_format = self._formats(props, default_key=src.key_format if src.key_format != "NONE" else "KAFKA",
@@ -405,6 +416,8 @@ class Engine:
             wrap_single_value=self._wrap_single_value(props, [t.Column(c.name, t.STRING) for c in plan.value_columns], value_format)
             if "WRAP_SINGLE_VALUE" in props else True,
             statement=stmt.text,
+            window_type=plan.window.type if isinstance(plan, AggregatePlan) and plan.window else None,
+            window_size_ms=plan.window.size_ms if isinstance(plan, AggregatePlan) and plan.window else None,
         )
 
     def _do_InsertInto(self, stmt: ast.InsertInto, replay_seq: int | None = None, deferred: list | None = None) -> r.Result:
@@ -433,15 +446,22 @@ class Engine:
             self._start_persistent(query_id, plan, stmt, target)
         return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
 
-    def _plan_dataframe(self, plan: QueryPlan, query_id: str) -> Any:
+    def _plan_dataframe(self, plan: "QueryPlan | AggregatePlan", query_id: str) -> Any:
         df = io.read_stream(self.spark, self.bootstrap_servers, plan.source,
                             starting_offsets=self._offset_reset(), query_id=query_id,
                             max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
                             processing_log_topic=self.processing_log_topic)
         try:
-            return self.planner.to_dataframe(plan, df)
+            return self._build(plan, df)
         except Exception as e:  # Spark's analyser: type errors the compiler could not see
             raise AnalysisError(_spark_message(e)) from None
+
+    def _build(self, plan: "QueryPlan | AggregatePlan", df: Any, changelog: bool = False) -> Any:
+        if isinstance(plan, AggregatePlan):
+            return aggregation.build_dataframe(plan, df)
+        if changelog:
+            return self.planner.to_changelog_dataframe(plan, df)
+        return self.planner.to_dataframe(plan, df)
 
     def _offset_reset(self) -> str:
         value = self.prop("auto.offset.reset").lower()
@@ -456,12 +476,27 @@ class Engine:
                             starting_offsets=self._offset_reset(), query_id=query_id,
                             max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
                             processing_log_topic=self.processing_log_topic)
-        out = self.planner.to_dataframe(plan, df)
-        writer = (out.writeStream.format(io.DATA_SOURCE).options(**io.kafka_options(self.bootstrap_servers, sink))
-                  .option("checkpointLocation", str(checkpoint)).queryName(query_id).outputMode("append"))
-        handle = writer.start()
+        if sink.is_table:
+            out = self._build(plan, df, changelog=True)
+            store = self._store(sink)
+            writer = ChangelogWriter(self.bootstrap_servers, sink, store)
+            mode = plan.output_mode if isinstance(plan, AggregatePlan) else "append"
+            handle = (out.writeStream.foreachBatch(writer).outputMode(mode)
+                      .option("checkpointLocation", str(checkpoint)).queryName(query_id).start())
+        else:
+            out = self.planner.to_dataframe(plan, df)
+            writer = (out.writeStream.format(io.DATA_SOURCE).options(**io.kafka_options(self.bootstrap_servers, sink))
+                      .option("checkpointLocation", str(checkpoint)).queryName(query_id).outputMode("append"))
+            handle = writer.start()
         info = self.catalog.queries[query_id]
         self.queries[query_id] = RunningQuery(info, handle, checkpoint)
+
+    def _store(self, table: Source) -> TableStore:
+        store = self.stores.get(table.name)
+        if store is None:
+            store = TableStore(self.data_dir / "tables" / f"{table.writer_query or table.name}.sqlite")
+            self.stores[table.name] = store
+        return store
 
     def _do_Terminate(self, stmt: ast.Terminate, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
         ids = [stmt.query_id.upper()] if stmt.query_id else list(self.catalog.queries)
@@ -550,10 +585,18 @@ class Engine:
         self._transient_seq += 1
         push = stmt.query.emit is not None
         query_id = f"transient_{plan.source.name}_{int(time.time() * 1000)}{self._transient_seq}"
+        if not push and isinstance(plan, AggregatePlan):
+            raise AnalysisError("Pull queries don't support GROUP BY clauses. See "
+                                "https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query.")
+        if not push and plan.source.is_table:
+            return self._pull_table(stmt, plan)
         df = io.read_stream(self.spark, self.bootstrap_servers, plan.source,
                             starting_offsets=self._offset_reset() if push else "earliest", query_id=query_id,
                             processing_log_topic=self.processing_log_topic)
-        out = self.planner.to_dataframe(plan, df).where(f"NOT {TOMBSTONE_COL}")
+        if isinstance(plan, AggregatePlan):
+            out = aggregation.build_dataframe(plan, df).where("__HAVING")
+        else:
+            out = self.planner.to_dataframe(plan, df).where(f"NOT {TOMBSTONE_COL}")
         columns = Planner.output_types(plan, out)
         stream = r.RowStream(stmt.text, query_id, [(c.name, str(c.type)) for c in columns],
                              limit=plan.limit, kind="push" if push else "pull")
@@ -568,6 +611,8 @@ class Engine:
                     break
 
         writer = out.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint))
+        if isinstance(plan, AggregatePlan):
+            writer = writer.outputMode(plan.output_mode)
         if not push:
             writer = writer.trigger(availableNow=True)
         handle = writer.start()
@@ -586,6 +631,43 @@ class Engine:
 
         stream.on_close(lambda: self._stop_handle(handle))
         threading.Thread(target=watch, name=f"watch-{query_id}", daemon=True).start()
+        return stream
+
+    def _pull_table(self, stmt: ast.SelectStatement, plan: QueryPlan) -> r.Result:
+        """A pull query over a materialized table: the store's current rows, through the
+        query's WHERE and projection (evaluated by Spark as a batch query)."""
+        from pyspark.sql import types as st
+
+        table = plan.source
+        store = self.stores.get(table.name)
+        if store is None:
+            raise AnalysisError(f"The `{table.name}` table isn't queryable. To derive a queryable table, you can do "
+                                f"'CREATE TABLE QUERYABLE_{table.name} AS SELECT * FROM {table.name}'. See "
+                                f"https://cnfl.io/queries for more info.")
+        columns = source_columns(table)
+        extra = [(t.ROWTIME, st.LongType()), (t.ROWPARTITION, st.IntegerType()), (t.ROWOFFSET, st.LongType()),
+                 ("__HEADERS", st.ArrayType(st.StructType([st.StructField("KEY", st.StringType()),
+                                                            st.StructField("VALUE", st.BinaryType())]))),
+                 (TOMBSTONE_COL, st.BooleanType())]
+        schema = st.StructType([st.StructField(c.name, t.to_spark(c.type)) for c in columns]
+                               + [st.StructField(n, ty) for n, ty in extra])
+        key_names = [c.name for c in table.key_columns]
+        data = []
+        for key, wstart, wend, value, rowtime in store.rows():
+            rec: dict[str, Any] = dict(zip(key_names, key))
+            rec.update(value)
+            rec.update({t.WINDOWSTART: wstart, t.WINDOWEND: wend, t.ROWTIME: rowtime, TOMBSTONE_COL: False})
+            data.append(tuple(rec.get(f.name) for f in schema.fields))
+        df = self.spark.createDataFrame(data, schema)
+        out = self.planner.to_dataframe(plan, df)
+        result = Planner.output_types(plan, out)
+        names = [c.name for c in plan.columns]
+        stream = r.RowStream(stmt.text, f"query_{int(time.time() * 1000)}", [(c.name, str(c.type)) for c in result],
+                             limit=plan.limit, kind="pull")
+        for row in out.select(*[f"`{n}`" for n in names]).collect():
+            if not stream.put([_to_python(v) for v in row]):
+                break
+        stream.finish()
         return stream
 
     def _do_Print(self, stmt: ast.Print) -> r.Result:

@@ -44,6 +44,8 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> 
             "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J}",
             "spark.sql.streaming.stopTimeout": "30s",
             "spark.sql.ansi.enabled": "false",
+            # ksqlDB's MAP(...) keeps the last value of a duplicated key; Spark would fail the query
+            "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
             "spark.python.worker.reuse": "true",
             "spark.sql.streaming.noDataMicroBatches.enabled": "true",
             "spark.pyspark.python": sys.executable,

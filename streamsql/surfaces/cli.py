@@ -57,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--count", type=int, default=10000)
     produce.add_argument("--partitions", type=int, default=2)
     _common(produce)
+
+    test = sub.add_parser("test", help="run ksqlDB query-validation tests (QTT) or a ksql-test-runner trio")
+    from streamsql.testing.command import add_arguments as _test_arguments
+
+    _test_arguments(test)
     return parser
 
 
@@ -155,13 +160,20 @@ def cmd_produce(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_test(args: argparse.Namespace) -> int:
+    """QTT conformance runner: a line per file, then ``N passed, M failed``; exit 1 if any failed."""
+    from streamsql.testing.command import run_command
+
+    return run_command(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.basicConfig(level=os.environ.get("STREAMSQL_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     parser = build_parser()
     args = parser.parse_args(argv)
-    commands = {"run": cmd_run, "demo": cmd_demo, "broker": cmd_broker, "produce": cmd_produce}
+    commands = {"run": cmd_run, "demo": cmd_demo, "broker": cmd_broker, "produce": cmd_produce, "test": cmd_test}
     if args.command is None:
         parser.print_help()
         return 0

@@ -1,0 +1,218 @@
+"""``python -m benchmarks [--quick] [--json PATH]``: see README.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from benchmarks import report
+from benchmarks.measure import TreeSampler, loadavg
+from benchmarks.workloads import WORKLOADS, Workload
+
+REPO = Path(__file__).resolve().parents[1]
+SYSTEMS = ("ceiling-raw", "ceiling-json", "streamsql", "quixstreams")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="~1-minute smoke run (20k records, short latency probe)")
+    p.add_argument("--json", type=Path, help="write the rows here (plus PATH.meta.json and a PNG chart beside it)")
+    p.add_argument("--records", type=int, help="input records per workload (default 1,000,000; --quick 20,000)")
+    p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated ({', '.join(WORKLOADS)})")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated ({', '.join(SYSTEMS)})")
+    p.add_argument("--latency-seconds", type=float,
+                   help="measured seconds of the streamsql latency probe at --latency-rate (default 20; --quick 4; "
+                        "0 = skip)")
+    p.add_argument("--latency-rate", type=int, default=1000, help="records/s of the latency probe")
+    p.add_argument("--timeout", type=float, help="per system and workload, seconds (default 900; --quick 240)")
+    p.add_argument("--verbose", action="store_true", help="pass the systems' logs through to stderr")
+    args = p.parse_args(argv)
+    if args.records is None:
+        args.records = 20_000 if args.quick else 1_000_000
+    if args.latency_seconds is None:
+        args.latency_seconds = 4.0 if args.quick else 20.0
+    args.latency_warmup = 5.0 if args.quick else 10.0
+    if args.timeout is None:
+        args.timeout = 240.0 if args.quick else 900.0
+    return args
+
+
+def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, float]:
+    """Write ``count`` records of ``w`` once; return the expected output count and produce seconds."""
+    from confluent_kafka import Producer
+
+    from streamsql.kafka.admin import KafkaAdmin, client_config
+
+    admin = KafkaAdmin(bootstrap)
+    admin.create_topic(topic, w.partitions)
+    admin.close()
+    producer = Producer(client_config(bootstrap, {"partitioner": "murmur2_random", "linger.ms": 5,
+                                                  "enable.idempotence": True}))
+    reference = w.reference()
+    expected = 0
+    t0 = time.monotonic()
+    for key, value, ts in w.generate(count, w.seed):
+        expected += reference(key, value)
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, timestamp=ts)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    left = producer.flush(60)
+    if left:
+        raise RuntimeError(f"{left} records not acknowledged")
+    return expected, time.monotonic() - t0
+
+
+def run_system(args: argparse.Namespace, system: str, w: Workload, bootstrap: str, input_topic: str,
+               expected: int, broker_pid: int | None, log_dir: Path) -> dict[str, Any]:
+    from streamsql.kafka.admin import KafkaAdmin
+
+    output_topic = f"{input_topic}_{system.replace('-', '_')}_out"
+    if system in ("streamsql", "quixstreams"):
+        admin = KafkaAdmin(bootstrap)
+        admin.create_topic(output_topic, w.partitions)
+        admin.close()
+    cmd = [sys.executable, "-m", "benchmarks.child", system, "--workload", w.name, "--bootstrap", bootstrap,
+           "--input-topic", input_topic, "--output-topic", output_topic, "--records", str(args.records),
+           "--expected", str(expected), "--timeout", str(args.timeout)]
+    if system == "streamsql" and args.latency_seconds > 0:
+        cmd += ["--latency-seconds", str(args.latency_seconds), "--latency-warmup", str(args.latency_warmup),
+                "--latency-rate", str(args.latency_rate)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+               PYSPARK_PYTHON=sys.executable)
+    log_path = log_dir / f"{w.name}-{system}.log"
+    load_before = loadavg()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                stderr=None if args.verbose else log)
+        sampler = TreeSampler(proc.pid, extra_pids={"broker": broker_pid} if broker_pid else None).start()
+        try:
+            out, _ = proc.communicate(timeout=args.timeout + 120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        finally:
+            sampler.stop()
+    lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("BENCH_RESULT ")]
+    result: dict[str, Any] = json.loads(lines[-1].split(" ", 1)[1]) if lines else {
+        "error": f"no result (exit code {proc.returncode}); log: {log_path}"}
+    if "error" in result and not args.verbose:
+        tail = log_path.read_text(errors="replace").splitlines()[-15:]
+        result["log_tail"] = tail
+    result.update(peak_rss_mb=max(sampler.peak_rss / 2**20, result.get("self_max_rss_mb") or 0), cpu_s_by_process=sampler.cpu_by_kind(),
+                  loadavg_before=load_before, loadavg_after=loadavg())
+    return result
+
+
+def rows_for(w: Workload, system: str, res: dict[str, Any]) -> list[dict[str, Any]]:
+    if "error" in res:
+        return [report.row(w.name, system, peak_rss_mb=None)]
+    rows = [report.row(w.name, system, res.get("records"), res.get("seconds"), res.get("peak_rss_mb"),
+                       res.get("p50_ms"), res.get("p99_ms"))]
+    if system == "streamsql" and res.get("steady_records_per_s"):
+        rows.append(report.row(w.name, "streamsql-steady", res["steady_rows"], res["steady_s"]))
+    if system == "quixstreams" and res.get("first_output_s") is not None and res["seconds"] > res["first_output_s"]:
+        # after the consumer group join (first output); the join is a tansu artefact (child.py)
+        rows.append(report.row(w.name, "quixstreams-steady", res["records"], res["seconds"] - res["first_output_s"]))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from streamsql.kafka.broker import EmbeddedBroker
+
+    workloads = [WORKLOADS[n.strip()] for n in args.workloads.split(",") if n.strip()]
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    for s in systems:
+        if s not in SYSTEMS:
+            raise SystemExit(f"unknown system {s!r}; known: {', '.join(SYSTEMS)}")
+    cores = os.cpu_count() or 1
+    meta: dict[str, Any] = {"command": " ".join(["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])]),
+                            "records": args.records, "cores": cores, "loadavg_start": loadavg(),
+                            "python": platform.python_version(), "machine": platform.machine(),
+                            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "workloads": {}}
+    meta["versions"] = _versions()
+    print(f"benchmarks: {args.records:,} records/workload, {cores} cores, load average {meta['loadavg_start']} "
+          f"(1/5/15 min)", flush=True)
+    log_dir = Path(tempfile.mkdtemp(prefix="streamsql-bench-"))
+    rows: list[dict[str, Any]] = []
+    broker = EmbeddedBroker().start()
+    try:
+        broker_pid = getattr(getattr(broker, "_proc", None), "pid", None)
+        for w in workloads:
+            topic = f"bench_{w.name.lower()}_{uuid.uuid4().hex[:6]}"
+            expected, produce_s = produce(broker.bootstrap_servers, topic, w, args.records)
+            wmeta: dict[str, Any] = {"title": w.title, "input_topic": topic, "expected_outputs": expected,
+                                     "produce_s": round(produce_s, 2),
+                                     "produce_records_per_s": round(args.records / produce_s), "systems": {}}
+            meta["workloads"][w.name] = wmeta
+            print(f"{w.name} ({w.title}): produced {args.records:,} records in {produce_s:.1f}s; "
+                  f"{expected:,} expected outputs", flush=True)
+            for system in systems:
+                res = run_system(args, system, w, broker.bootstrap_servers, topic, expected, broker_pid, log_dir)
+                wmeta["systems"][system] = res
+                new = rows_for(w, system, res)
+                rows.extend(new)
+                status = res.get("error") or f"{new[0]['records_per_s']:,.0f} records/s in {new[0]['seconds']:.2f}s"
+                print(f"  {system:<14} {status} (peak RSS {res['peak_rss_mb']:.0f} MB, load {res['loadavg_after']})",
+                      flush=True)
+    finally:
+        broker.stop()
+    meta["loadavg_end"] = loadavg()
+    print()
+    print(report.table(rows, cores))
+    print()
+    r = report.ratios(rows)
+    if r:
+        print("ratios of records/s:\n" + r)
+    for name, wmeta in meta["workloads"].items():
+        s = wmeta["systems"].get("streamsql") or {}
+        if "spark_start_s" in s:
+            print(f"{name} streamsql: Spark session start {s['spark_start_s']:.1f}s (not in 'seconds'); first micro-batch "
+                  f"{s.get('first_batch_rows', 0):,} rows in {s.get('first_batch_s', 0):.1f}s; "
+                  f"{s.get('batches', 0)} batches with data"
+                  + (f"; latency at {s['latency_rate']}/s: p50 {s['p50_ms']:.0f} ms, p99 {s['p99_ms']:.0f} ms "
+                     f"({s['latency_samples']} outputs)" if s.get("p50_ms") is not None else ""))
+        for system, res in wmeta["systems"].items():
+            if res.get("cpu_s_by_process"):
+                print(f"{name} {system}: CPU seconds {res['cpu_s_by_process']}")
+    print(f"load average: start {meta['loadavg_start']}, end {meta['loadavg_end']} (1/5/15 min, {cores} cores)")
+    if args.json:
+        path, png = report.write_json(args.json, rows, meta)
+        print(f"wrote {path}" + (f" and {png}" if png else " (no chart: matplotlib not installed)"))
+    failed = [f"{n}/{s}: {res['error']}" for n, wm in meta["workloads"].items() for s, res in wm["systems"].items()
+              if "error" in res]
+    for f in failed:
+        print(f"FAILED {f}", file=sys.stderr)
+    for n, wm in meta["workloads"].items():
+        for s, res in wm["systems"].items():
+            for line in res.get("log_tail", []):
+                print(f"  [{n}/{s}] {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for pkg in ("pyspark", "confluent-kafka", "quixstreams", "pyarrow"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""One system measured in its own process: ``python -m benchmarks.child SYSTEM --workload W1 ...``.
+
+The parent (``python -m benchmarks``) samples this process tree's memory and CPU, and reads the
+result from the last stdout line, ``BENCH_RESULT {json}``. Each system's clock starts when it
+starts consuming (ceilings) or when its query/app starts (streamsql, quixstreams) and stops when
+the output topic holds every expected record (or, for the ceilings, when every input record was
+read). Interpreter start-up and imports are outside the clock; Spark's session start is measured
+separately (``spark_start_s``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any
+
+from benchmarks.measure import OutputWatcher, percentile
+from benchmarks.workloads import WORKLOADS, Workload
+
+
+def _consume_loop(args: argparse.Namespace, work: Any) -> dict[str, Any]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    from streamsql.kafka.admin import consumer_config, topic_partitions
+
+    t0 = time.monotonic()
+    consumer = Consumer(consumer_config(args.bootstrap, {"group.id": f"bench-{args.system}",
+                                                         "enable.partition.eof": False}))
+    parts = topic_partitions(consumer, args.input_topic)
+    consumer.assign([TopicPartition(args.input_topic, p, 0) for p in parts])
+    n = outputs = 0
+    deadline = t0 + args.timeout
+    while n < args.records:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"read {n} of {args.records} records in {args.timeout}s")
+        for m in consumer.consume(10000, 0.5):
+            if m.error() is not None:
+                continue
+            key, value = m.key(), m.value()
+            m.offset()
+            n += 1
+            if work is not None:
+                outputs += work(key, value)
+    seconds = time.monotonic() - t0
+    consumer.close()
+    result: dict[str, Any] = {"records": n, "seconds": seconds}
+    if work is not None:
+        result["outputs"] = outputs
+        if outputs != args.expected:
+            raise AssertionError(f"ceiling-json computed {outputs} outputs, expected {args.expected}")
+    return result
+
+
+def run_ceiling_raw(args: argparse.Namespace, _w: Workload) -> dict[str, Any]:
+    return _consume_loop(args, None)
+
+
+def run_ceiling_json(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
+    return _consume_loop(args, w.reference())
+
+
+def _progress_dict(p: Any) -> dict[str, Any]:
+    """PySpark 4's StreamingQueryProgress is a dict subclass whose items may be empty; its JSON is not."""
+    text = getattr(p, "json", None)
+    if isinstance(text, str):
+        return json.loads(text)
+    return dict(p)
+
+
+def _steady(progress: list[dict[str, Any]]) -> dict[str, Any]:
+    """Throughput over the micro-batches after the first one that had data (the first carries
+    Python worker start, planning and code generation)."""
+    batches = sorted((p for p in progress if (p.get("numInputRows") or 0) > 0), key=lambda p: p["batchId"])
+    out: dict[str, Any] = {"batches": len(batches)}
+    if batches:
+        first = batches[0]
+        out["first_batch_rows"] = first["numInputRows"]
+        out["first_batch_s"] = first["durationMs"].get("triggerExecution", 0) / 1000.0
+    rest = batches[1:]
+    if rest:
+        rows = sum(p["numInputRows"] for p in rest)
+        secs = sum(p["durationMs"].get("triggerExecution", 0) for p in rest) / 1000.0
+        out.update(steady_rows=rows, steady_s=secs, steady_records_per_s=rows / secs if secs else None)
+        keys = ("addBatch", "latestOffset", "queryPlanning", "walCommit", "commitOffsets", "getBatch")
+        out["steady_duration_ms"] = {k: sum(p["durationMs"].get(k, 0) for p in rest) for k in keys}
+    return out
+
+
+def run_streamsql(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
+    from streamsql.runtime.config import EngineConfig
+    from streamsql.runtime.engine import Engine
+    from streamsql.runtime.spark import get_spark, stop_spark
+
+    data_dir = tempfile.mkdtemp(prefix="bench-streamsql-")
+    result: dict[str, Any] = {}
+    t = time.monotonic()
+    spark = get_spark()
+    result["spark_start_s"] = time.monotonic() - t
+    engine = Engine(EngineConfig(args.bootstrap, data_dir), spark=spark)
+    try:
+        engine.start()
+        watcher = OutputWatcher(args.bootstrap, args.output_topic, args.expected).start()
+        t0 = time.monotonic()
+        engine.execute(w.sql(args.input_topic, args.output_topic))
+        deadline = t0 + args.timeout
+        while not watcher.wait(0.5):
+            failed = engine.failed_queries()
+            if failed:
+                raise RuntimeError(f"query failed: {failed}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"output held {watcher.count} of {args.expected} records after {args.timeout}s")
+        if watcher.error is not None:
+            raise watcher.error
+        result.update(records=args.records, seconds=watcher.done_at - t0, outputs=watcher.count,  # type: ignore[operator]
+                      first_output_s=watcher.first_at - t0)  # type: ignore[operator]
+        watcher.stop()
+        (query,) = engine.queries.values()
+        result.update(_steady([_progress_dict(p) for p in query.handle.recentProgress]))
+        if args.latency_seconds > 0:
+            result.update(_streamsql_latency(args, w, engine, query.info.id))
+    finally:
+        engine.close()
+        stop_spark()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return result
+
+
+def _streamsql_latency(args: argparse.Namespace, w: Workload, engine: Any, query_id: str) -> dict[str, Any]:
+    """Produce at a steady low rate into a fresh topic with the same query running; latency is
+    the output consumer's receive time minus the producer's send time (same clock)."""
+    from confluent_kafka import Producer
+
+    from streamsql.kafka.admin import client_config
+
+    engine.execute(f"TERMINATE {query_id};")
+    for src in reversed(list(engine.catalog.sources.values())):  # the workload's SQL runs again on new topics
+        engine.execute(f"DROP {src.kind} {src.name};")
+    lat_in, lat_out = f"{args.input_topic}_lat", f"{args.output_topic}_lat"
+    engine.admin.create_topic(lat_in, w.partitions)
+    engine.admin.create_topic(lat_out, w.partitions)
+    sent: dict[bytes, float] = {}
+    watcher = OutputWatcher(args.bootstrap, lat_out, None, sent=sent).start()
+    engine.execute(w.sql(lat_in, lat_out))
+    producer = Producer(client_config(args.bootstrap, {"linger.ms": 1, "partitioner": "murmur2_random"}))
+    rate = args.latency_rate
+    warmup = args.latency_warmup
+    total_s = warmup + args.latency_seconds
+    records = w.generate(int(rate * total_s) + rate, 7)
+    start = time.time()
+    measure_from = start + warmup
+    n = 0
+    step = max(1, rate // 100)  # send in 10 ms slices
+    while True:
+        now = time.time()
+        if now - start >= total_s:
+            break
+        due = int((now - start) * rate)
+        while n < due:
+            for _ in range(step):
+                key, value, _ts = next(records)
+                sent[key] = time.time()  # type: ignore[index]
+                producer.produce(lat_in, key=key, value=value)
+                n += 1
+        producer.poll(0)
+        time.sleep(max(0.0, start + (n + step) / rate - time.time()))
+    producer.flush(10)
+    time.sleep(3)  # let the last records through
+    watcher.stop()
+    lats = [lat for sent_at, lat in watcher.latencies_ms if sent_at >= measure_from]
+    return {"latency_rate": rate, "latency_produced": n, "latency_samples": len(lats),
+            "p50_ms": percentile(lats, 50), "p99_ms": percentile(lats, 99), "max_ms": max(lats) if lats else None}
+
+
+def run_quixstreams(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
+    import logging
+
+    from quixstreams import Application
+
+    state_dir = tempfile.mkdtemp(prefix="bench-quix-")
+    # Same librdkafka fix the streamsql source and the ceilings get (research/spark.md §3.4):
+    # without it librdkafka 2.x backs off 1 s whenever its local queue is full.
+    # session.timeout.ms: tansu answers a new member's JoinGroup only after session.timeout.ms / 2
+    # (librdkafka's default 45 s → 23 s before the first record); 6 s is Kafka's minimum → 3 s.
+    consumer_extra: dict[str, Any] = {"fetch.queue.backoff.ms": 0, "queued.min.messages": 200000, "log_level": 4,
+                                      "session.timeout.ms": 6000,
+                                      **json.loads(os.environ.get("BENCH_QUIX_CONSUMER_EXTRA", "{}"))}
+    if os.environ.get("BENCH_QUIX_RDKAFKA_DEBUG"):
+        consumer_extra.update(debug=os.environ["BENCH_QUIX_RDKAFKA_DEBUG"], log_level=7)
+    app = Application(broker_address=args.bootstrap, consumer_group=f"bench-quix-{uuid.uuid4().hex[:8]}",
+                      auto_offset_reset="earliest", state_dir=state_dir, loglevel=os.environ.get("BENCH_QUIX_LOGLEVEL", "WARNING"),
+                      use_changelog_topics=False, consumer_extra_config=consumer_extra,
+                      producer_extra_config={"log_level": 4})
+    in_topic = app.topic(args.input_topic, key_deserializer="bytes", value_deserializer="json")
+    out_topic = app.topic(args.output_topic, key_serializer="bytes", value_serializer="json")
+    w.quix(app.dataframe(in_topic), out_topic)
+    watcher = OutputWatcher(args.bootstrap, args.output_topic, args.expected, on_done=app.stop).start()
+    timer = threading.Timer(args.timeout, app.stop)
+    timer.daemon = True
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        app.run()
+    finally:
+        timer.cancel()
+        shutil.rmtree(state_dir, ignore_errors=True)
+    if watcher.error is not None:
+        raise watcher.error
+    if not watcher.done.is_set():
+        raise TimeoutError(f"quixstreams stopped with {watcher.count} of {args.expected} output records")
+    watcher.stop()
+    return {"records": args.records, "seconds": watcher.done_at - t0, "outputs": watcher.count,  # type: ignore[operator]
+            "first_output_s": watcher.first_at - t0}  # type: ignore[operator]
+
+
+SYSTEMS = {"ceiling-raw": run_ceiling_raw, "ceiling-json": run_ceiling_json, "streamsql": run_streamsql,
+           "quixstreams": run_quixstreams}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.child")
+    p.add_argument("system", choices=sorted(SYSTEMS))
+    p.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    p.add_argument("--bootstrap", required=True)
+    p.add_argument("--input-topic", required=True)
+    p.add_argument("--output-topic", required=True)
+    p.add_argument("--records", type=int, required=True)
+    p.add_argument("--expected", type=int, required=True)
+    p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--latency-seconds", type=float, default=0)
+    p.add_argument("--latency-warmup", type=float, default=10)
+    p.add_argument("--latency-rate", type=int, default=1000)
+    args = p.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    try:
+        result = SYSTEMS[args.system](args, WORKLOADS[args.workload])
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        result = {"error": f"{type(e).__name__}: {e}"}
+    import resource
+
+    # this process's own peak (exact, unlike the parent's sampling of a short-lived process)
+    result["self_max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("BENCH_RESULT " + json.dumps(result), flush=True)
+    return 0 if "error" not in result else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

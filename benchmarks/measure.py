@@ -1,0 +1,178 @@
+"""Process-tree sampling (peak RSS, CPU seconds) and output-topic watching."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+class TreeSampler:
+    """Samples a process and all its descendants every ``interval_s``: the peak of the summed RSS
+    (driver Python + JVM + Python workers for streamsql) and the CPU seconds of every process
+    seen. Summed RSS counts shared pages once per process, so it is an upper bound."""
+
+    def __init__(self, pid: int, interval_s: float = 0.2, extra_pids: dict[str, int] | None = None) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self.root = psutil.Process(pid)
+        self.interval_s = interval_s
+        self.peak_rss = 0
+        self.cpu: dict[int, float] = {}
+        self.names: dict[int, str] = {}
+        self._extra = {name: psutil.Process(p) for name, p in (extra_pids or {}).items()}
+        self._extra_start = {name: self._cpu_of(p) for name, p in self._extra.items()}
+        self.extra_cpu: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tree-sampler", daemon=True)
+
+    @staticmethod
+    def _cpu_of(proc: Any) -> float:
+        try:
+            t = proc.cpu_times()
+            return float(t.user + t.system)
+        except Exception:  # noqa: BLE001 - gone
+            return 0.0
+
+    def start(self) -> "TreeSampler":
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        psutil = self._psutil
+        try:
+            procs = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return
+        total = 0
+        for p in procs:
+            try:
+                with p.oneshot():
+                    total += p.memory_info().rss
+                    t = p.cpu_times()
+                    self.cpu[p.pid] = float(t.user + t.system)
+                    if self.names.get(p.pid) not in FINAL_LABELS:  # bash exec()s java: label again
+                        self.names[p.pid] = _label(p)
+            except psutil.Error:
+                continue
+        self.peak_rss = max(self.peak_rss, total)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for name, p in self._extra.items():
+            self.extra_cpu[name] = self._cpu_of(p) - self._extra_start[name]
+
+    def cpu_by_kind(self) -> dict[str, float]:
+        """CPU seconds by process kind (as last sampled: a process's final second may be missed)."""
+        out: dict[str, float] = {}
+        for pid, secs in self.cpu.items():
+            kind = self.names.get(pid, "?")
+            out[kind] = round(out.get(kind, 0.0) + secs, 2)
+        for name, secs in self.extra_cpu.items():
+            out[name] = round(secs, 2)
+        return out
+
+
+FINAL_LABELS = {"jvm", "python-worker", "driver-python"}
+
+
+def _label(p: Any) -> str:
+    try:
+        cmd = p.cmdline()
+    except Exception:  # noqa: BLE001
+        return p.name()
+    text = " ".join(cmd)
+    if "java" in p.name() or "java" in (cmd[0] if cmd else ""):
+        return "jvm"
+    if "pyspark" in text and ("daemon" in text or "worker" in text):
+        return "python-worker"
+    if "benchmarks.child" in text:
+        return "driver-python"
+    return p.name()
+
+
+class OutputWatcher:
+    """Counts the records of ``topic`` (all partitions, from offset 0) in a thread; ``done`` is
+    set, and ``done_at`` (``time.monotonic()``) recorded, once ``expected`` records are there.
+    With ``sent`` (key → send time, ``time.time()``) it also records per-record latency."""
+
+    def __init__(self, bootstrap: str, topic: str, expected: int | None,
+                 sent: dict[bytes, float] | None = None, on_done: Callable[[], Any] | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.expected = expected
+        self.sent = sent
+        self.on_done = on_done
+        self.count = 0
+        self.latencies_ms: list[tuple[float, float]] = []  # (send time, latency ms)
+        self.done = threading.Event()
+        self.done_at: float | None = None
+        self.first_at: float | None = None
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"watch-{topic}", daemon=True)
+
+    def start(self) -> "OutputWatcher":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        from streamsql.kafka.admin import consumer_config, topic_partitions
+
+        try:
+            consumer = Consumer(consumer_config(self.bootstrap, {"group.id": "bench-watch", "fetch.wait.max.ms": 10,
+                                                                 "enable.partition.eof": False}))
+            parts = topic_partitions(consumer, self.topic)
+            consumer.assign([TopicPartition(self.topic, p, 0) for p in parts])
+            while not self._stop.is_set():
+                msgs = consumer.consume(5000, 0.05)
+                now = time.time()
+                for m in msgs:
+                    if m.error() is not None:
+                        continue
+                    self.count += 1
+                    if self.first_at is None:
+                        self.first_at = time.monotonic()
+                    if self.sent is not None:
+                        sent = self.sent.get(m.key())
+                        if sent is not None:
+                            self.latencies_ms.append((sent, (now - sent) * 1000.0))
+                if self.expected is not None and self.count >= self.expected and not self.done.is_set():
+                    self.done_at = time.monotonic()
+                    self.done.set()
+                    if self.on_done is not None:
+                        self.on_done()
+            consumer.close()
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
+            self.error = e
+            self.done.set()
+
+    def wait(self, timeout_s: float) -> bool:
+        return self.done.wait(timeout_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    k = min(len(s) - 1, max(0, int(round(q / 100.0 * (len(s) - 1)))))
+    return s[k]

@@ -1,0 +1,100 @@
+"""The results table, the JSON rows and the chart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+#: the JSON row shape (null where not measured)
+ROW_KEYS = ("workload", "system", "records", "seconds", "records_per_s", "peak_rss_mb", "p50_ms", "p99_ms")
+
+
+def row(workload: str, system: str, records: int | None = None, seconds: float | None = None,
+        peak_rss_mb: float | None = None, p50_ms: float | None = None, p99_ms: float | None = None) -> dict[str, Any]:
+    rps = records / seconds if records and seconds else None
+    return {"workload": workload, "system": system, "records": records,
+            "seconds": round(seconds, 3) if seconds is not None else None,
+            "records_per_s": round(rps, 1) if rps is not None else None,
+            "peak_rss_mb": round(peak_rss_mb, 1) if peak_rss_mb is not None else None,
+            "p50_ms": round(p50_ms, 1) if p50_ms is not None else None,
+            "p99_ms": round(p99_ms, 1) if p99_ms is not None else None}
+
+
+def _fmt(v: Any, spec: str = ",.0f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def table(rows: list[dict[str, Any]], cores: int) -> str:
+    head = f"{'workload':<8} {'system':<16} {'records':>10} {'seconds':>8} {'records/s':>11} {'per core':>10} " \
+           f"{'peak RSS MB':>11} {'p50 ms':>7} {'p99 ms':>7}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        rps = r["records_per_s"]
+        lines.append(f"{r['workload']:<8} {r['system']:<16} {_fmt(r['records']):>10} {_fmt(r['seconds'], '.2f'):>8} "
+                     f"{_fmt(rps):>11} {_fmt(rps / cores if rps else None):>10} {_fmt(r['peak_rss_mb']):>11} "
+                     f"{_fmt(r['p50_ms']):>7} {_fmt(r['p99_ms']):>7}")
+    return "\n".join(lines)
+
+
+def ratios(rows: list[dict[str, Any]]) -> str:
+    """streamsql throughput over each ceiling and over the peer, per workload."""
+    out = []
+    for wl in dict.fromkeys(r["workload"] for r in rows):
+        by = {r["system"]: r["records_per_s"] for r in rows if r["workload"] == wl}
+        for mine in ("streamsql", "streamsql-steady"):
+            if not by.get(mine):
+                continue
+            peer = "quixstreams-steady" if mine.endswith("-steady") else "quixstreams"
+            parts = [f"{mine}/{other} = {by[mine] / by[other]:.2f}"
+                     for other in ("ceiling-raw", "ceiling-json", peer) if by.get(other)]
+            if parts:
+                out.append(f"{wl}: " + ", ".join(parts))
+    return "\n".join(out)
+
+
+def write_json(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> tuple[Path, Path | None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, indent=2) + "\n")
+    path.with_name(path.stem + ".meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return path, chart(path.with_suffix(".png"), rows, meta)
+
+
+def chart(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    fig, axes = plt.subplots(len(workloads), 2, figsize=(11, 3.6 * len(workloads)), squeeze=False)
+    for i, wl in enumerate(workloads):
+        rs = [r for r in rows if r["workload"] == wl]
+        names = [r["system"] for r in rs]
+        colors = ["#d62728" if n.startswith("streamsql") else "#7f7f7f" if n.startswith("ceiling") else "#1f77b4"
+                  for n in names]
+        tp = [(r["records_per_s"] or 0) / 1000 for r in rs]
+        ax = axes[i][0]
+        bars = ax.barh(names, tp, color=colors)
+        ax.bar_label(bars, labels=[f"{v:,.0f}k" if v else "n/a" for v in tp], padding=3, fontsize=8)
+        ax.set_xlabel("thousand records/s (higher is better)")
+        ax.set_title(f"{wl}: throughput")
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(tp + [1]) * 1.25)
+        mem = [r["peak_rss_mb"] or 0 for r in rs]
+        ax = axes[i][1]
+        bars = ax.barh(names, mem, color=colors)
+        ax.bar_label(bars, labels=[f"{v:,.0f}" if v else "n/a" for v in mem], padding=3, fontsize=8)
+        ax.set_xlabel("peak RSS of the process tree, MB (lower is better)")
+        ax.set_title(f"{wl}: memory")
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(mem + [1]) * 1.25)
+    load = meta.get("loadavg_start")
+    fig.suptitle(f"streamsql benchmarks, {meta.get('records', '?'):,} records, {meta.get('cores')} cores, "
+                 f"load avg at start {load}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,397 @@
+"""Kafka administration and small synchronous helpers: topics, one-off produce, read-to-end.
+
+Two things here are shared with the streaming source (``source.py``):
+
+* :func:`client_config` – how streamsql turns its options into librdkafka settings (quiet logs,
+  no fetch back-off; research/spark.md §3.4).
+* :class:`EndOffsets` – the *true* end offset of each partition. Kafka's ListOffsets(LATEST) is
+  the end offset on Apache Kafka, but the embedded broker (tansu 0.6) answers with the base offset
+  of the last record batch + 1, so 5 records produced in one batch look like end offset 1. Fetch
+  responses carry the correct high watermark, so a long-lived consumer that fetches at the tail of
+  every partition learns the real end; the answer is the maximum of both, which is right on both
+  brokers.
+
+Every confluent-kafka failure is re-raised as :class:`streamsql.errors.KafkaError` with text a
+user can act on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError as _CKError
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from streamsql.errors import KafkaError
+
+#: librdkafka log level for every client we create: warnings and worse. Level 6 (info) prints a
+#: "Disconnected" line for every idle connection the broker closes.
+LOG_LEVEL = 4
+DEFAULT_TIMEOUT_S = 15.0
+
+
+def client_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The base librdkafka settings for any client, with ``extra`` (user settings) on top."""
+    # Never create topics as a side effect of a metadata request: tansu does so by default,
+    # which would turn a misspelt topic into a new empty one instead of an error.
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "log_level": LOG_LEVEL,
+                            "allow.auto.create.topics": False}
+    conf.update(extra or {})
+    return conf
+
+
+def common_settings(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The subset of user settings every kind of client shares (security, client id): what a
+    producer or admin client may take from a consumer's pass-through settings."""
+    prefixes = ("security.", "sasl.", "ssl.", "client.", "socket.", "broker.", "metadata.")
+    return {k: v for k, v in (extra or {}).items() if k.startswith(prefixes)}
+
+
+def consumer_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Settings for an assign()-only consumer that reads exact offset ranges.
+
+    * ``fetch.queue.backoff.ms=0``: librdkafka 2.x otherwise waits 1 s whenever its local queue
+      is "full", which made large backlogs 4× slower (research/spark.md §3.4).
+    * ``enable.partition.eof``: reaching the end is an event, so a range that ends at the log
+      end (or on a transaction marker) terminates without a timeout.
+    * ``auto.offset.reset=earliest``: a start offset that retention already deleted resumes at
+      the oldest record still there instead of jumping to the end.
+    """
+    base = {
+        "group.id": "streamsql-reader",  # required by librdkafka; never joined (assign() only)
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "earliest",
+        "fetch.queue.backoff.ms": 0,
+        "queued.min.messages": 200000,
+        "fetch.wait.max.ms": 100,
+    }
+    base.update(extra or {})
+    return client_config(bootstrap_servers, base)
+
+
+def kafka_error(what: str, err: BaseException | _CKError | None) -> KafkaError:
+    """``what`` (e.g. ``"cannot create topic 'x'"``) plus librdkafka's reason."""
+    if isinstance(err, KafkaException) and err.args:
+        err = err.args[0]
+    if isinstance(err, _CKError):
+        reason = err.str() or err.name()
+    else:
+        reason = str(err) if err is not None else "unknown error"
+    return KafkaError(f"{what}: {reason}")
+
+
+def _is_eof(err: _CKError | None) -> bool:
+    return err is not None and err.code() == _CKError._PARTITION_EOF
+
+
+@dataclass(frozen=True)
+class Record:
+    """One Kafka record as PRINT and tests see it."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def topic_partitions(consumer: Consumer | AdminClient, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[int]:
+    """Partition ids of ``topic`` (sorted); KafkaError ``Topic 'x' does not exist`` if missing."""
+    try:
+        md = consumer.list_topics(topic, timeout=timeout_s)
+    except KafkaException as e:
+        raise kafka_error(f"cannot read metadata of topic '{topic}'", e) from None
+    tm = md.topics.get(topic)
+    if tm is None or (tm.error is not None and tm.error.code() == _CKError.UNKNOWN_TOPIC_OR_PART):
+        raise KafkaError(f"Topic '{topic}' does not exist")
+    if tm.error is not None:
+        raise kafka_error(f"cannot read metadata of topic '{topic}'", tm.error)
+    return sorted(tm.partitions)
+
+
+class EndOffsets:
+    """True end offsets (next offset to be written) of one topic's partitions.
+
+    Holds one long-lived consumer and one AdminClient; create once per source and reuse (each
+    call is a few milliseconds: one ListOffsets request plus one fetch round trip).
+
+    :meth:`ends` lists offsets (right on Kafka), then *probes*: it positions the consumer one
+    record before the listed end of every partition and waits until each partition has answered
+    one fetch (a record or end-of-partition). The consumer's cached high watermark is then at
+    least as fresh as the listing, and on tansu it is the real end that ListOffsets misses.
+    """
+
+    def __init__(self, bootstrap_servers: str, topic: str, extra: Mapping[str, Any] | None = None,
+                 probe_timeout_s: float = 5.0) -> None:
+        self.topic = topic
+        self.probe_timeout_s = probe_timeout_s
+        extra = dict(extra or {})
+        self._isolation = str(extra.get("isolation.level", "read_uncommitted"))
+        self._consumer = Consumer(consumer_config(bootstrap_servers, {
+            **extra, "fetch.wait.max.ms": 10, "queued.max.messages.kbytes": 1024,
+            "max.partition.fetch.bytes": 65536,
+        }))
+        self._admin = AdminClient(client_config(bootstrap_servers, common_settings(extra)))
+        self._known: dict[int, int] = {}
+
+    def partitions(self) -> list[int]:
+        return topic_partitions(self._consumer, self.topic)
+
+    def _list(self, parts: Iterable[int], spec: OffsetSpec) -> dict[int, int]:
+        from confluent_kafka import IsolationLevel
+
+        req = {TopicPartition(self.topic, p): spec for p in parts}
+        if not req:
+            return {}
+        iso = IsolationLevel.READ_COMMITTED if self._isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
+        try:
+            futures = self._admin.list_offsets(req, isolation_level=iso, request_timeout=DEFAULT_TIMEOUT_S)
+            return {tp.partition: f.result().offset for tp, f in futures.items()}
+        except KafkaException as e:
+            raise kafka_error(f"cannot list offsets of topic '{self.topic}'", e) from None
+
+    def earliest(self, parts: Iterable[int]) -> dict[int, int]:
+        """Oldest offset still in each partition (0 unless retention deleted records)."""
+        return self._list(parts, OffsetSpec.earliest())
+
+    def ends(self, parts: Iterable[int] | None = None) -> dict[int, int]:
+        """End offset of every partition (all current ones when ``parts`` is None), never lower
+        than a value this object returned before."""
+        parts = sorted(self.partitions() if parts is None else parts)
+        listed = self._list(parts, OffsetSpec.latest())
+        learned = self._probe(listed)
+        out = {p: max(listed.get(p, 0), learned.get(p, 0), self._known.get(p, 0)) for p in parts}
+        self._known.update(out)
+        return out
+
+    def _probe(self, listed: Mapping[int, int]) -> dict[int, int]:
+        """Fetch once from ``end - 1`` on every partition and return what the fetch responses
+        say the end is: the cached high watermark, or offset+1 of the last record seen if higher."""
+        start = {p: max(max(off, self._known.get(p, 0)) - 1, 0) for p, off in listed.items()}
+        tps = [TopicPartition(self.topic, p, o) for p, o in start.items()]
+        self._consumer.assign(tps)
+        pending = set(start)
+        learned: dict[int, int] = {}
+        deadline = time.monotonic() + self.probe_timeout_s
+        try:
+            while pending and time.monotonic() < deadline:
+                for m in self._consumer.consume(1000, 0.005):
+                    err = m.error()
+                    if err is not None and not _is_eof(err):
+                        if err.code() == _CKError.UNKNOWN_TOPIC_OR_PART:
+                            raise KafkaError(f"Topic '{self.topic}' does not exist")
+                        continue
+                    p = m.partition()
+                    pending.discard(p)
+                    if err is None:
+                        learned[p] = max(learned.get(p, 0), m.offset() + 1)
+            for tp in tps:
+                _, hwm = self._consumer.get_watermark_offsets(tp, cached=True)
+                if hwm is not None and hwm > learned.get(tp.partition, 0):
+                    learned[tp.partition] = hwm
+        finally:
+            self._consumer.unassign()  # no background fetching between calls
+        return learned
+
+    def close(self) -> None:
+        try:
+            self._consumer.close()
+        except Exception:  # noqa: BLE001 - best effort on shutdown
+            pass
+
+
+class KafkaAdmin:
+    """Synchronous administration for the engine and its surfaces (CREATE/DROP, SHOW TOPICS,
+    INSERT VALUES, PRINT)."""
+
+    def __init__(self, bootstrap_servers: str, config: Mapping[str, Any] | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.timeout_s = timeout_s
+        self._extra = dict(config or {})
+        self._admin = AdminClient(client_config(bootstrap_servers, self._extra))
+        self._producer: Producer | None = None
+
+    # -- topics ---------------------------------------------------------------------------------
+
+    def _metadata(self, topic: str | None = None):  # type: ignore[no-untyped-def]
+        try:
+            return self._admin.list_topics(topic, timeout=self.timeout_s)
+        except KafkaException as e:
+            raise kafka_error(f"cannot reach Kafka at {self.bootstrap_servers}", e) from None
+
+    def topics(self) -> dict[str, int]:
+        """Every topic (internal ones included) → partition count."""
+        md = self._metadata()
+        return {name: len(t.partitions) for name, t in sorted(md.topics.items()) if t.error is None}
+
+    def topic_exists(self, name: str) -> bool:
+        return name in self.topics()
+
+    def partitions(self, topic: str) -> int:
+        """Partition count; KafkaError ``Topic 'x' does not exist`` when missing."""
+        return len(topic_partitions(self._admin, topic, self.timeout_s))
+
+    def create_topic(self, name: str, partitions: int = 1, replicas: int = 1,
+                     config: Mapping[str, str] | None = None) -> None:
+        """Create ``name``; fine if it already exists with ``partitions`` partitions."""
+        existing = self.topics().get(name)
+        if existing is None:
+            new = NewTopic(name, num_partitions=partitions, replication_factor=replicas,
+                           config={k: str(v) for k, v in (config or {}).items()})
+            future = self._admin.create_topics([new], operation_timeout=self.timeout_s)[name]
+            try:
+                future.result(timeout=self.timeout_s)
+            except KafkaException as e:
+                if e.args[0].code() != _CKError.TOPIC_ALREADY_EXISTS:
+                    raise kafka_error(f"cannot create topic '{name}'", e) from None
+            self._await_metadata(name, present=True)
+            existing = self.partitions(name)
+        if existing != partitions:
+            raise KafkaError(
+                f"A Kafka topic with the name '{name}' already exists, with different partition count. "
+                f"Existing partitions: {existing}, requested: {partitions}")
+
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow ``name`` to ``total`` partitions (Kafka cannot shrink a topic)."""
+        from confluent_kafka.admin import NewPartitions
+
+        future = self._admin.create_partitions([NewPartitions(name, total)],
+                                               operation_timeout=self.timeout_s)[name]
+        try:
+            future.result(timeout=self.timeout_s)
+        except KafkaException as e:
+            raise kafka_error(f"cannot grow topic '{name}' to {total} partitions", e) from None
+        deadline = time.monotonic() + self.timeout_s
+        while self.partitions(name) < total and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete ``name``; KafkaError if it does not exist."""
+        future = self._admin.delete_topics([name], operation_timeout=self.timeout_s)[name]
+        try:
+            future.result(timeout=self.timeout_s)
+        except KafkaException as e:
+            if e.args[0].code() == _CKError.UNKNOWN_TOPIC_OR_PART:
+                raise KafkaError(f"Topic '{name}' does not exist") from None
+            raise kafka_error(f"cannot delete topic '{name}'", e) from None
+        self._await_metadata(name, present=False)
+
+    def _await_metadata(self, name: str, present: bool) -> None:
+        """Topic creation/deletion is asynchronous in the cluster; wait until metadata agrees so
+        the next statement sees it."""
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            if (name in self.topics()) == present:
+                return
+            time.sleep(0.02)
+
+    def cluster_id(self) -> str:
+        return str(self._metadata().cluster_id)
+
+    # -- produce --------------------------------------------------------------------------------
+
+    def produce(self, topic: str, key: bytes | None, value: bytes | None, timestamp_ms: int | None = None,
+                headers: Iterable[tuple[str, bytes | None]] | None = None, partition: int | None = None,
+                flush: bool = True) -> None:
+        """Write one record (INSERT INTO ... VALUES). Key → partition like the Java client
+        (murmur2). Waits for the acknowledgement unless ``flush=False`` (then call :meth:`flush`)."""
+        if self._producer is None:
+            self._producer = Producer(client_config(self.bootstrap_servers, {
+                **self._extra, "enable.idempotence": True, "partitioner": "murmur2_random", "linger.ms": 0}))
+        errors: list[Any] = []
+
+        def on_delivery(err, _msg):  # type: ignore[no-untyped-def]
+            if err is not None:
+                errors.append(err)
+
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
+        if timestamp_ms is not None:
+            kwargs["timestamp"] = int(timestamp_ms)
+        if headers:
+            kwargs["headers"] = list(headers)
+        if partition is not None:
+            kwargs["partition"] = partition
+        try:
+            self._producer.produce(topic, **kwargs)
+        except (KafkaException, BufferError) as e:
+            raise kafka_error(f"cannot produce to topic '{topic}'", e) from None
+        if flush:
+            self.flush()
+        if errors:
+            raise kafka_error(f"cannot produce to topic '{topic}'", errors[0])
+
+    def flush(self) -> None:
+        if self._producer is not None:
+            left = self._producer.flush(self.timeout_s)
+            if left:
+                raise KafkaError(f"{left} record(s) not acknowledged by Kafka within {self.timeout_s:.0f}s")
+
+    # -- read -----------------------------------------------------------------------------------
+
+    def iter_records(self, topic: str, from_beginning: bool = True, follow: bool = False,
+                     timeout_s: float = DEFAULT_TIMEOUT_S, limit: int | None = None) -> Iterator[Record]:
+        """Records of every partition, partition by partition interleaved as Kafka returns them.
+
+        Without ``follow`` it stops at the true end of every partition as of the call; with
+        ``follow`` it keeps waiting for new records until the caller stops iterating (PRINT).
+        ``from_beginning=False`` starts at the end (only meaningful with ``follow``).
+        """
+        ends_probe = EndOffsets(self.bootstrap_servers, topic, self._extra)
+        consumer = Consumer(consumer_config(self.bootstrap_servers, self._extra))
+        try:
+            parts = ends_probe.partitions()
+            ends = ends_probe.ends(parts)
+            starts = ends_probe.earliest(parts) if from_beginning else dict(ends)
+            consumer.assign([TopicPartition(topic, p, starts[p]) for p in parts])
+            pending = {p for p in parts if starts[p] < ends[p]}
+            count = 0
+            deadline = time.monotonic() + timeout_s
+            while follow or pending:
+                if not follow and time.monotonic() > deadline:
+                    raise KafkaError(f"timed out reading topic '{topic}' to its end after {timeout_s:.0f}s")
+                for m in consumer.consume(500, 0.1):
+                    err = m.error()
+                    if err is not None:
+                        if _is_eof(err):
+                            if not follow and m.offset() >= ends[m.partition()]:
+                                pending.discard(m.partition())
+                            continue
+                        raise kafka_error(f"cannot read topic '{topic}'", err)
+                    p = m.partition()
+                    if not follow and m.offset() >= ends[p]:
+                        pending.discard(p)
+                        continue
+                    yield Record(topic, p, m.offset(), m.timestamp()[1], m.key(), m.value(),
+                                 list(m.headers() or []))
+                    count += 1
+                    if limit is not None and count >= limit:
+                        return
+                    if not follow and m.offset() + 1 >= ends[p]:
+                        pending.discard(p)
+                if not follow and pending:
+                    # a range can end on a transaction marker or a compaction gap: position() tells
+                    for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
+                        if tp.offset >= ends[tp.partition]:
+                            pending.discard(tp.partition)
+        finally:
+            consumer.close()
+            ends_probe.close()
+
+    def read_all(self, topic: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Record]:
+        """Every record from the beginning to the true end, ordered by (partition, offset)."""
+        recs = list(self.iter_records(topic, from_beginning=True, timeout_s=timeout_s))
+        return sorted(recs, key=lambda r: (r.partition, r.offset))
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(self.timeout_s)
+            self._producer = None

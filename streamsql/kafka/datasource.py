@@ -1,0 +1,63 @@
+"""``KafkaDataSource``: streamsql's Kafka source and sink as a PySpark Python Data Source,
+registered under the short name ``streamsql_kafka`` (see ``streamsql.runtime.spark``).
+
+This class only parses options and hands out readers and writers; the work is in
+``source.py`` (reading, decoding, processing log) and ``sink.py`` (encoding, producing).
+Topic existence is checked here, on the driver, so a missing topic fails ``load()`` /
+``start()`` with ``Topic 'x' does not exist`` instead of a task failure deep in a worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
+from pyspark.sql.types import StructType
+
+from streamsql.kafka.sink import KafkaStreamWriter, SinkOptions
+from streamsql.kafka.source import KafkaBatchReader, KafkaStreamReader, SourceOptions, source_schema
+
+SHORT_NAME = "streamsql_kafka"
+
+
+def check_topic(bootstrap: str, topic: str, settings: dict[str, str] | None = None) -> None:
+    """Raise KafkaError ``Topic 'x' does not exist`` unless ``topic`` is in the cluster."""
+    from confluent_kafka.admin import AdminClient
+
+    from streamsql.kafka.admin import client_config, common_settings, topic_partitions
+
+    topic_partitions(AdminClient(client_config(bootstrap, common_settings(settings))), topic)
+
+
+def read_stream(spark: "SparkSession", options: Mapping[str, str]) -> "DataFrame":  # noqa: F821
+    """``spark.readStream.format("streamsql_kafka")...load()``, but a missing topic or a bad
+    option raises streamsql's own error here, on the driver (inside ``load()`` Spark would wrap
+    it in an AnalysisException with a worker traceback)."""
+    opts = SourceOptions.parse(options)
+    check_topic(opts.bootstrap, opts.topic, opts.kafka)
+    return spark.readStream.format(SHORT_NAME).options(**dict(options)).load()
+
+
+class KafkaDataSource(DataSource):
+    """Options are documented in ``source.SourceOptions`` and ``sink.SinkOptions``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SHORT_NAME
+
+    def schema(self) -> StructType:
+        opts = SourceOptions.parse(self.options)
+        check_topic(opts.bootstrap, opts.topic, opts.kafka)
+        return source_schema(opts)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamReader(SourceOptions.parse(self.options), schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = SourceOptions.parse({"startingOffsets": "earliest", **dict(self.options)})
+        return KafkaBatchReader(opts, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        opts = SinkOptions.parse(self.options)
+        check_topic(opts.bootstrap, opts.topic, opts.kafka)
+        return KafkaStreamWriter(opts)

@@ -1,0 +1,241 @@
+"""The Kafka sink: encode Arrow batches with the key/value formats and produce them.
+
+One code path, two entry points:
+
+* :class:`KafkaStreamWriter` – ``df.writeStream.format("streamsql_kafka")`` for append-mode
+  queries. ``write()`` runs per task on executor workers.
+* :func:`write_arrow` / :func:`produce_dataframe` – for ``foreachBatch`` (update-mode queries,
+  which Python sinks cannot take: research/spark.md §1.8).
+
+Producers are idempotent (no duplicates from the client's own retries), partition keys like the
+Java client (``murmur2_random``, so ksqlDB and Java producers agree on partitions) and are cached
+per worker process: an idempotent producer's start-up costs ~0.5 s (research/spark.md §3.3).
+Delivery is at-least-once: a replayed micro-batch is written again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+
+from streamsql.errors import ConfigError, KafkaError
+from streamsql.kafka.source import HEADERS_COL, TOMBSTONE_COL, _opt, kafka_settings
+from streamsql.types import ROWTIME
+
+_PRODUCERS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+_PRODUCERS_LOCK = threading.Lock()
+FLUSH_TIMEOUT_S = 120.0
+
+
+def producer_config(bootstrap: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    from streamsql.kafka.admin import client_config
+
+    conf: dict[str, Any] = {
+        "enable.idempotence": True,
+        "acks": "all",
+        "partitioner": "murmur2_random",
+        "linger.ms": 5,
+        "batch.num.messages": 10000,
+        "queue.buffering.max.messages": 500000,
+        "compression.type": "none",
+    }
+    conf.update(extra or {})
+    return client_config(bootstrap, conf)
+
+
+def cached_producer(bootstrap: str, extra: Mapping[str, Any] | None = None):  # type: ignore[no-untyped-def]
+    """This process's producer for ``bootstrap`` and ``extra`` librdkafka settings."""
+    from confluent_kafka import Producer
+
+    settings = dict(extra or {})
+    key = (bootstrap, tuple(sorted((k, str(v)) for k, v in settings.items())))
+    with _PRODUCERS_LOCK:
+        p = _PRODUCERS.get(key)
+        if p is None:
+            p = Producer(producer_config(bootstrap, settings))
+            _PRODUCERS[key] = p
+        return p
+
+
+def _drop_producer(p: Any) -> None:
+    """Forget a producer after a fatal error (e.g. idempotence state lost); the next write
+    starts a fresh one."""
+    with _PRODUCERS_LOCK:
+        for k, v in list(_PRODUCERS.items()):
+            if v is p:
+                del _PRODUCERS[k]
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    bootstrap: str
+    topic: str
+    key_spec: str | None = None
+    value_spec: str | None = None
+    kafka: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def parse(options: Mapping[str, str]) -> "SinkOptions":
+        bootstrap = _opt(options, "kafka.bootstrap.servers")
+        topic = _opt(options, "topic")
+        if not bootstrap:
+            raise ConfigError("the Kafka sink needs option 'kafka.bootstrap.servers'")
+        if not topic:
+            raise ConfigError("the Kafka sink needs option 'topic'")
+        return SinkOptions(bootstrap, topic, _opt(options, "keySpec"), _opt(options, "valueSpec"),
+                           kafka_settings(options))
+
+
+def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
+    """Column by exact name, else case-insensitively (Spark may be case-insensitive)."""
+    idx = batch.schema.get_field_index(name)
+    if idx < 0:
+        matches = [i for i, f in enumerate(batch.schema) if f.name.upper() == name.upper()]
+        idx = matches[0] if len(matches) == 1 else -1
+    return batch.column(idx) if idx >= 0 else None
+
+
+class RecordEncoder:
+    """Arrow batch → (keys, values, timestamps, headers) lists ready for ``produce``."""
+
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+        self.key_spec = self.value_spec = self.key_serde = self.value_serde = None
+        if opts.key_spec or opts.value_spec:  # raw mode must not need the formats package
+            from streamsql.formats import FormatSpec, serde_for
+
+            self.key_spec = FormatSpec.from_json(opts.key_spec) if opts.key_spec else None
+            self.value_spec = FormatSpec.from_json(opts.value_spec) if opts.value_spec else None
+            self.key_serde = serde_for(self.key_spec) if self.key_spec and self.key_spec.columns else None
+            self.value_serde = serde_for(self.value_spec) if self.value_spec and self.value_spec.columns else None
+
+    def _side(self, batch: pa.RecordBatch, spec: Any, serde: Any, raw: str) -> list[bytes | None]:
+        """Encode one side; without a spec the batch's raw ``key``/``value`` BINARY column (if
+        any) is written as is."""
+        n = batch.num_rows
+        if serde is None or spec is None:
+            col = _column(batch, raw) if spec is None else None
+            if col is None:
+                return [None] * n
+            return [v if v is None or isinstance(v, bytes) else str(v).encode() for v in col.to_pylist()]
+        cols = []
+        for c in spec.columns:
+            arr = _column(batch, c.name)
+            if arr is None:
+                raise KafkaError(f"cannot write to topic '{self.opts.topic}': input has no column '{c.name}'")
+            cols.append(arr)
+        sub = pa.RecordBatch.from_arrays(cols, names=[c.name for c in spec.columns])
+        return serde.encode(sub)
+
+    def encode(self, batch: pa.RecordBatch) -> tuple[list[bytes | None], list[bytes | None], list[int | None],
+                                                      list[list[tuple[str, bytes | None]] | None]]:
+        n = batch.num_rows
+        keys = self._side(batch, self.key_spec, self.key_serde, "key")
+        values = self._side(batch, self.value_spec, self.value_serde, "value")
+        tomb = _column(batch, TOMBSTONE_COL)
+        if tomb is not None:
+            values = [None if t else v for v, t in zip(values, tomb.to_pylist())]
+        ts_col = _column(batch, ROWTIME)
+        if ts_col is None and self.value_spec is None:
+            ts_col = _column(batch, "timestamp")
+        timestamps = ts_col.cast(pa.int64()).to_pylist() if ts_col is not None else [None] * n
+        h_col = _column(batch, HEADERS_COL)
+        if h_col is None and self.value_spec is None:
+            h_col = _column(batch, "headers")
+        headers: list[Any] = [None] * n
+        if h_col is not None:
+            headers = [[tuple(e.values()) for e in h] if h else None for h in h_col.to_pylist()]
+        return keys, values, timestamps, headers
+
+
+def write_arrow(batches: Iterable[pa.RecordBatch], options: Mapping[str, str] | SinkOptions) -> int:
+    """Encode and produce every row of ``batches``; returns the number of records written once
+    Kafka acknowledged all of them. Raises KafkaError on any delivery failure."""
+    opts = options if isinstance(options, SinkOptions) else SinkOptions.parse(options)
+    encoder = RecordEncoder(opts)
+    producer = cached_producer(opts.bootstrap, opts.kafka)
+    errors: list[Any] = []
+
+    def on_delivery(err, _msg):  # type: ignore[no-untyped-def]
+        if err is not None:
+            errors.append(err)
+
+    count = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        keys, values, timestamps, headers = encoder.encode(batch)
+        for k, v, ts, h in zip(keys, values, timestamps, headers):
+            kwargs: dict[str, Any] = {"key": k, "value": v, "on_delivery": on_delivery}
+            if ts is not None and ts > 0:
+                kwargs["timestamp"] = ts
+            if h:
+                kwargs["headers"] = h
+            _produce(producer, opts.topic, kwargs)
+            count += 1
+        producer.poll(0)
+        if errors:
+            break
+    left = producer.flush(FLUSH_TIMEOUT_S)
+    if errors or left:
+        err = errors[0] if errors else None
+        if err is not None and (err.fatal() if hasattr(err, "fatal") else False):
+            _drop_producer(producer)
+        reason = err.str() if err is not None else f"{left} record(s) not acknowledged within {FLUSH_TIMEOUT_S:.0f}s"
+        raise KafkaError(f"cannot write to topic '{opts.topic}': {reason}")
+    return count
+
+
+def _produce(producer: Any, topic: str, kwargs: dict[str, Any]) -> None:
+    """``produce`` with back-pressure: wait for deliveries when the local queue is full."""
+    from confluent_kafka import KafkaException
+
+    while True:
+        try:
+            producer.produce(topic, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)
+        except KafkaException as e:
+            raise KafkaError(f"cannot write to topic '{topic}': {e.args[0].str()}") from None
+
+
+def produce_dataframe(df: Any, options: Mapping[str, str]) -> int:
+    """Write a (batch) DataFrame to Kafka from the executors – the ``foreachBatch`` path for
+    update-mode queries; same encoder and producer as the streaming sink."""
+    opts = SinkOptions.parse(options)
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        n = write_arrow(batches, opts)
+        yield pa.RecordBatch.from_pydict({"n": [n]}, schema=pa.schema([("n", pa.int64())]))
+
+    rows = df.mapInArrow(task, "n BIGINT").collect()
+    return int(sum(r["n"] for r in rows))
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    records: int
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("streamsql_kafka")`` (append mode)."""
+
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        # write() must return a WriterCommitMessage instance; None fails the query (§1.8)
+        return KafkaCommitMessage(write_arrow(iterator, self.opts))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Records are already acknowledged by Kafka when write() returns."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to undo: at-least-once (a replayed batch is written again)."""
+

@@ -1,0 +1,542 @@
+"""The streaming Kafka source: offsets and admission control on the driver, ``read()`` of exact
+offset ranges on the workers, decoding and the processing log in between.
+
+Where each part runs (research/spark.md §1.1): ``initialOffset``/``latestOffset``/
+``partitions``/``commit`` run in one long-lived Python process on the driver, which keeps an
+:class:`~streamsql.kafka.admin.EndOffsets` (a consumer + admin client) for the whole query.
+``read()`` runs in executor Python workers on a *pickled copy* of the reader, so clients are
+never pickled; workers keep one consumer per process instead (workers are reused).
+
+Offsets are ``{"<partition>": next_offset}``, partitions in ascending order, because Spark
+compares offsets as JSON text: an unstable key order makes it plan an empty batch on every
+trigger (research/spark.md §1.3).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, LongType, StringType, StructField,
+                               StructType)
+
+from streamsql import types as T
+from streamsql.errors import ConfigError, KafkaError
+
+log = logging.getLogger("streamsql.kafka.source")
+processing_log = logging.getLogger("streamsql.processing_log")
+
+#: Pseudo columns appended after the user's columns in decoded mode.
+HEADERS_COL = "__HEADERS"
+TOMBSTONE_COL = "__TOMBSTONE"
+
+_HEADERS_TYPE = T.Array(T.Struct((T.StructField("KEY", T.STRING), T.StructField("VALUE", T.BYTES))))
+
+RAW_SCHEMA = StructType([
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", LongType()),
+    StructField("headers", ArrayType(StructType([StructField("key", StringType()),
+                                                 StructField("value", BinaryType())]))),
+])
+
+
+# ---------------------------------------------------------------------------------------------
+# options
+# ---------------------------------------------------------------------------------------------
+
+def _opt(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+    """Spark lower-cases option names; look them up case-insensitively either way."""
+    low = {k.lower(): v for k, v in options.items()}
+    return low.get(name.lower(), default)
+
+
+def kafka_settings(options: Mapping[str, str]) -> dict[str, str]:
+    """Pass-through ``kafka.*`` options (minus the bootstrap servers) as librdkafka settings.
+
+    Spark lower-cases option names, which is harmless: librdkafka's names are lower case."""
+    return {k[len("kafka."):]: v for k, v in options.items()
+            if k.lower().startswith("kafka.") and k.lower() != "kafka.bootstrap.servers"}
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Everything a source needs, parsed once; picklable (it travels inside partitions)."""
+
+    bootstrap: str
+    topic: str
+    starting: str = "latest"
+    max_records: int | None = None
+    key_spec: str | None = None
+    value_spec: str | None = None
+    header_columns: tuple[tuple[str, str, str, str | None], ...] = ()
+    processing_log_topic: str | None = None
+    query_id: str = "streamsql"
+    batch_rows: int = 20000
+    poll_timeout_s: float = 120.0
+    kafka: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def parse(options: Mapping[str, str]) -> "SourceOptions":
+        bootstrap = _opt(options, "kafka.bootstrap.servers")
+        topic = _opt(options, "topic")
+        if not bootstrap:
+            raise ConfigError("the Kafka source needs option 'kafka.bootstrap.servers'")
+        if not topic:
+            raise ConfigError("the Kafka source needs option 'topic'")
+        starting = (_opt(options, "startingOffsets", "latest") or "latest").strip().lower()
+        if starting not in ("earliest", "latest"):
+            raise ConfigError(f"startingOffsets must be 'earliest' or 'latest', not '{starting}'")
+        max_records = _opt(options, "maxRecordsPerBatch")
+        if max_records is not None and int(max_records) < 1:
+            raise ConfigError(f"maxRecordsPerBatch must be at least 1, not {max_records}")
+        headers = json.loads(_opt(options, "headerColumns", "[]") or "[]")
+        return SourceOptions(
+            bootstrap=bootstrap, topic=topic, starting=starting,
+            max_records=int(max_records) if max_records else None,
+            key_spec=_opt(options, "keySpec"), value_spec=_opt(options, "valueSpec"),
+            header_columns=tuple((n, t, r, h) for n, t, r, h in headers),
+            processing_log_topic=_opt(options, "processingLogTopic") or None,
+            query_id=_opt(options, "queryId", "streamsql") or "streamsql",
+            batch_rows=int(_opt(options, "arrowBatchRows", "20000") or 20000),
+            poll_timeout_s=float(_opt(options, "pollTimeoutMs", "120000") or 120000) / 1000.0,
+            kafka=kafka_settings(options),
+        )
+
+    @property
+    def decoded(self) -> bool:
+        return self.key_spec is not None or self.value_spec is not None
+
+
+def _spec(text: str | None) -> "FormatSpec":  # noqa: F821 - imported lazily
+    """The FormatSpec of one side (no columns when absent). Imported lazily: raw mode must work
+    without loading the formats package."""
+    from streamsql.formats.base import FormatSpec
+
+    return FormatSpec.from_json(text) if text else FormatSpec("NONE", ())
+
+
+def _header_type(role: str) -> T.SqlType:
+    """Header columns have fixed types, whatever the type text says (ksqlDB enforces them)."""
+    if role == "headers":
+        return _HEADERS_TYPE
+    if role == "header":
+        return T.BYTES
+    raise ConfigError(f"header column role must be 'headers' or 'header', not '{role}'")
+
+
+def source_schema(opts: SourceOptions) -> StructType:
+    """Raw mode: Kafka's own fields. Decoded mode: key columns, value columns, header columns,
+    then ROWTIME, ROWPARTITION, ROWOFFSET, __HEADERS, __TOMBSTONE."""
+    if not opts.decoded:
+        return RAW_SCHEMA
+    fields = [StructField(c.name, T.to_spark(c.type)) for spec in (_spec(opts.key_spec), _spec(opts.value_spec))
+              for c in spec.columns]
+    fields += [StructField(n, T.to_spark(_header_type(role))) for n, _t, role, _k in opts.header_columns]
+    fields += [StructField(T.ROWTIME, LongType()), StructField(T.ROWPARTITION, IntegerType()),
+               StructField(T.ROWOFFSET, LongType()), StructField(HEADERS_COL, T.to_spark(_HEADERS_TYPE)),
+               StructField(TOMBSTONE_COL, BooleanType())]
+    return StructType(fields)
+
+
+# ---------------------------------------------------------------------------------------------
+# offsets
+# ---------------------------------------------------------------------------------------------
+
+def encode_offsets(offsets: Mapping[int, int]) -> dict[str, int]:
+    """``{"0": 5, "1": 7}``: string keys (JSON), ascending partition order (stable text)."""
+    return {str(p): int(offsets[p]) for p in sorted(offsets)}
+
+
+def decode_offsets(offsets: Mapping[str, Any] | None) -> dict[int, int]:
+    return {int(p): int(o) for p, o in (offsets or {}).items()}
+
+
+def rate_limit(start: Mapping[int, int], end: Mapping[int, int], max_rows: int) -> dict[int, int]:
+    """Admit at most ``max_rows`` records, shared in proportion to each partition's backlog.
+
+    Floors the proportional shares and hands the remainder out one record at a time (largest
+    fractional share first), so a batch holds exactly ``min(max_rows, backlog)`` records and
+    never stalls (Spark's own Kafka source rounds small shares up and can exceed the limit)."""
+    backlog = {p: max(end[p] - start.get(p, 0), 0) for p in end}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return dict(end)
+    shares = {p: max_rows * n / total for p, n in backlog.items()}
+    take = {p: int(s) for p, s in shares.items()}
+    left = max_rows - sum(take.values())
+    for p in sorted(backlog, key=lambda q: (-(shares[q] - take[q]), q)):
+        if left <= 0:
+            break
+        if take[p] < backlog[p]:
+            take[p] += 1
+            left -= 1
+    return {p: start.get(p, 0) + take[p] for p in end}
+
+
+@dataclass
+class KafkaInputPartition(InputPartition):
+    """One Spark task: records ``[start, end)`` of one Kafka partition."""
+
+    partition: int
+    start: int
+    end: int
+
+
+class _OffsetsMixin:
+    """Driver-side bookkeeping shared by the streaming and the batch reader."""
+
+    opts: SourceOptions
+    _ends: Any
+
+    def _tracker(self):  # type: ignore[no-untyped-def]
+        from streamsql.kafka.admin import EndOffsets
+
+        if getattr(self, "_ends", None) is None:
+            self._ends = EndOffsets(self.opts.bootstrap, self.opts.topic, self.opts.kafka)
+        return self._ends
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Clients stay in the driver process; workers get options and schema only."""
+        state = dict(self.__dict__)
+        state["_ends"] = None
+        return state
+
+    def _partitions(self, start: Mapping[int, int], end: Mapping[int, int]) -> list[KafkaInputPartition]:
+        # A partition missing from ``start`` appeared after the batch began: read it from 0
+        # (earliest; the consumer skips to the oldest record if retention removed some).
+        return [KafkaInputPartition(p, start.get(p, 0), e) for p, e in sorted(end.items()) if e > start.get(p, 0)]
+
+
+class KafkaStreamReader(_OffsetsMixin, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("streamsql_kafka")``."""
+
+    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self._ends = None
+        self._target: dict[int, int] | None = None  # availableNow: stop here
+        self._latest: dict[int, int] | None = None
+
+    # -- driver ---------------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, int]:
+        tracker = self._tracker()
+        parts = tracker.partitions()
+        offs = tracker.earliest(parts) if self.opts.starting == "earliest" else tracker.ends(parts)
+        return encode_offsets(offs)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.opts.max_records) if self.opts.max_records else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """availableNow reads up to the end as of the query start, in limited batches."""
+        self._target = self._tracker().ends()
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        tracker = self._tracker()
+        begin = decode_offsets(start)
+        ends = tracker.ends()
+        self._latest = dict(ends)
+        new = [p for p in ends if p not in begin]
+        if new:  # partitions added since: start at earliest
+            begin.update(tracker.earliest(new))
+        if self._target is not None:
+            ends = {p: min(e, self._target.get(p, begin[p])) for p, e in ends.items()}
+        ends = {p: max(e, begin[p]) for p, e in ends.items()}
+        if isinstance(limit, ReadMaxRows):
+            ends = rate_limit(begin, ends, limit.max_rows)
+        # never drop a partition that ``start`` knows (offsets only move forward)
+        out = {**{p: o for p, o in decode_offsets(start).items()}, **ends}
+        return encode_offsets(out)
+
+    def reportLatestOffset(self) -> dict[str, int] | None:
+        return encode_offsets(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        return self._partitions(decode_offsets(start), decode_offsets(end))
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Nothing to do: progress lives in Spark's checkpoint. (Called one batch late and
+        never for the last batch of an availableNow run, research/spark.md §1.2.)"""
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaInputPartition)
+        return read_range(self.opts, self.schema, partition.partition, partition.start, partition.end)
+
+
+class KafkaBatchReader(_OffsetsMixin, DataSourceReader):
+    """``spark.read.format("streamsql_kafka")``: the topic from earliest (or ``startingOffsets``)
+    to its end at planning time; for tests, PRINT-like tools and backfills."""
+
+    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self._ends = None
+
+    def partitions(self) -> Sequence[InputPartition]:
+        tracker = self._tracker()
+        parts = tracker.partitions()
+        end = tracker.ends(parts)
+        start = tracker.earliest(parts) if self.opts.starting == "earliest" else end
+        return self._partitions(start, end)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaInputPartition)
+        return read_range(self.opts, self.schema, partition.partition, partition.start, partition.end)
+
+
+# ---------------------------------------------------------------------------------------------
+# workers: read a range
+# ---------------------------------------------------------------------------------------------
+
+_CONSUMERS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+_CONSUMERS_LOCK = threading.Lock()
+
+
+def _consumer(opts: SourceOptions):  # type: ignore[no-untyped-def]
+    """One consumer per worker process and settings: creating one costs a metadata round trip,
+    and Spark reuses Python workers across tasks and batches."""
+    from confluent_kafka import Consumer
+
+    from streamsql.kafka.admin import consumer_config
+
+    key = (opts.bootstrap, tuple(sorted(opts.kafka.items())))
+    with _CONSUMERS_LOCK:
+        c = _CONSUMERS.get(key)
+        if c is None:
+            c = Consumer(consumer_config(opts.bootstrap, opts.kafka))
+            _CONSUMERS[key] = c
+        return c
+
+
+def read_range(opts: SourceOptions, schema: StructType, partition: int, start: int, end: int
+               ) -> Iterator[pa.RecordBatch]:
+    """Yield Arrow batches holding exactly the records with ``start <= offset < end``.
+
+    Stops on position, not on a record count, so a range that ends on a transaction marker or
+    a compaction gap still ends. The same range always yields the same rows (replays)."""
+    from confluent_kafka import KafkaError as CKError
+    from confluent_kafka import TopicPartition
+
+    if end <= start:
+        return
+    builder = BatchBuilder(opts, schema, partition)
+    consumer = _consumer(opts)
+    tp = TopicPartition(opts.topic, partition, start)
+    consumer.assign([tp])
+    pos = start
+    last_progress = time.monotonic()
+    try:
+        while pos < end:
+            want = min(opts.batch_rows, end - pos)
+            msgs = consumer.consume(want, 0.2)
+            rows = []
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == CKError._PARTITION_EOF:
+                        pos = max(pos, m.offset())
+                        continue
+                    if err.retriable() or err.code() == CKError._TRANSPORT:
+                        continue
+                    raise KafkaError(f"cannot read topic '{opts.topic}' partition {partition}: {err.str()}")
+                off = m.offset()
+                if off < end:
+                    rows.append(m)
+                pos = max(pos, off + 1)
+            if rows:
+                last_progress = time.monotonic()
+                yield from builder.build(rows)
+            elif pos < end:
+                # gaps (transaction markers, compaction) advance the position without records
+                (cur,) = consumer.position([TopicPartition(opts.topic, partition)])
+                if cur.offset is not None and cur.offset >= 0:
+                    if cur.offset > pos:
+                        last_progress = time.monotonic()
+                    pos = max(pos, cur.offset)
+                if time.monotonic() - last_progress > opts.poll_timeout_s:
+                    raise KafkaError(
+                        f"timed out reading topic '{opts.topic}' partition {partition}: stuck at offset {pos}, "
+                        f"expected records up to {end} (were they deleted by retention?)")
+    finally:
+        try:
+            consumer.unassign()
+        except Exception:  # noqa: BLE001 - the next assign() resets anyway
+            pass
+
+
+class BatchBuilder:
+    """Turns confluent-kafka messages into Arrow batches of the source schema."""
+
+    def __init__(self, opts: SourceOptions, schema: StructType, partition: int) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        self.opts = opts
+        self.partition = partition
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        if opts.decoded:
+            self.key_spec = _spec(opts.key_spec)
+            self.value_spec = _spec(opts.value_spec)
+        self._serdes: tuple[Any, Any] | None = None
+
+    def build(self, msgs: list[Any]) -> Iterator[pa.RecordBatch]:
+        if self.opts.decoded:
+            batch = self._decoded(msgs)
+        else:
+            batch = self._raw(msgs)
+        if batch is not None and batch.num_rows:
+            yield batch
+
+    # -- raw ------------------------------------------------------------------------------------
+
+    def _raw(self, msgs: list[Any]) -> pa.RecordBatch:
+        n = len(msgs)
+        s = self.arrow_schema
+        arrays = [
+            pa.array([m.key() for m in msgs], pa.binary()),
+            pa.array([m.value() for m in msgs], pa.binary()),
+            pa.repeat(pa.scalar(self.opts.topic, pa.string()), n),
+            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
+            pa.array([m.offset() for m in msgs], pa.int64()),
+            pa.array([m.timestamp()[1] for m in msgs], pa.int64()),
+            headers_array([m.headers() for m in msgs], s.field("headers").type),
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=s)
+
+    # -- decoded --------------------------------------------------------------------------------
+
+    def _serde_pair(self) -> tuple[Any, Any]:
+        if self._serdes is None:
+            from streamsql.formats import serde_for
+
+            self._serdes = (serde_for(self.key_spec) if self.key_spec.columns else None,
+                            serde_for(self.value_spec) if self.value_spec.columns else None)
+        return self._serdes
+
+    def _decoded(self, msgs: list[Any]) -> pa.RecordBatch | None:
+        n = len(msgs)
+        s = self.arrow_schema
+        key_serde, value_serde = self._serde_pair()
+        keys = [m.key() for m in msgs]
+        values = [m.value() for m in msgs]
+        raw_headers = [m.headers() for m in msgs]
+        arrays: list[pa.Array] = []
+        bad: dict[int, tuple[str, str]] = {}  # row -> (target, reason)
+        for serde, spec, data, target in ((key_serde, self.key_spec, keys, "key"),
+                                          (value_serde, self.value_spec, values, "value")):
+            if serde is None:
+                continue
+            result = serde.decode(data)
+            for i, err in enumerate(result.errors):
+                if err is not None and i not in bad:
+                    bad[i] = (target, err)
+            for col, arr in zip(spec.columns, result.columns):
+                arrays.append(arr)
+        for name, _t, role, hkey in self.opts.header_columns:
+            ftype = s.field(name).type
+            if role == "headers":
+                arrays.append(headers_array(raw_headers, ftype))
+            else:
+                arrays.append(pa.array([_last_header(h, hkey) for h in raw_headers], ftype))
+        arrays += [
+            pa.array([m.timestamp()[1] for m in msgs], pa.int64()),
+            pa.repeat(pa.scalar(self.partition, pa.int32()), n),
+            pa.array([m.offset() for m in msgs], pa.int64()),
+            headers_array(raw_headers, s.field(HEADERS_COL).type),
+            pa.array([v is None for v in values], pa.bool_()),
+        ]
+        arrays = [a if a.type == f.type else a.cast(f.type) for a, f in zip(arrays, s)]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=s)
+        if bad:
+            report_bad_records(self.opts, [(msgs[i], *bad[i]) for i in sorted(bad)])
+            batch = batch.filter(pa.array([i not in bad for i in range(n)], pa.bool_()))
+        return batch
+
+
+def _last_header(headers: list[tuple[str, bytes | None]] | None, key: str | None) -> bytes | None:
+    """ksqlDB's ``HEADER('k')`` column: the value of the last header named ``k``."""
+    found = None
+    for k, v in headers or ():
+        if k == key:
+            found = v
+    return found
+
+
+def headers_array(headers: Sequence[list[tuple[str, bytes | None]] | None], list_type: pa.DataType) -> pa.Array:
+    """ARRAY<STRUCT<key, value>> of each record's headers; a record without headers gets an
+    empty array (ksqlDB shows ``[]``)."""
+    n = len(headers)
+    if not any(headers):  # the common case, without building Python objects
+        offsets = pa.array([0] * (n + 1), pa.int32())
+        return pa.ListArray.from_arrays(offsets, pa.array([], list_type.value_type), type=list_type)
+    kname, vname = (f.name for f in list_type.value_type)
+    return pa.array([[{kname: k, vname: v} for k, v in (h or ())] for h in headers], list_type)
+
+
+# ---------------------------------------------------------------------------------------------
+# processing log
+# ---------------------------------------------------------------------------------------------
+
+def processing_log_record(opts: SourceOptions, msg: Any, target: str, reason: str) -> dict[str, Any]:
+    """ksqlDB's processing-log shape for a deserialization error (research/ksqldb.md §1.10)."""
+    raw = msg.key() if target == "key" else msg.value()
+    message = f"Failed to deserialize {target} from topic: {msg.topic()}. {reason}"
+    return {
+        "level": "ERROR",
+        "logger": opts.query_id,
+        "time": int(time.time() * 1000),
+        "message": {
+            "type": 0,
+            "deserializationError": {
+                "target": target,
+                "errorMessage": message,
+                "recordB64": base64.b64encode(raw).decode("ascii") if raw is not None else None,
+                "cause": [reason],
+                "topic": msg.topic(),
+                "partition": msg.partition(),
+                "offset": msg.offset(),
+            },
+            "recordProcessingError": None,
+            "productionError": None,
+            "serializationError": None,
+            "kafkaStreamsThreadError": None,
+        },
+    }
+
+
+def report_bad_records(opts: SourceOptions, bad: list[tuple[Any, str, str]]) -> None:
+    """Log each undecodable record, and write it to the processing-log topic when configured.
+
+    A failure to write the log must not fail the query (ksqlDB behaves the same): it is logged."""
+    entries = [processing_log_record(opts, m, target, reason) for m, target, reason in bad]
+    for e in entries:
+        d = e["message"]["deserializationError"]
+        processing_log.error("query %s: dropped record topic=%s partition=%s offset=%s: %s",
+                             opts.query_id, d["topic"], d["partition"], d["offset"], d["errorMessage"])
+    if not opts.processing_log_topic:
+        return
+    from streamsql.kafka.admin import common_settings
+    from streamsql.kafka.sink import cached_producer
+
+    try:
+        producer = cached_producer(opts.bootstrap, common_settings(opts.kafka))
+        for e in entries:
+            producer.produce(opts.processing_log_topic, value=json.dumps(e).encode("utf-8"))
+        producer.flush(30)
+    except Exception as exc:  # noqa: BLE001
+        log.error("cannot write to processing log topic '%s': %s", opts.processing_log_topic, exc)

@@ -1,0 +1,116 @@
+"""Date and time functions (category DATE / TIME).
+
+Representations (see streamsql.types): TIMESTAMP is Spark's TIMESTAMP (UTC session zone), DATE is
+Spark's DATE, TIME is an INT of milliseconds since midnight; the deprecated functions use BIGINT
+epoch milliseconds (STRINGTOTIMESTAMP/TIMESTAMPTOSTRING) and INT epoch days
+(STRINGTODATE/DATETOSTRING). Format patterns are Java DateTimeFormatter patterns, which Spark's
+datetime patterns follow for the common letters.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from sqlglot import exp
+
+from streamsql import types as t
+from streamsql.errors import AnalysisError
+from streamsql.planner.builtins.base import add, add_raw, any_sig, c, sig
+from streamsql.planner.expressions import Compiled, ExpressionCompiler
+from streamsql.planner.functions import FunctionRegistry
+
+CAT = "DATE / TIME"
+DAY_MS = 86_400_000
+_UNITS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": DAY_MS}
+
+
+def _in_zone(ts: str, tz: Compiled | None) -> str:
+    return ts if tz is None else f"from_utc_timestamp({ts}, {tz.sql})"
+
+
+def _from_zone(ts: str, tz: Compiled | None) -> str:
+    return ts if tz is None else f"to_utc_timestamp({ts}, {tz.sql})"
+
+
+def _unit(node: exp.Expression, name: str) -> str:
+    text = node.name.upper() if isinstance(node, (exp.Column, exp.Identifier, exp.Var)) else node.sql().upper()
+    unit = text[:-1] if text.endswith("S") else text
+    if unit not in _UNITS:
+        raise AnalysisError(f"Function '{name.lower()}': unknown time unit '{text}'. "
+                            "Expected one of MILLISECONDS, SECONDS, MINUTES, HOURS, DAYS.")
+    return unit
+
+
+def register(reg: FunctionRegistry) -> None:
+    ts3 = any_sig(sig("ts", "str"), sig("ts", "str", "str"))
+    add(reg, "FORMAT_TIMESTAMP", lambda cs: c(f"date_format({_in_zone(cs[0].sql, cs[2] if len(cs) > 2 else None)}, "
+                                              f"{cs[1].sql})", t.STRING),
+        lo=2, hi=3, category=CAT, description="Formats a TIMESTAMP with a pattern, optionally in a time zone.",
+        accepts=ts3)
+    add(reg, "PARSE_TIMESTAMP", lambda cs: c(_from_zone(f"to_timestamp({cs[0].sql}, {cs[1].sql})",
+                                                        cs[2] if len(cs) > 2 else None), t.TIMESTAMP),
+        lo=2, hi=3, category=CAT, description="Parses text into a TIMESTAMP with a pattern, optionally in a zone.",
+        accepts=any_sig(sig("str", "str"), sig("str", "str", "str")))
+    add(reg, "TIMESTAMPTOSTRING",
+        lambda cs: c(f"date_format({_in_zone(f'timestamp_millis({cs[0].sql})', cs[2] if len(cs) > 2 else None)}, "
+                     f"{cs[1].sql})", t.STRING),
+        lo=2, hi=3, category=CAT, description="Formats epoch milliseconds with a pattern (deprecated).",
+        accepts=any_sig(sig("long", "str"), sig("long", "str", "str")))
+    add(reg, "STRINGTOTIMESTAMP",
+        lambda cs: c(f"unix_millis({_from_zone(f'to_timestamp({cs[0].sql}, {cs[1].sql})', cs[2] if len(cs) > 2 else None)})",
+                     t.BIGINT),
+        lo=2, hi=3, category=CAT, description="Parses text into epoch milliseconds (deprecated).",
+        accepts=any_sig(sig("str", "str"), sig("str", "str", "str")))
+    add(reg, "FORMAT_DATE", lambda cs: c(f"date_format({cs[0].sql}, {cs[1].sql})", t.STRING), lo=2, hi=2,
+        category=CAT, description="Formats a DATE with a pattern.", accepts=sig("date", "str"))
+    add(reg, "PARSE_DATE", lambda cs: c(f"to_date({cs[0].sql}, {cs[1].sql})", t.DATE), lo=2, hi=2,
+        category=CAT, description="Parses text into a DATE with a pattern.", accepts=sig("str", "str"))
+    add(reg, "DATETOSTRING", lambda cs: c(f"date_format(date_from_unix_date({cs[0].sql}), {cs[1].sql})", t.STRING),
+        lo=2, hi=2, category=CAT, description="Formats epoch days with a pattern (deprecated).",
+        accepts=sig("int", "str"))
+    add(reg, "STRINGTODATE", lambda cs: c(f"unix_date(to_date({cs[0].sql}, {cs[1].sql}))", t.INTEGER), lo=2, hi=2,
+        category=CAT, description="Parses text into epoch days (deprecated).", accepts=sig("str", "str"))
+    add(reg, "FORMAT_TIME",
+        lambda cs: c(f"date_format(timestamp_millis(CAST({cs[0].sql} AS BIGINT)), {cs[1].sql})", t.STRING),
+        lo=2, hi=2, category=CAT, description="Formats a TIME with a pattern.", accepts=sig("time", "str"))
+    add(reg, "PARSE_TIME",
+        lambda cs: c(f"CAST(unix_millis(to_timestamp(concat('1970-01-01 ', {cs[0].sql}), "
+                     f"concat('yyyy-MM-dd ', {cs[1].sql}))) AS INT)", t.TIME),
+        lo=2, hi=2, category=CAT, description="Parses text into a TIME with a pattern.", accepts=sig("str", "str"))
+    add(reg, "UNIX_TIMESTAMP",
+        lambda cs: c(f"unix_millis({cs[0].sql if cs else 'current_timestamp()'})", t.BIGINT), lo=0, hi=1,
+        category=CAT, description="Epoch milliseconds of a TIMESTAMP, or of now.", accepts=any_sig(sig(), sig("ts")))
+    add(reg, "UNIX_DATE", lambda cs: c(f"unix_date({cs[0].sql if cs else 'current_date()'})", t.INTEGER), lo=0, hi=1,
+        category=CAT, description="Epoch days of a DATE, or of today.", accepts=any_sig(sig(), sig("date")))
+    add(reg, "FROM_UNIXTIME", lambda cs: c(f"timestamp_millis({cs[0].sql})", t.TIMESTAMP), lo=1, hi=1,
+        category=CAT, description="The TIMESTAMP of epoch milliseconds.", accepts=sig("long"))
+    add(reg, "FROM_DAYS", lambda cs: c(f"date_from_unix_date({cs[0].sql})", t.DATE), lo=1, hi=1, category=CAT,
+        description="The DATE of epoch days.", accepts=sig("long"))
+    add(reg, "CONVERT_TZ",
+        lambda cs: c(f"from_utc_timestamp(to_utc_timestamp({cs[0].sql}, {cs[1].sql}), {cs[2].sql})", t.TIMESTAMP),
+        lo=3, hi=3, category=CAT, description="Converts a TIMESTAMP from one time zone to another.",
+        accepts=sig("ts", "str", "str"))
+
+    def shifter(name: str, target: str, sign: int):
+        def compile_nodes(args: Sequence[exp.Expression], compiler: ExpressionCompiler) -> Compiled:
+            unit = _unit(args[0], name)
+            n = compiler.compile(args[1])
+            v = compiler.compile(args[2])
+            amount = n.sql if sign > 0 else f"(-({n.sql}))"
+            if target == "TIMESTAMP":
+                return c(f"timestampadd({unit}, {amount}, {v.sql})", t.TIMESTAMP)
+            if target == "DATE":
+                if unit != "DAY" and _UNITS[unit] < DAY_MS:
+                    return c(f"date_add({v.sql}, CAST(({amount}) * {_UNITS[unit]} DIV {DAY_MS} AS INT))", t.DATE)
+                return c(f"date_add({v.sql}, CAST({amount} AS INT))", t.DATE)
+            return c(f"CAST(pmod(CAST({v.sql} AS BIGINT) + CAST({amount} AS BIGINT) * {_UNITS[unit]}, {DAY_MS}) AS INT)",
+                     t.TIME)
+
+        return compile_nodes
+
+    for name, target, sign in (("TIMESTAMPADD", "TIMESTAMP", 1), ("TIMESTAMPSUB", "TIMESTAMP", -1),
+                               ("DATEADD", "DATE", 1), ("DATESUB", "DATE", -1),
+                               ("TIMEADD", "TIME", 1), ("TIMESUB", "TIME", -1)):
+        verb = "Adds" if sign > 0 else "Subtracts"
+        add_raw(reg, name, shifter(name, target, sign), lo=3, hi=3, category=CAT,
+                description=f"{verb} an interval (unit, amount) to a {target}.")

@@ -1,0 +1,190 @@
+"""Mathematical functions (category MATHEMATICAL).
+
+Spark returns NULL where Java's Math returns NaN/±Infinity (ln, log of 0 or negatives); ksqlDB
+follows Java, so those edges are written out.
+"""
+
+from __future__ import annotations
+
+from streamsql import types as t
+from streamsql.planner.builtins.base import (
+    INF, K, NAN, NEG_INF, add, any_sig, args_sql, c, int_literal, kind, sig, widest_numeric,
+)
+from streamsql.planner.expressions import Compiled
+from streamsql.planner.functions import FunctionRegistry
+
+CAT = "MATHEMATICAL"
+
+
+def _d(x: Compiled) -> str:
+    return f"CAST({x.sql} AS DOUBLE)"
+
+
+def java_ln(x: str) -> str:
+    # Java's Math.log (ksqlDB's) can differ in the last bit from Spark's StrictMath.log
+    return (f"(CASE WHEN {x} < 0 THEN {NAN} WHEN {x} = 0 THEN {NEG_INF} "
+            f"ELSE CAST(java_method('java.lang.Math', 'log', {x}) AS DOUBLE) END)")
+
+
+def _same_type(spark: str, double_result: t.SqlType | None = t.DOUBLE):
+    """ABS/CEIL/FLOOR-like: INT → INT, BIGINT → BIGINT, DOUBLE → DOUBLE, DECIMAL → DECIMAL."""
+
+    def compile_(cs: list[Compiled]) -> Compiled:
+        x = cs[0]
+        k = kind(x)
+        if k in (K.INTEGER, K.BIGINT):
+            return c(f"CAST({spark}({x.sql}) AS {'INT' if k == K.INTEGER else 'BIGINT'})", x.type)
+        if k == K.DOUBLE:
+            return c(f"CAST({spark}({x.sql}) AS DOUBLE)", double_result)
+        return c(f"{spark}({x.sql})", None)
+
+    return compile_
+
+
+def register(reg: FunctionRegistry) -> None:
+    num1 = sig("num")
+    for name, spark, desc in (("ABS", "abs", "Absolute value."),
+                              ("CEIL", "ceil", "Smallest integral value not below the argument."),
+                              ("FLOOR", "floor", "Largest integral value not above the argument.")):
+        add(reg, name, _same_type(spark), lo=1, hi=1, category=CAT, description=desc, accepts=num1)
+
+    doubles = {
+        "SQRT": ("sqrt", "Square root."), "CBRT": ("cbrt", "Cube root."), "EXP": ("exp", "e raised to a power."),
+        "SIN": ("sin", "Sine (radians)."), "COS": ("cos", "Cosine (radians)."), "TAN": ("tan", "Tangent (radians)."),
+        "COT": ("cot", "Cotangent (radians)."), "ASIN": ("asin", "Arc sine."), "ACOS": ("acos", "Arc cosine."),
+        "ATAN": ("atan", "Arc tangent."), "SINH": ("sinh", "Hyperbolic sine."),
+        "COSH": ("cosh", "Hyperbolic cosine."), "TANH": ("tanh", "Hyperbolic tangent."),
+        "DEGREES": ("degrees", "Radians to degrees."), "RADIANS": ("radians", "Degrees to radians."),
+    }
+    for name, (spark, desc) in doubles.items():
+        add(reg, name, lambda cs, spark=spark: c(f"{spark}({_d(cs[0])})", t.DOUBLE), lo=1, hi=1, category=CAT,
+            description=desc, accepts=num1)
+
+    add(reg, "ATAN2", lambda cs: c(f"atan2({_d(cs[0])}, {_d(cs[1])})", t.DOUBLE), lo=2, hi=2, category=CAT,
+        description="Arc tangent of y/x, using the signs of both for the quadrant.", accepts=sig("num", "num"))
+    add(reg, "LN", lambda cs: c(java_ln(_d(cs[0])), t.DOUBLE), lo=1, hi=1, category=CAT,
+        description="Natural logarithm.", accepts=num1)
+
+    def log(cs: list[Compiled]) -> Compiled:
+        if len(cs) == 1:
+            x = _d(cs[0])
+            return c(java_ln(x), t.DOUBLE)  # ksqlDB's one-argument LOG is the natural logarithm
+        b, v = _d(cs[0]), _d(cs[1])
+        return c(f"(CASE WHEN {b} IS NULL OR {v} IS NULL THEN NULL WHEN {b} < 0 OR {v} < 0 THEN {NAN} "
+                 f"WHEN {b} = 1 THEN (CASE WHEN {v} > 1 THEN {INF} WHEN {v} < 1 THEN {NEG_INF} ELSE {NAN} END) "
+                 f"WHEN {b} = 0 THEN (CASE WHEN {v} = 0 THEN {NAN} WHEN {v} > 1 THEN CAST(-0.0 AS DOUBLE) ELSE 0.0D END) "
+                 f"WHEN {v} = 0 THEN (CASE WHEN {b} > 1 THEN {NEG_INF} ELSE {INF} END) "
+                 f"ELSE ln({v}) / ln({b}) END)", t.DOUBLE)
+
+    add(reg, "LOG", log, lo=1, hi=2, category=CAT, description="Natural logarithm, or LOG(base, value).",
+        accepts=any_sig(num1, sig("num", "num")))
+    add(reg, "POWER", lambda cs: c(f"power({_d(cs[0])}, {_d(cs[1])})", t.DOUBLE), lo=2, hi=2, category=CAT,
+        description="A number raised to a power.", accepts=sig("num", "num"))
+    add(reg, "PI", lambda cs: c("pi()", t.DOUBLE), lo=0, hi=0, category=CAT, description="The value of pi.")
+    add(reg, "RANDOM", lambda cs: c("rand()", t.DOUBLE), lo=0, hi=0, category=CAT,
+        description="A random DOUBLE in [0, 1).")
+    add(reg, "SIGN", lambda cs: c(f"CAST(signum({cs[0].sql}) AS INT)", t.INTEGER), lo=1, hi=1, category=CAT,
+        description="-1, 0 or 1 by the sign of the argument.", accepts=num1)
+
+    def round_(cs: list[Compiled]) -> Compiled:
+        # ksqlDB rounds half up (towards +infinity, like Java's Math.round); ROUND(DOUBLE) is a BIGINT.
+        x = cs[0]
+        k = kind(x)
+        if len(cs) == 1:
+            if k in (K.INTEGER, K.BIGINT):
+                return c(x.sql, x.type)
+            if k == K.DOUBLE:
+                return c(f"CAST(floor({x.sql} + 0.5D) AS BIGINT)", t.BIGINT)
+            if k == K.DECIMAL:
+                p, sc = x.type.precision, x.type.scale  # type: ignore[union-attr]
+                res = t.Decimal(max(p - sc + 1, 1), 0)
+                return c(f"CAST(round({x.sql}, 0) AS DECIMAL({res.precision},0))", res)
+            return c(f"round({x.sql})", None)
+        n = cs[1]
+        scale = int_literal(n)
+        if k in (K.INTEGER, K.BIGINT):
+            return c(f"CAST(round({x.sql}, {n.sql}) AS {'INT' if k == K.INTEGER else 'BIGINT'})"
+                     if scale is not None else x.sql, x.type)
+        if k == K.DECIMAL and scale is not None:
+            return c(f"CAST(round({x.sql}, {scale}) AS DECIMAL({x.type.precision},{x.type.scale}))", x.type)  # type: ignore[union-attr]
+        if scale is not None:
+            return c(f"CAST(round({_d(x)}, {scale}) AS DOUBLE)", t.DOUBLE if k != K.DECIMAL else None)
+        f = f"power(10, {n.sql})"
+        return c(f"(floor({_d(x)} * {f} + 0.5D) / {f})", t.DOUBLE)
+
+    add(reg, "ROUND", round_, lo=1, hi=2, category=CAT,
+        description="Rounds half up; ROUND(DOUBLE) returns BIGINT, ROUND(x, scale) keeps the type.",
+        accepts=any_sig(num1, sig("num", "int")))
+
+    def trunc(cs: list[Compiled]) -> Compiled:
+        x = cs[0]
+        k = kind(x)
+        if len(cs) == 1:
+            if k in (K.INTEGER, K.BIGINT):
+                return c(x.sql, x.type)
+            if k == K.DOUBLE:
+                return c(f"CAST({x.sql} AS BIGINT)", t.BIGINT)
+            if k == K.DECIMAL:
+                p, sc = x.type.precision, x.type.scale  # type: ignore[union-attr]
+                return c(f"CAST({x.sql} AS DECIMAL({max(p - sc, 1)},0))", t.Decimal(max(p - sc, 1), 0))
+            return c(f"CAST({x.sql} AS BIGINT)", None)
+        n = cs[1]
+        scale = int_literal(n)
+        if k in (K.INTEGER, K.BIGINT):
+            f = f"CAST(power(10, -({n.sql})) AS BIGINT)"
+            return c(f"(CASE WHEN {n.sql} >= 0 THEN {x.sql} ELSE CAST(({x.sql} DIV {f}) * {f} AS "
+                     f"{'INT' if k == K.INTEGER else 'BIGINT'}) END)", x.type)
+        if scale is not None:
+            body = f"(CASE WHEN {x.sql} >= 0 THEN floor({x.sql}, {scale}) ELSE ceil({x.sql}, {scale}) END)"
+            if k == K.DECIMAL:
+                return c(f"CAST({body} AS DECIMAL({x.type.precision},{x.type.scale}))", x.type)  # type: ignore[union-attr]
+            return c(f"CAST({body} AS DOUBLE)", t.DOUBLE)
+        f = f"power(10, {n.sql})"
+        return c(f"(CASE WHEN {x.sql} >= 0 THEN floor({_d(x)} * {f}) ELSE ceil({_d(x)} * {f}) END / {f})", t.DOUBLE)
+
+    add(reg, "TRUNC", trunc, lo=1, hi=2, category=CAT,
+        description="Truncates towards zero; TRUNC(DOUBLE) returns BIGINT, TRUNC(x, scale) keeps the type.",
+        accepts=any_sig(num1, sig("num", "int")))
+
+    def extreme(spark: str):
+        def compile_(cs: list[Compiled]) -> Compiled:
+            known = [x.type for x in cs if x.type is not None]
+            cats = {("num" if t.is_numeric(ty) else ty.kind) for ty in known}
+            if len(cats) > 1 and not cats <= {K.STRING, K.DATE, K.TIMESTAMP, K.TIME}:
+                raise _reject(spark, cs)
+            ty = widest_numeric(known) if cats == {"num"} else next(
+                (ty for ty in known if ty.kind != K.STRING), known[0] if known else None)
+            if ty is not None and ty.kind == K.TIMESTAMP:
+                items = ", ".join(f"CAST({x.sql} AS TIMESTAMP)" for x in cs)
+                return c(f"{spark}({items})", ty)
+            if ty is not None and ty.kind == K.DATE:
+                items = ", ".join(f"CAST({x.sql} AS DATE)" for x in cs)
+                return c(f"{spark}({items})", ty)
+            return c(f"{spark}({args_sql(cs)})", ty)
+
+        return compile_
+
+    add(reg, "GREATEST", extreme("greatest"), lo=1, hi=None, category=CAT,
+        description="The largest of the non-null arguments.")
+    add(reg, "LEAST", extreme("least"), lo=1, hi=None, category=CAT,
+        description="The smallest of the non-null arguments.")
+
+    def geo(cs: list[Compiled]) -> Compiled:
+        lat1, lon1, lat2, lon2 = (f"radians({_d(x)})" for x in cs[:4])
+        radius = "6371.0D"
+        if len(cs) == 5:
+            radius = (f"(CASE WHEN lower({cs[4].sql}) IN ('mi', 'mile', 'miles') THEN 3959.0D "
+                      f"WHEN lower({cs[4].sql}) IN ('km', 'kilometer', 'kilometers', 'kilometre', 'kilometres') "
+                      f"THEN 6371.0D END)")
+        a = (f"pow(sin(({lat2} - {lat1}) / 2), 2) + cos({lat1}) * cos({lat2}) * pow(sin(({lon2} - {lon1}) / 2), 2)")
+        return c(f"({radius} * 2 * asin(sqrt({a})))", t.DOUBLE)
+
+    add(reg, "GEO_DISTANCE", geo, lo=4, hi=5, category="OTHER",
+        description="Great-circle distance between two lat/lon points, in km (default) or miles.",
+        accepts=any_sig(sig("num", "num", "num", "num"), sig("num", "num", "num", "num", "str")))
+
+
+def _reject(spark: str, cs: list[Compiled]):
+    from streamsql.planner.functions import rejected
+
+    return rejected(spark, cs)

@@ -1,0 +1,90 @@
+"""Write a table's changes: the changelog topic and the materialized store, from ``foreachBatch``.
+
+A TABLE result (CREATE TABLE AS SELECT) changes per micro-batch: a set of rows, each either an
+upsert or a removal (``__HAVING`` false: the key left the result — a tombstone came in, the WHERE
+or HAVING no longer holds). ksqlDB writes a tombstone only for keys that were in the result
+("avoid spurious tombstones"); the materialized store knows which keys are, so removals of keys it
+does not hold are dropped.
+
+Windowed keys are written as Kafka Streams does: the key's bytes, then the window start as an
+8-byte big-endian long (time windows) or the window end then start (session windows).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pyarrow as pa
+
+from streamsql import types as t
+from streamsql.catalog import Source
+from streamsql.formats import serde_for
+from streamsql.kafka.sink import write_arrow
+from streamsql.runtime import io
+from streamsql.runtime.materialized import TableStore
+
+
+def window_suffix(window_type: str | None, start: int | None, end: int | None) -> bytes:
+    if not window_type or start is None:
+        return b""
+    if window_type == "SESSION":
+        return struct.pack(">qq", end or 0, start)
+    return struct.pack(">q", start)
+
+
+class ChangelogWriter:
+    """The ``foreachBatch`` function of a CTAS query."""
+
+    def __init__(self, bootstrap_servers: str, table: Source, store: TableStore) -> None:
+        self.table = table
+        self.store = store
+        self.key_spec = io.key_spec(table)
+        self.value_spec = io.value_spec(table)
+        self.key_names = [c.name for c in table.key_columns]
+        self.value_names = [c.name for c in table.value_columns]
+        options = io.kafka_options(bootstrap_servers, table)
+        options.pop("keySpec")  # keys are encoded here (window suffix); the sink writes them as bytes
+        self.options = options
+
+    def __call__(self, batch_df: Any, batch_id: int) -> None:
+        if batch_id <= self.store.last_batch:
+            return  # replay of a batch already applied and written
+        rows = batch_df.toArrow().to_pylist()
+        rows.sort(key=lambda r: (r[t.ROWTIME] or 0, r.get("__WINDOWSTART") or 0))
+        upserts, deletes, out = [], [], []
+        present: dict[str, bool] = {}
+        for row in rows:
+            key = [row[n] for n in self.key_names]
+            window = (row.get("__WINDOWSTART"), row.get("__WINDOWEND"))
+            ident = repr((key, window))
+            if any(k is None for k in key):
+                continue
+            if row["__HAVING"]:
+                upserts.append((key, window, {n: row[n] for n in self.value_names}, row[t.ROWTIME]))
+                present[ident] = True
+                out.append((row, False))
+            elif present.get(ident, self.store.contains(key, window)):
+                deletes.append((key, window))
+                present[ident] = False
+                out.append((row, True))
+        if out:
+            write_arrow([self._encode(out)], self.options)
+        self.store.apply(batch_id, upserts, deletes)
+
+    def _encode(self, out: list[tuple[dict[str, Any], bool]]) -> pa.RecordBatch:
+        key_cols = [pa.array([r[n] for r, _ in out], type=t.to_arrow(c.type))
+                    for n, c in zip(self.key_names, self.table.key_columns)]
+        keys: list[bytes | None] = [None] * len(out)
+        if key_cols:
+            key_batch = pa.RecordBatch.from_arrays(key_cols, names=self.key_names)
+            keys = serde_for(self.key_spec).encode(key_batch)
+        keys = [None if k is None else k + window_suffix(self.table.window_type, r.get("__WINDOWSTART"),
+                                                          r.get("__WINDOWEND"))
+                for k, (r, _) in zip(keys, out)]
+        arrays: dict[str, pa.Array] = {"key": pa.array(keys, type=pa.binary())}
+        for n, c in zip(self.value_names, self.table.value_columns):
+            arrays[n] = pa.array([r[n] for r, _ in out], type=t.to_arrow(c.type))
+        arrays[t.ROWTIME] = pa.array([r[t.ROWTIME] for r, _ in out], type=pa.int64())
+        arrays["__TOMBSTONE"] = pa.array([tomb for _, tomb in out], type=pa.bool_())
+        return pa.RecordBatch.from_pydict(arrays)

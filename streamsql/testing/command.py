@@ -1,0 +1,140 @@
+"""The ``streamsql test`` command: QTT files/directories, or ksql-test-runner's trio."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from streamsql.testing.qtt import (
+    DEFAULT_TIMEOUT_S,
+    CaseResult,
+    QttCase,
+    QttRunner,
+    collect_files,
+    file_line,
+    load_file,
+    load_test_runner_case,
+    summary_line,
+    write_report,
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="*", help="QTT files or directories of them (*.json)")
+    p.add_argument("--json", dest="json_report", metavar="REPORT", help="write per-test status/reason/duration here")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="per-test timeout in seconds")
+    p.add_argument("--filter", "-k", action="append", default=[],
+                   help="run only tests whose id contains this text (repeatable)")
+    p.add_argument("--ids", help="file of test ids to run, one per line (# comments)")
+    p.add_argument("--verbose", "-v", action="store_true", help="print every failing test with its reason")
+    p.add_argument("--sql", "-s", dest="sql_file", help="ksql-test-runner: statements file")
+    p.add_argument("--input", "-i", dest="input_file", help="ksql-test-runner: input.json")
+    p.add_argument("--output", "-o", dest="output_file", help="ksql-test-runner: output.json")
+    p.add_argument("--bootstrap-servers", help="a single-broker Kafka cluster to use (default: embedded broker)")
+    p.add_argument("--spark-master", help="Spark master URL (default local[2])")
+
+
+def read_ids(path: Path) -> list[str]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.rstrip("\n")
+        if line.strip() and not line.lstrip().startswith("#"):
+            out.append(line.strip())
+    return out
+
+
+def select(cases: list[QttCase], filters: list[str], ids: list[str] | None) -> list[QttCase]:
+    if filters:
+        cases = [c for c in cases if any(f in c.id for f in filters)]
+    if ids is not None:
+        wanted = set(ids)
+        cases = [c for c in cases if c.id in wanted]
+    return cases
+
+
+def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    trio = args.sql_file is not None
+    if trio:
+        if args.output_file is None:
+            print("Error: --sql needs --output (and usually --input)", file=sys.stderr)
+            return 2
+        cases_by_file = {Path(args.sql_file).name: [load_test_runner_case(
+            Path(args.sql_file), Path(args.input_file) if args.input_file else None, Path(args.output_file))]}
+    else:
+        if not args.paths:
+            print("Error: give QTT files or directories, or --sql/--input/--output", file=sys.stderr)
+            return 2
+        try:
+            files = collect_files([Path(p) for p in args.paths])
+        except FileNotFoundError as e:
+            print(f"Error: {e}", file=sys.stderr)
+            return 2
+        ids = read_ids(Path(args.ids)) if args.ids else None
+        cases_by_file = {}
+        for f in files:
+            try:
+                cases = load_file(f)
+            except Exception as e:  # noqa: BLE001 - an unreadable file is reported, the run goes on
+                print(f"{f.name}: cannot read: {e}", file=out, flush=True)
+                cases_by_file[f.name] = [CaseResult(f"{f.stem}/<file>", f.name, "failed", f"cannot read file: {e}")]
+                continue
+            picked = select(cases, args.filter, ids)
+            if picked:
+                cases_by_file[f.name] = picked
+    results = run_cases(cases_by_file, args, out)
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+def run_cases(cases_by_file: dict[str, list[Any]], args: argparse.Namespace, out: TextIO) -> list[CaseResult]:
+    from streamsql.runtime.spark import get_spark
+
+    started = time.monotonic()
+    broker = None
+    bootstrap = args.bootstrap_servers
+    if not bootstrap:
+        from streamsql.kafka.broker import EmbeddedBroker
+
+        broker = EmbeddedBroker().start()
+        bootstrap = broker.bootstrap_servers
+        print(f"streamsql: started an embedded broker at {bootstrap} for the test run", file=sys.stderr, flush=True)
+    results: list[CaseResult] = []
+    spark = None
+    runner = None
+    try:
+        spark = get_spark(args.spark_master)
+        runner = QttRunner(bootstrap, spark, timeout_s=args.timeout, spark_master=args.spark_master)
+        for file, cases in cases_by_file.items():
+            file_results = []
+            for case in cases:
+                res = case if isinstance(case, CaseResult) else runner.run_case(case)
+                file_results.append(res)
+                results.append(res)
+                if args.verbose and res.status == "failed":
+                    print(f"  FAILED {res.id}: {res.reason}", file=out, flush=True)
+                if args.json_report:
+                    write_report(Path(args.json_report), results, time.monotonic() - started)
+            if args.sql_file:
+                r = file_results[0]
+                print(">>> Test passed!" if r.status == "passed" else f">>>>> Test failed: {r.reason}", file=out)
+            print(file_line(file, file_results), file=out, flush=True)
+    finally:
+        if runner is not None:
+            runner.close()
+        if spark is not None:
+            for q in spark.streams.active:
+                try:
+                    q.stop()
+                except Exception:  # noqa: BLE001
+                    pass
+            spark.stop()
+        if broker is not None:
+            broker.stop()
+    elapsed = time.monotonic() - started
+    if args.json_report:
+        write_report(Path(args.json_report), results, elapsed)
+    print(f"total time {elapsed:.1f}s", file=out)
+    print(summary_line(results), file=out, flush=True)
+    return results

@@ -1,0 +1,933 @@
+"""``streamsql test``: run ksqlDB's query-validation tests (QTT) against the real engine.
+
+A QTT file (``{"tests": [...]}``) holds test cases: ``statements`` to execute, ``inputs`` to
+produce, ``outputs`` expected on topics (in order), or an ``expectedException`` the statements must
+raise. ksqlDB runs them on Kafka Streams' ``TopologyTestDriver`` one record at a time; here each
+case runs on a real :class:`~streamsql.runtime.engine.Engine` (its own catalog and data directory)
+over one shared broker and one shared SparkSession:
+
+* **Isolation.** Every topic name of a case gets a per-case prefix: ``KAFKA_TOPIC='x'`` literals
+  in statements, the topics of inputs/outputs/``topics``, and (through the session property
+  ``ksql.output.topic.name.prefix``) the default sink topic of ``CREATE STREAM s AS SELECT``.
+* **Inputs** are encoded with the declared formats of the source reading the topic (KAFKA INT key
+  → 4 bytes, JSON → JSON text, DELIMITED → the string as given) and written with their exact
+  timestamps (see :mod:`streamsql.testing.rawproduce`: librdkafka cannot write timestamp 0).
+* **Record-at-a-time.** Inputs are produced, then ``wait_until_idle``. Within one partition a
+  stateless query keeps input order, so one batch gives ksqlDB's output order; when several queries
+  write into the same topic (``INSERT INTO``) their interleaving depends on feeding one record at a
+  time, so such cases produce one record, wait until idle, and repeat.
+* **Comparison** per expected topic, in order: key, value (JSON as data; numbers numerically),
+  timestamp, window start/end. Topics with several partitions are compared per partition (Kafka
+  orders records only within a partition).
+
+Test ids are ``<file stem>/<test name>``, plus `` - <FORMAT>`` / `` - <CONFIG>`` for templated
+cases (ksqlDB's naming).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import math
+import re
+import shutil
+import struct
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamsql.errors import StreamsqlError
+
+DEFAULT_TIMEOUT_S = 120.0
+
+# --------------------------------------------------------------------------------------------
+# reading test files
+# --------------------------------------------------------------------------------------------
+
+
+def strip_json_comments(text: str) -> str:
+    """Remove ``//`` and ``/* */`` comments outside strings (Jackson's ALLOW_COMMENTS)."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    in_str = False
+    while i < n:
+        c = text[i]
+        if in_str:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if c == '"':
+                in_str = False
+            i += 1
+            continue
+        if c == '"':
+            in_str = True
+            out.append(c)
+            i += 1
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(strip_json_comments(path.read_text(encoding="utf-8")))
+
+
+@dataclass
+class QttCase:
+    """One runnable test: a QTT test node after ``format``/``config`` expansion."""
+
+    id: str
+    file: str  # file name, e.g. "project-filter.json"
+    name: str
+    statements: list[str]
+    inputs: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    expected_exception: dict[str, Any] | None = None
+    properties: dict[str, Any] = field(default_factory=dict)
+    topics: list[dict[str, Any]] = field(default_factory=list)
+    post: dict[str, Any] | None = None
+    skip_reason: str | None = None
+
+
+def _substitute(node: Any, token: str, value: str) -> Any:
+    if isinstance(node, str):
+        return node.replace(token, value)
+    if isinstance(node, list):
+        return [_substitute(x, token, value) for x in node]
+    if isinstance(node, dict):
+        return {k: _substitute(v, token, value) for k, v in node.items()}
+    return node
+
+
+def expand_test(test: dict[str, Any], stem: str, file: str) -> list[QttCase]:
+    """The cases of one test node: one per ``format`` × ``config`` value."""
+    name = str(test.get("name", "<unnamed>"))
+    variants: list[tuple[str, dict[str, Any]]] = [(name, test)]
+    formats = test.get("format")
+    if formats:
+        variants = [(f"{n} - {f}", _substitute(t, "{FORMAT}", str(f))) for n, t in variants for f in formats]
+    configs = test.get("config")
+    if configs:
+        variants = [(f"{n} - {c}", _substitute(t, "{CONFIG}", str(c))) for n, t in variants for c in configs]
+    cases = []
+    for case_name, node in variants:
+        skip = None
+        if node.get("enabled") is False:
+            skip = "disabled in the corpus (enabled: false)"
+        cases.append(QttCase(
+            id=f"{stem}/{case_name}", file=file, name=case_name,
+            statements=[str(s) for s in node.get("statements", [])],
+            inputs=list(node.get("inputs") or []), outputs=list(node.get("outputs") or []),
+            expected_exception=node.get("expectedException"),
+            properties={str(k): v for k, v in (node.get("properties") or {}).items()},
+            topics=list(node.get("topics") or []), post=node.get("post"), skip_reason=skip,
+        ))
+    return cases
+
+
+def load_file(path: Path) -> list[QttCase]:
+    data = load_json(path)
+    tests = data.get("tests", []) if isinstance(data, dict) else []
+    out: list[QttCase] = []
+    for test in tests:
+        out.extend(expand_test(test, path.stem, path.name))
+    return out
+
+
+def collect_files(paths: Sequence[Path]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(sorted(p.glob("*.json")))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise FileNotFoundError(f"no such file or directory: {p}")
+    return files
+
+
+def load_test_runner_case(sql: Path, input_file: Path | None, output_file: Path) -> QttCase:
+    """ksql-test-runner's trio (statements.sql, input.json ``{"inputs": [...]}``, output.json
+    ``{"outputs": [...]}``) as one case."""
+    text = sql.read_text(encoding="utf-8")
+    inputs = load_json(input_file).get("inputs", []) if input_file else []
+    outputs = load_json(output_file).get("outputs", [])
+    return QttCase(id=f"{sql.stem}/{sql.name}", file=sql.name, name=sql.name, statements=[text],
+                   inputs=list(inputs), outputs=list(outputs))
+
+
+# --------------------------------------------------------------------------------------------
+# topic isolation
+# --------------------------------------------------------------------------------------------
+
+_TOPIC_PROP = re.compile(r"(KAFKA_TOPIC\s*=\s*)'((?:[^']|'')*)'", re.IGNORECASE)
+
+
+def rewrite_statement(stmt: str, prefix: str) -> str:
+    """``KAFKA_TOPIC='x'`` → ``KAFKA_TOPIC='<prefix>x'``."""
+    return _TOPIC_PROP.sub(lambda m: f"{m.group(1)}'{prefix}{m.group(2)}'", stmt)
+
+
+def statement_topics(stmt: str) -> list[str]:
+    return [m.group(2).replace("''", "'") for m in _TOPIC_PROP.finditer(stmt)]
+
+
+_CREATE_SOURCE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:SOURCE\s+)?(STREAM|TABLE)\b", re.IGNORECASE)
+_AS_SELECT = re.compile(r"\bAS\s+SELECT\b", re.IGNORECASE)
+_PARTITIONS = re.compile(r"\bPARTITIONS\s*=\s*'?(\d+)", re.IGNORECASE)
+
+
+def topics_to_create(case: QttCase) -> dict[str, int]:
+    """Topics the harness creates before the statements run (ksqlDB's test harness creates the
+    topics named by ``topics``, by source declarations and by inputs): name → partitions. Topics
+    that a statement creates itself (``PARTITIONS=n``, or a CSAS sink) are left to the engine."""
+    wanted: dict[str, int] = {}
+    for t in case.topics:
+        if t.get("name"):
+            wanted[str(t["name"])] = int(t.get("partitions") or 1)
+    engine_made: set[str] = set()
+    for stmt in case.statements:
+        names = statement_topics(stmt)
+        if not names:
+            continue
+        is_create = _CREATE_SOURCE.match(stmt) is not None
+        if _AS_SELECT.search(stmt) or not is_create:
+            engine_made.update(names)  # CSAS / INSERT: the engine creates or requires the sink
+        elif _PARTITIONS.search(stmt):
+            engine_made.update(names)
+        else:
+            for n in names:
+                wanted.setdefault(n, 1)
+    for rec in case.inputs:
+        if rec.get("topic"):
+            wanted.setdefault(str(rec["topic"]), 1)
+    return {n: p for n, p in wanted.items() if n not in engine_made or n in {str(t.get("name")) for t in case.topics}}
+
+
+# --------------------------------------------------------------------------------------------
+# encoding inputs and decoding outputs
+# --------------------------------------------------------------------------------------------
+
+
+def raw_encode(value: Any) -> bytes | None:
+    """Bytes for a value when no declared format says otherwise: strings as UTF-8 text,
+    everything else as JSON."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(value).encode("utf-8")
+
+
+def encode_with(spec: Any, value: Any) -> bytes | None:
+    """Encode one QTT key/value with a :class:`~streamsql.formats.FormatSpec`."""
+    if value is None:
+        return None
+    name = spec.name.upper()
+    if name == "JSON":
+        return json.dumps(value).encode("utf-8")
+    if name == "DELIMITED":
+        return raw_encode(value if isinstance(value, str) else str(value))
+    if name == "KAFKA" and len(spec.columns) == 1:
+        import pyarrow as pa
+
+        from streamsql import types as t
+        from streamsql.formats import serde_for
+
+        col = spec.columns[0]
+        try:
+            arr = pa.array([value], type=t.to_arrow(col.type))
+            batch = pa.RecordBatch.from_arrays([arr], names=[col.name])
+            return serde_for(spec).encode(batch)[0]
+        except Exception:  # noqa: BLE001 - a value of the wrong type: send it as text, as given
+            return raw_encode(value)
+    return raw_encode(value)
+
+
+def window_suffix(window: dict[str, Any] | None) -> bytes:
+    """ksqlDB's windowed key: inner key bytes + 8-byte start (+ 8-byte end for session windows)."""
+    if not window:
+        return b""
+    start = int(window.get("start", 0))
+    if str(window.get("type", "time")).lower() == "session":
+        return struct.pack(">qq", start, int(window.get("end", start)))
+    return struct.pack(">q", start)
+
+
+def decode_with(spec: Any | None, raw: bytes | None) -> Any:
+    """The data a record side holds, for comparison with the QTT file's JSON."""
+    if raw is None:
+        return None
+    name = spec.name.upper() if spec is not None else None
+    if name == "KAFKA" and spec is not None and len(spec.columns) == 1:
+        from streamsql.formats import serde_for
+
+        res = serde_for(spec).decode([raw])
+        if res.errors[0]:
+            return _Undecodable(raw, res.errors[0])
+        v = res.columns[0][0].as_py()
+        return base64.b64encode(v).decode() if isinstance(v, (bytes, bytearray)) else v
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _Undecodable(raw, "not UTF-8")
+    if name == "JSON":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return _Undecodable(raw, "not JSON")
+    return text
+
+
+@dataclass(frozen=True)
+class _Undecodable:
+    raw: bytes
+    why: str
+
+    def __repr__(self) -> str:
+        return f"<undecodable {self.raw!r}: {self.why}>"
+
+
+# --------------------------------------------------------------------------------------------
+# comparison
+# --------------------------------------------------------------------------------------------
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def data_equal(expected: Any, actual: Any) -> bool:
+    """Structural equality as ksqlDB's ``ExpectedRecordComparator``: numbers numerically (doubles
+    within 1e-6), object fields by exact name then upper-cased name, lists element-wise."""
+    if expected is None or actual is None:
+        return expected is None and actual is None
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
+    if _is_number(expected):
+        if not _is_number(actual):
+            return False
+        if isinstance(expected, int) and isinstance(actual, int):
+            return expected == actual
+        return math.isclose(float(expected), float(actual), rel_tol=1e-9, abs_tol=1e-6)
+    if isinstance(expected, str):
+        return isinstance(actual, str) and expected == actual
+    if isinstance(expected, list):
+        return (isinstance(actual, list) and len(expected) == len(actual)
+                and all(data_equal(e, a) for e, a in zip(expected, actual)))
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or len(expected) != len(actual):
+            return False
+        for k, v in expected.items():
+            if k in actual:
+                a = actual[k]
+            elif str(k).upper() in actual:
+                a = actual[str(k).upper()]
+            else:
+                return False
+            if not data_equal(v, a):
+                return False
+        return True
+    return bool(expected == actual)
+
+
+def text_equal(expected: Any, actual: Any, delimiter: str = ",") -> bool:
+    """DELIMITED (or untyped) text: equal strings, or equal field by field with numbers compared
+    numerically."""
+    if expected is None or actual is None:
+        return expected is None and actual is None
+    if not isinstance(actual, str):
+        return data_equal(expected, actual)
+    if not isinstance(expected, str):
+        # a JSON number/object expected where we only have text: compare as parsed JSON
+        try:
+            return data_equal(expected, json.loads(actual))
+        except json.JSONDecodeError:
+            return str(expected) == actual
+    if expected == actual:
+        return True
+    ef, af = expected.split(delimiter), actual.split(delimiter)
+    if len(ef) != len(af):
+        return False
+    for e, a in zip(ef, af):
+        if e == a:
+            continue
+        try:
+            if not math.isclose(float(e), float(a), rel_tol=1e-9, abs_tol=1e-6):
+                return False
+        except ValueError:
+            return False
+    return True
+
+
+@dataclass
+class ActualRecord:
+    partition: int
+    offset: int
+    key: Any
+    value: Any
+    timestamp: int
+    window: dict[str, int] | None = None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+@dataclass
+class SideFormat:
+    """How to compare one side (key or value) of a topic's records."""
+
+    kind: str  # "json" | "text" | "typed" | "raw"
+    delimiter: str = ","
+
+    def equal(self, expected: Any, actual: Any) -> bool:
+        if isinstance(actual, _Undecodable):
+            return False
+        if self.kind == "text":
+            return text_equal(expected, actual, self.delimiter)
+        if self.kind == "raw":
+            return text_equal(expected, actual)
+        return data_equal(expected, actual)
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, _Undecodable):
+        return repr(v)
+    return json.dumps(v, sort_keys=False, default=str)
+
+
+def describe_record(key: Any, value: Any, ts: Any, window: Any = None) -> str:
+    w = f" window={_show(window)}" if window else ""
+    return f"<{_show(key)}, {_show(value)}> with timestamp={ts}{w}"
+
+
+def record_matches(exp: dict[str, Any], act: ActualRecord, key_fmt: SideFormat, value_fmt: SideFormat,
+                   default_ts: int | None) -> bool:
+    if not key_fmt.equal(exp.get("key"), act.key):
+        return False
+    if not value_fmt.equal(exp.get("value"), act.value):
+        return False
+    ts = exp["timestamp"] if "timestamp" in exp else default_ts
+    if ts is not None and int(ts) != act.timestamp:
+        return False
+    w = exp.get("window")
+    if w:
+        if act.window is None or int(w.get("start", 0)) != act.window.get("start"):
+            return False
+        if "end" in act.window and "end" in w and int(w["end"]) != act.window["end"]:
+            return False
+    return True
+
+
+def compare_topic(topic: str, expected: list[dict[str, Any]], actual: list[ActualRecord], key_fmt: SideFormat,
+                  value_fmt: SideFormat, default_ts: int | None) -> str | None:
+    """None when ``actual`` matches ``expected`` (see :func:`_compare_topic`). When the only
+    differences are records expected at timestamp 0 written with another timestamp, the reason
+    says so (the engine's sink cannot write timestamp 0: docs/conformance.md)."""
+    problem = _compare_topic(topic, expected, actual, key_fmt, value_fmt, default_ts)
+    if problem is None:
+        return None
+    zeroless = [{**e, "timestamp": None} if int(e.get("timestamp", default_ts) or 0) == 0 else e for e in expected]
+    if _compare_topic(topic, zeroless, actual, key_fmt, value_fmt, default_ts) is None:
+        return "only timestamps differ: records expected at timestamp 0 were written with the wall-clock time; " + problem
+    return problem
+
+
+def _compare_topic(topic: str, expected: list[dict[str, Any]], actual: list[ActualRecord], key_fmt: SideFormat,
+                   value_fmt: SideFormat, default_ts: int | None) -> str | None:
+    """None when ``actual`` matches ``expected`` in order (per partition when the records span
+    several partitions), else ksqlDB-style text naming the first difference."""
+    partitions = sorted({a.partition for a in actual})
+    if len(partitions) <= 1:
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            if not record_matches(e, a, key_fmt, value_fmt, default_ts):
+                note = ""
+                return (f"Topic '{topic}', message {i}: Expected "
+                        f"{describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'))}"
+                        f" but was {describe_record(a.key, a.value, a.timestamp, a.window)}{note}")
+        if len(expected) != len(actual):
+            extra = ""
+            if len(actual) > len(expected):
+                a = actual[len(expected)]
+                extra = f"; first extra record: {describe_record(a.key, a.value, a.timestamp, a.window)}"
+            else:
+                e = expected[len(actual)]
+                extra = (f"; first missing record: "
+                         f"{describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'))}")
+            return f"Topic '{topic}': expected {len(expected)} records but got {len(actual)}{extra}"
+        return None
+    # several partitions: each partition's records must appear in expected order
+    queues = {p: [a for a in actual if a.partition == p] for p in partitions}
+    heads = {p: 0 for p in partitions}
+    for i, e in enumerate(expected):
+        hit = None
+        for p in partitions:
+            if heads[p] < len(queues[p]) and record_matches(e, queues[p][heads[p]], key_fmt, value_fmt, default_ts):
+                hit = p
+                break
+        if hit is None:
+            nexts = [describe_record(queues[p][heads[p]].key, queues[p][heads[p]].value, queues[p][heads[p]].timestamp)
+                     for p in partitions if heads[p] < len(queues[p])]
+            return (f"Topic '{topic}' ({len(partitions)} partitions), message {i}: Expected "
+                    f"{describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'))}"
+                    f" but the next records of the partitions were: {'; '.join(nexts) or 'none'}")
+        heads[hit] += 1
+    if len(expected) != len(actual):
+        return f"Topic '{topic}': expected {len(expected)} records but got {len(actual)}"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# expected exceptions
+# --------------------------------------------------------------------------------------------
+
+#: ksqlDB's message (substring expected by a QTT file) → substrings that our message may contain
+#: instead, where streamsql words the same error differently. Documented in docs/conformance.md.
+MESSAGE_MAP: dict[str, tuple[str, ...]] = {}
+
+
+def message_matches(expected: str | None, actual: str) -> bool:
+    if not expected:
+        return True
+    if expected in actual:
+        return True
+    norm = lambda s: re.sub(r"\s+", " ", s).strip().lower()  # noqa: E731
+    if norm(expected) in norm(actual):
+        return True
+    for ksql_text, ours in MESSAGE_MAP.items():
+        if ksql_text in expected and any(o in actual for o in ours):
+            return True
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# post conditions
+# --------------------------------------------------------------------------------------------
+
+
+def normalize_schema(text: str) -> str:
+    s = text.replace("`", "").upper()
+    s = re.sub(r"\bINTEGER\b", "INT", s)
+    s = re.sub(r"\bVARCHAR\b", "STRING", s)
+    s = re.sub(r"\s*([,<>()])\s*", r"\1", s)
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def _format_name(node: Any) -> str | None:
+    if node is None:
+        return None
+    if isinstance(node, dict):
+        f = node.get("format")
+        return str(f).upper() if f else None
+    return str(node).upper()
+
+
+def check_post(post: dict[str, Any] | None, catalog: Any) -> str | None:
+    """ksqlDB's ``post.sources`` checks we can make: the source exists, its type, schema and
+    key/value formats."""
+    if not post:
+        return None
+    for src in post.get("sources") or []:
+        name = str(src.get("name", ""))
+        found = catalog.find(name)
+        if found is None:
+            return f"post: source {name} does not exist"
+        kind = src.get("type")
+        if kind and str(kind).upper() != found.kind.upper():
+            return f"post: source {name} is a {found.kind.lower()}, expected a {str(kind).lower()}"
+        schema = src.get("schema")
+        if schema is not None:
+            ours = ", ".join(c.sql() for c in found.columns)
+            if normalize_schema(schema) != normalize_schema(ours):
+                return f"post: source {name} schema: expected '{schema}' but was '{ours.replace('`', '')}'"
+        kf = _format_name(src.get("keyFormat"))
+        if kf and found.key_columns and kf != found.key_format.upper():
+            return f"post: source {name} key format: expected {kf} but was {found.key_format}"
+        vf = _format_name(src.get("valueFormat"))
+        if vf and vf != found.value_format.upper():
+            return f"post: source {name} value format: expected {vf} but was {found.value_format}"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# running
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CaseResult:
+    id: str
+    file: str
+    status: str  # passed | failed | skipped
+    reason: str = ""
+    duration_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "file": self.file, "status": self.status, "reason": self.reason,
+                "duration_s": round(self.duration_s, 3)}
+
+
+class _Failure(Exception):
+    """A case failed (reason = message)."""
+
+
+class QttRunner:
+    """Runs cases one at a time on fresh engines over a shared broker and SparkSession."""
+
+    def __init__(self, bootstrap_servers: str, spark: Any, work_dir: Path | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, spark_master: str | None = None) -> None:
+        self.bootstrap = bootstrap_servers
+        self.spark = spark
+        self.timeout_s = timeout_s
+        self.spark_master = spark_master
+        self._own_work_dir = work_dir is None
+        self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="streamsql-qtt-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._seq = 0
+        self._producer: Any = None
+        self._admin_client: Any = None
+        self.run_tag = f"{int(time.time()) % 100000:05d}"
+
+    # -- public --------------------------------------------------------------------------------
+
+    def run(self, cases: Iterable[QttCase], on_result: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+        out = []
+        for case in cases:
+            res = self.run_case(case)
+            out.append(res)
+            if on_result is not None:
+                on_result(res)
+        return out
+
+    def run_case(self, case: QttCase) -> CaseResult:
+        if case.skip_reason:
+            return CaseResult(case.id, case.file, "skipped", case.skip_reason)
+        self._seq += 1
+        prefix = f"qtt{self.run_tag}_{self._seq}_"
+        started = time.monotonic()
+        box: dict[str, Any] = {}
+        state: dict[str, Any] = {}
+
+        def body() -> None:
+            try:
+                _activate(self.spark)
+                self._execute(case, prefix, state)
+                box["result"] = ("passed", "")
+            except _Failure as f:
+                box["result"] = ("failed", str(f))
+            except BaseException as e:  # noqa: BLE001 - one case's crash never stops the run
+                box["result"] = ("failed", f"crash: {type(e).__name__}: {_first_line(str(e))}")
+                box["trace"] = traceback.format_exc()
+
+        worker = threading.Thread(target=body, name=f"qtt-{self._seq}", daemon=True)
+        worker.start()
+        worker.join(self.timeout_s)
+        if worker.is_alive():
+            engine = state.get("engine")
+            if engine is not None:
+                try:
+                    engine.close()  # stopping the queries unblocks processAllAvailable
+                except Exception:  # noqa: BLE001
+                    pass
+            worker.join(30)
+            status, reason = "failed", f"timeout: the case did not finish within {self.timeout_s:.0f}s"
+        else:
+            status, reason = box.get("result", ("failed", "crash: no result"))
+        self._cleanup(state, prefix)
+        reason = reason.replace(prefix, "")
+        return CaseResult(case.id, case.file, status, reason, time.monotonic() - started)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.close()
+        if self._own_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    # -- one case ------------------------------------------------------------------------------
+
+    def _execute(self, case: QttCase, prefix: str, state: dict[str, Any]) -> None:
+        from streamsql.runtime.config import EngineConfig
+        from streamsql.runtime.engine import Engine
+
+        data_dir = self.work_dir / prefix.rstrip("_")
+        state["data_dir"] = data_dir
+        engine = Engine(EngineConfig(self.bootstrap, data_dir, self.spark_master), spark=self.spark)
+        state["engine"] = engine
+        engine.start()
+        expected_exc = case.expected_exception
+        props: dict[str, str] = {"auto.offset.reset": "earliest"}
+        for k, v in case.properties.items():
+            props[k] = str(v).lower() if isinstance(v, bool) else str(v)
+        props["ksql.output.topic.name.prefix"] = prefix + props.get("ksql.output.topic.name.prefix", "")
+        for k, v in props.items():
+            engine.execute(f"SET '{k}'='{v.replace(chr(39), chr(39) * 2)}';")
+
+        for name, partitions in topics_to_create(case).items():
+            engine.admin.create_topic(prefix + name, partitions)
+
+        # statements
+        for i, stmt in enumerate(case.statements):
+            text = rewrite_statement(stmt, prefix)
+            try:
+                results = engine.execute(text)
+            except StreamsqlError as e:
+                msg = str(e).replace(prefix, "")
+                if expected_exc is not None:
+                    want = expected_exc.get("message")
+                    if message_matches(want, msg):
+                        return
+                    raise _Failure(f"expected exception message containing {json.dumps(want)} but statement "
+                                   f"{i + 1} was rejected with: {_first_line(msg, 400)}") from None
+                raise _Failure(f"statement {i + 1} rejected: {_first_line(msg, 400)}") from None
+            for res in results:
+                close = getattr(res, "close", None)
+                if callable(close) and type(res).__name__ == "RowStream":
+                    close()
+
+        # inputs
+        try:
+            self._feed(engine, case, prefix)
+        except StreamsqlError as e:
+            msg = str(e).replace(prefix, "")
+            if expected_exc is not None:
+                if message_matches(expected_exc.get("message"), msg):
+                    return
+                raise _Failure(f"expected exception message containing {json.dumps(expected_exc.get('message'))} "
+                               f"but processing failed with: {_first_line(msg, 400)}") from None
+            raise _Failure(f"processing failed: {_first_line(msg, 400)}") from None
+        if expected_exc is not None:
+            raise _Failure(f"expected exception {expected_exc.get('type', '')} "
+                           f"{json.dumps(expected_exc.get('message', ''))} but the statements were accepted "
+                           f"and the inputs processed")
+
+        # outputs
+        failures = self._check_outputs(engine, case, prefix)
+        if failures:
+            raise _Failure(failures)
+        post = check_post(case.post, engine.catalog)
+        if post:
+            raise _Failure(post)
+
+    def _raw(self) -> Any:
+        from streamsql.testing.rawproduce import RawProducer
+
+        if self._producer is None:
+            self._producer = RawProducer(self.bootstrap)
+        return self._producer
+
+    def _feed(self, engine: Any, case: QttCase, prefix: str) -> None:
+        from streamsql.runtime import io
+        from streamsql.testing.rawproduce import partition_for
+
+        if not case.inputs:
+            if engine.queries:
+                engine.wait_until_idle()
+            return
+        writers: dict[str, int] = {}
+        for q in engine.catalog.queries.values():
+            writers[q.sink] = writers.get(q.sink, 0) + 1
+        one_at_a_time = any(n > 1 for n in writers.values())
+        partitions: dict[str, int] = {}
+        producer = self._raw()
+        for rec in case.inputs:
+            topic = prefix + str(rec.get("topic"))
+            source = _source_for_topic(engine.catalog, topic, prefer_declared=True)
+            if source is not None:
+                key = encode_with(io.key_spec(source), rec.get("key"))
+                value = encode_with(io.value_spec(source), rec.get("value"))
+            else:
+                key, value = raw_encode(rec.get("key")), raw_encode(rec.get("value"))
+            if rec.get("window") and key is not None:
+                key += window_suffix(rec.get("window"))
+            headers = [(str(h.get("KEY")), base64.b64decode(h["VALUE"]) if h.get("VALUE") is not None else None)
+                       for h in (rec.get("headers") or [])]
+            if topic not in partitions:
+                partitions[topic] = engine.admin.partitions(topic)
+            part = partition_for(key, partitions[topic])
+            try:
+                producer.produce(topic, part, key, value, int(rec.get("timestamp", 0) or 0), headers)
+            except Exception as e:  # noqa: BLE001
+                raise _Failure(f"cannot produce input to topic '{rec.get('topic')}': {e}") from None
+            if one_at_a_time:
+                engine.wait_until_idle()
+        engine.wait_until_idle()
+        failed = engine.failed_queries()
+        if failed:
+            raise StreamsqlError(f"Query {failed[0][0]} failed: {failed[0][1]}")
+
+    def _check_outputs(self, engine: Any, case: QttCase, prefix: str) -> str | None:
+        from streamsql.runtime import io
+
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for rec in case.outputs:
+            by_topic.setdefault(str(rec.get("topic")), []).append(rec)
+        has_insert_values = any(re.search(r"\bINSERT\s+INTO\b[^;]*\bVALUES\s*\(", s, re.IGNORECASE | re.DOTALL)
+                                for s in case.statements)
+        default_ts = None if has_insert_values else 0
+        topics = engine.admin.topics()
+        for name, expected in by_topic.items():
+            topic = prefix + name
+            if topic not in topics:
+                return f"output topic '{name}' was not created (expected {len(expected)} records)"
+            source = _source_for_topic(engine.catalog, topic, prefer_declared=False)
+            kspec = io.key_spec(source) if source is not None else None
+            vspec = io.value_spec(source) if source is not None else None
+            key_fmt = _side_format(kspec)
+            value_fmt = _side_format(vspec)
+            windowed = any(e.get("window") for e in expected)
+            actual = []
+            for r in engine.admin.read_all(topic):
+                raw_key, window = r.key, None
+                if windowed and raw_key is not None and len(raw_key) >= 8:
+                    if source is not None and (source.window_type or "").upper() == "SESSION" and len(raw_key) >= 16:
+                        start, end = struct.unpack(">qq", raw_key[-16:])
+                        raw_key, window = raw_key[:-16], {"start": start, "end": end}
+                    else:
+                        (start,) = struct.unpack(">q", raw_key[-8:])
+                        raw_key, window = raw_key[:-8], {"start": start}
+                        if source is not None and source.window_size_ms:
+                            window["end"] = start + int(source.window_size_ms)
+                key = decode_with(kspec, raw_key) if kspec is not None and kspec.name.upper() != "NONE" else (
+                    None if raw_key is None else decode_with(None, raw_key))
+                value = decode_with(vspec, r.value)
+                actual.append(ActualRecord(r.partition, r.offset, key, value, r.timestamp, window, r.headers))
+            problem = compare_topic(name, expected, actual, key_fmt, value_fmt, default_ts)
+            if problem:
+                return problem
+        return None
+
+    # -- cleanup -------------------------------------------------------------------------------
+
+    def _cleanup(self, state: dict[str, Any], prefix: str) -> None:
+        engine = state.get("engine")
+        if engine is not None:
+            try:
+                engine.close()
+            except Exception:  # noqa: BLE001
+                pass
+        data_dir = state.get("data_dir")
+        if data_dir is not None:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        try:
+            self._delete_topics(prefix)
+        except Exception:  # noqa: BLE001 - best effort; the broker is in-memory anyway
+            pass
+
+    def _delete_topics(self, prefix: str) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        from streamsql.kafka.admin import client_config
+
+        if self._admin_client is None:
+            self._admin_client = AdminClient(client_config(self.bootstrap))
+        md = self._admin_client.list_topics(timeout=10)
+        names = [n for n in md.topics if n.startswith(prefix)]
+        if names:
+            self._admin_client.delete_topics(names, operation_timeout=10)  # not awaited
+
+
+def _activate(spark: Any) -> None:
+    """Make ``spark`` the JVM thread's active session: a Python thread maps to a fresh JVM thread
+    (pinned-thread mode), where the session holding streamsql's registered data sources is
+    otherwise not the active one."""
+    try:
+        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    except Exception:  # noqa: BLE001 - not a classic session: nothing to do
+        pass
+
+
+def _side_format(spec: Any | None) -> SideFormat:
+    if spec is None:
+        return SideFormat("raw")
+    name = spec.name.upper()
+    if name == "JSON":
+        return SideFormat("json")
+    if name == "DELIMITED":
+        return SideFormat("text", spec.delimiter or ",")
+    if name == "KAFKA":
+        return SideFormat("typed")
+    return SideFormat("raw")
+
+
+def _source_for_topic(catalog: Any, topic: str, prefer_declared: bool) -> Any:
+    matches = [s for s in catalog.sources.values() if s.topic == topic]
+    if not matches:
+        return None
+    if prefer_declared:
+        matches.sort(key=lambda s: s.writer_query is not None)
+    else:
+        matches.sort(key=lambda s: s.writer_query is None)
+    return matches[0]
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = text.strip().split("\n")[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------------------------
+# reporting
+# --------------------------------------------------------------------------------------------
+
+
+def summarize(results: Sequence[CaseResult]) -> tuple[int, int, int]:
+    passed = sum(r.status == "passed" for r in results)
+    failed = sum(r.status == "failed" for r in results)
+    skipped = sum(r.status == "skipped" for r in results)
+    return passed, failed, skipped
+
+
+def summary_line(results: Sequence[CaseResult]) -> str:
+    p, f, s = summarize(results)
+    return f"{p} passed, {f} failed" + (f", {s} skipped" if s else "")
+
+
+def file_line(file: str, results: Sequence[CaseResult]) -> str:
+    p, f, s = summarize(results)
+    secs = sum(r.duration_s for r in results)
+    return f"{file}: {p} passed, {f} failed, {s} skipped ({secs:.1f}s)"
+
+
+def write_report(path: Path, results: Sequence[CaseResult], elapsed_s: float) -> None:
+    p, f, s = summarize(results)
+    path.write_text(json.dumps({"passed": p, "failed": f, "skipped": s, "elapsed_s": round(elapsed_s, 1),
+                                "tests": [r.to_json() for r in results]}, indent=1), encoding="utf-8")
+
+
+def reason_category(reason: str) -> str:
+    """A short key grouping failure reasons (for the top-N table): statement-specific names and
+    numbers removed."""
+    r = reason
+    if r.startswith("only timestamps differ: records expected at timestamp 0"):
+        return "output timestamp: expected 0, got the wall-clock time (sink writes timestamp 0 as 'now')"
+    r = re.sub(r"^statement \d+ rejected: ", "rejected: ", r)
+    r = re.sub(r"^expected exception message containing .*? but statement \d+ was rejected with: ",
+               "wrong error message: ", r)
+    m = re.search(r"Not supported yet: ([A-Za-z_ ]+?)(?:\(|:|$|\.|')", r)
+    if m:
+        return f"Not supported yet: {m.group(1).strip()}"
+    r = re.sub(r"'[^']*'", "'…'", r)
+    r = re.sub(r"`[^`]*`", "`…`", r)
+    r = re.sub(r"\b\d+\b", "N", r)
+    return r[:120]
+
+
+def copy_case(case: QttCase, **changes: Any) -> QttCase:
+    c = copy.deepcopy(case)
+    for k, v in changes.items():
+        setattr(c, k, v)
+    return c

@@ -1,0 +1,223 @@
+"""The streaming source against the real broker and a real SparkSession.
+
+Queries run with ``trigger(availableNow=True)`` (or ``processAllAvailable``) into a collecting
+``foreachBatch``, so every assertion is about exact batches and rows, never about timing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from streamsql.errors import KafkaError
+from streamsql.formats.base import FormatSpec
+from streamsql.kafka.admin import KafkaAdmin
+from streamsql.kafka.datasource import SHORT_NAME, read_stream
+from streamsql.types import BIGINT, INTEGER, STRING, Column
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def admin(bootstrap: str) -> KafkaAdmin:
+    return KafkaAdmin(bootstrap)
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes | None]], partition: int = 0,
+            one_batch: bool = False, **kw: Any) -> None:
+    """``one_batch``: linger so all records share one record batch (tansu's end-offset bug)."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 200 if one_batch else 0, "log_level": 4})
+    for k, v in records:
+        p.produce(topic, key=k, value=v, partition=partition, **kw)
+    p.flush(10)
+
+
+class Collector:
+    """foreachBatch target: keeps each micro-batch's rows (as dicts) in order."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[dict[str, Any]]] = []
+
+    def __call__(self, df, batch_id: int) -> None:  # type: ignore[no-untyped-def]
+        self.batches.append([r.asDict(recursive=True) for r in df.collect()])
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return [r for b in self.batches for r in b]
+
+
+def options(bootstrap: str, topic: str, **extra: str) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": bootstrap, "topic": topic, "startingOffsets": "earliest", **extra}
+
+
+def run_available_now(spark, opts: dict[str, str], checkpoint: Path) -> Collector:  # type: ignore[no-untyped-def]
+    out = Collector()
+    df = spark.readStream.format(SHORT_NAME).options(**opts).load()
+    q = (df.writeStream.trigger(availableNow=True).option("checkpointLocation", str(checkpoint))
+         .foreachBatch(out).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+    return out
+
+
+def test_raw_read_all_fields(spark, admin, bootstrap, topic_name, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    t = topic_name("raw")
+    admin.create_topic(t, partitions=2)
+    admin.produce(t, b"k1", b"v1", timestamp_ms=1_700_000_000_000, headers=[("h", b"x")], partition=0)
+    admin.produce(t, None, None, timestamp_ms=1_700_000_000_001, partition=1)
+    rows = sorted(run_available_now(spark, options(bootstrap, t), tmp_path).rows, key=lambda r: r["partition"])
+    assert rows == [
+        {"key": b"k1", "value": b"v1", "topic": t, "partition": 0, "offset": 0, "timestamp": 1_700_000_000_000,
+         "headers": [{"key": "h", "value": b"x"}]},
+        {"key": None, "value": None, "topic": t, "partition": 1, "offset": 0, "timestamp": 1_700_000_000_001,
+         "headers": []},
+    ]
+
+
+def test_under_reported_end_offset_still_delivers_whole_batch(spark, admin, bootstrap, topic_name, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """tansu lists end offset 1 for 5 records produced in one batch; all 5 must arrive with no
+    further traffic on the topic."""
+    t = topic_name("tansu")
+    admin.create_topic(t)
+    produce(bootstrap, t, [(None, b"%d" % i) for i in range(5)], one_batch=True)
+    out = run_available_now(spark, options(bootstrap, t), tmp_path)
+    assert [r["value"] for r in out.rows] == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_earliest_vs_latest(spark, admin, bootstrap, topic_name, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    t = topic_name("start")
+    admin.create_topic(t)
+    produce(bootstrap, t, [(None, b"old1"), (None, b"old2")], one_batch=True)
+    assert [r["value"] for r in run_available_now(spark, options(bootstrap, t), tmp_path / "e").rows] == [b"old1", b"old2"]
+
+    out = Collector()
+    df = spark.readStream.format(SHORT_NAME).options(**options(bootstrap, t, startingOffsets="latest")).load()
+    q = df.writeStream.option("checkpointLocation", str(tmp_path / "l")).foreachBatch(out).start()
+    try:
+        q.processAllAvailable()  # the first trigger fixes the starting offsets at the end
+        produce(bootstrap, t, [(None, b"new1"), (None, b"new2")], one_batch=True)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert [r["value"] for r in out.rows] == [b"new1", b"new2"]
+
+
+def test_max_records_per_batch_splits_available_now(spark, admin, bootstrap, topic_name, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    t = topic_name("limit")
+    admin.create_topic(t, partitions=2)
+    produce(bootstrap, t, [(None, b"a%d" % i) for i in range(6)], partition=0, one_batch=True)
+    produce(bootstrap, t, [(None, b"b%d" % i) for i in range(4)], partition=1, one_batch=True)
+    out = run_available_now(spark, options(bootstrap, t, maxRecordsPerBatch="4"), tmp_path)
+    assert [len(b) for b in out.batches if b] == [4, 4, 2]
+    assert sorted(r["value"] for r in out.rows) == sorted([b"a%d" % i for i in range(6)] + [b"b%d" % i for i in range(4)])
+    assert len({(r["partition"], r["offset"]) for r in out.rows}) == 10
+
+
+class GrowingTopic:
+    """Shows the source only some partitions of a real topic, then all of them: tansu 0.6 has
+    no CreatePartitions, so this is how a topic growing under a running query is simulated."""
+
+    def __init__(self, real, visible: set[int]) -> None:  # type: ignore[no-untyped-def]
+        self.real, self.visible = real, visible
+
+    def partitions(self) -> list[int]:
+        return [p for p in self.real.partitions() if p in self.visible]
+
+    def ends(self, parts=None):  # type: ignore[no-untyped-def]
+        return self.real.ends(self.partitions() if parts is None else parts)
+
+    def earliest(self, parts):  # type: ignore[no-untyped-def]
+        return self.real.earliest(parts)
+
+
+def test_new_partition_is_picked_up_from_earliest(admin, bootstrap, topic_name) -> None:  # type: ignore[no-untyped-def]
+    from streamsql.kafka.source import KafkaStreamReader, SourceOptions, source_schema
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    t = topic_name("grow")
+    admin.create_topic(t, partitions=2)
+    produce(bootstrap, t, [(None, b"p0")])
+    opts = SourceOptions.parse(options(bootstrap, t, startingOffsets="latest"))
+    reader = KafkaStreamReader(opts, source_schema(opts))
+    reader._ends = GrowingTopic(reader._tracker(), {0})
+    start = reader.initialOffset()
+    assert start == {"0": 1}
+    produce(bootstrap, t, [(None, b"p1-a"), (None, b"p1-b")], partition=1, one_batch=True)
+    produce(bootstrap, t, [(None, b"p0-new")], partition=0)
+    reader._ends.visible.add(1)
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"0": 2, "1": 2}
+    parts = reader.partitions(start, end)
+    assert [(p.partition, p.start, p.end) for p in parts] == [(0, 1, 2), (1, 0, 2)]
+    values = [v.as_py() for p in parts for b in reader.read(p) for v in b.column("value")]
+    assert values == [b"p0-new", b"p1-a", b"p1-b"]
+
+
+def test_missing_topic_fails_at_definition(spark, bootstrap, topic_name) -> None:  # type: ignore[no-untyped-def]
+    t = topic_name("nope")
+    with pytest.raises(KafkaError, match=f"Topic '{t}' does not exist"):
+        read_stream(spark, options(bootstrap, t))
+    with pytest.raises(Exception, match=f"Topic '{t}' does not exist"):  # plain Spark API: at load()
+        spark.readStream.format(SHORT_NAME).options(**options(bootstrap, t)).load()
+
+
+def test_restart_from_checkpoint_no_loss_no_duplicates(spark, admin, bootstrap, topic_name, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    t = topic_name("restart")
+    admin.create_topic(t, partitions=2)
+    produce(bootstrap, t, [(None, b"a%d" % i) for i in range(3)], partition=0, one_batch=True)
+    produce(bootstrap, t, [(None, b"b%d" % i) for i in range(2)], partition=1, one_batch=True)
+    first = run_available_now(spark, options(bootstrap, t, maxRecordsPerBatch="2"), tmp_path)
+    produce(bootstrap, t, [(None, b"a%d" % i) for i in range(3, 6)], partition=0, one_batch=True)
+    produce(bootstrap, t, [(None, b"b%d" % i) for i in range(2, 4)], partition=1, one_batch=True)
+    second = run_available_now(spark, options(bootstrap, t, maxRecordsPerBatch="2"), tmp_path)
+    seen = [(r["partition"], r["offset"]) for r in first.rows + second.rows]
+    assert len(seen) == len(set(seen)) == 10
+    assert len(first.rows) == 5 and len(second.rows) == 5
+    last = max((p for p in (tmp_path / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    offsets = json.loads(last.read_text()
+                         .splitlines()[-1])
+    assert offsets == {"0": 6, "1": 4}  # string keys, ascending partitions
+
+
+def _spec(name: str, *cols: Column) -> str:
+    return FormatSpec(name, tuple(cols)).to_json()
+
+
+def test_decoded_read_with_headers_tombstones_and_processing_log(spark, admin, bootstrap, topic_name, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    t, plog = topic_name("dec"), topic_name("plog")
+    admin.create_topic(t)
+    admin.create_topic(plog)
+    hdr = [("src", b"a"), ("src", b"b")]
+    admin.produce(t, b"k1", b'{"ID": 1, "NAME": "x"}', timestamp_ms=1000, headers=hdr)
+    admin.produce(t, b"k2", b"not json", timestamp_ms=2000)
+    admin.produce(t, b"k3", b'{"ID": "zz"}', timestamp_ms=3000)
+    admin.produce(t, b"k4", None, timestamp_ms=4000)
+    admin.produce(t, b"k5", b'{"id": 5}', timestamp_ms=5000)
+    opts = options(
+        bootstrap, t,
+        keySpec=_spec("KAFKA", Column("K", STRING, "key")),
+        valueSpec=_spec("JSON", Column("ID", BIGINT), Column("NAME", STRING)),
+        headerColumns=json.dumps([["HS", "ARRAY<STRUCT<KEY STRING, VALUE BYTES>>", "headers", None],
+                                  ["SRC", "BYTES", "header", "src"]]),
+        processingLogTopic=plog, queryId="CSAS_TEST_1")
+    out = run_available_now(spark, opts, tmp_path)
+    rows = out.rows
+    assert [(r["K"], r["ID"], r["NAME"], r["ROWTIME"], r["ROWOFFSET"], r["__TOMBSTONE"]) for r in rows] == [
+        ("k1", 1, "x", 1000, 0, False), ("k4", None, None, 4000, 3, True), ("k5", 5, None, 5000, 4, False)]
+    assert rows[0]["HS"] == [{"KEY": "src", "VALUE": b"a"}, {"KEY": "src", "VALUE": b"b"}]
+    assert rows[0]["__HEADERS"] == rows[0]["HS"]
+    assert rows[0]["SRC"] == b"b" and rows[1]["SRC"] is None
+    assert rows[0]["ROWPARTITION"] == 0
+
+    logged = [json.loads(r.value) for r in admin.read_all(plog)]
+    assert [e["message"]["deserializationError"]["offset"] for e in logged] == [1, 2]
+    first = logged[0]
+    assert first["level"] == "ERROR" and first["logger"] == "CSAS_TEST_1" and first["message"]["type"] == 0
+    err = first["message"]["deserializationError"]
+    assert err["topic"] == t and err["partition"] == 0
+    assert err["recordB64"] == "bm90IGpzb24="  # base64("not json")
+    assert "Failed to deserialize value" in err["errorMessage"] and err["cause"]

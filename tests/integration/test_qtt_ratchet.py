@@ -1,0 +1,47 @@
+"""The conformance ratchet: every QTT test id listed in ``tests/qtt_ratchet.txt`` must keep passing.
+
+Runs in-process on the session's broker and SparkSession (one engine per case). A test that
+stops passing fails this test, named with its reason. To add newly passing tests, run
+``streamsql test <corpus>/qtt --json /tmp/qtt.json`` and append the passed ids (see
+docs/conformance.md).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from streamsql.testing import qtt
+from streamsql.testing.command import read_ids
+
+pytestmark = pytest.mark.integration
+
+RATCHET = Path(__file__).resolve().parents[1] / "qtt_ratchet.txt"
+
+
+def corpus_dir() -> Path:
+    """``shared/ksqldb-qtt`` next to the repository (CI clones the repo beside ``shared/``)."""
+    beside = Path(__file__).resolve().parents[2].parent / "shared" / "ksqldb-qtt"
+    if beside.exists():
+        return beside
+    return Path("/work/shared/ksqldb-qtt")
+
+
+def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    root = corpus_dir() / "qtt"
+    assert root.is_dir(), f"the QTT corpus is missing: expected it at {root} (shared/ksqldb-qtt beside the repo)"
+    ids = read_ids(RATCHET)
+    cases = {c.id: c for f in qtt.collect_files([root]) for c in qtt.load_file(f)}
+    unknown = [i for i in ids if i not in cases]
+    assert not unknown, f"ratchet ids not in the corpus: {unknown}"
+    runner = qtt.QttRunner(bootstrap, spark, work_dir=tmp_path / "qtt", timeout_s=120)
+    started = time.monotonic()
+    try:
+        results = runner.run(cases[i] for i in ids)
+    finally:
+        runner.close()
+    failing = [f"{r.id}: {r.reason}" for r in results if r.status != "passed"]
+    print(f"qtt ratchet: {len(results)} tests in {time.monotonic() - started:.0f}s")
+    assert not failing, f"{len(failing)} QTT test(s) stopped passing:\n" + "\n".join(failing)

@@ -1,0 +1,142 @@
+"""The QTT runner on the real engine, with hand-written QTT files: a pass, an output mismatch, an
+expected exception, a templated format, an unsupported feature, and the CLI's output shape."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from streamsql.testing import qtt
+from streamsql.testing.command import add_arguments, run_cases
+
+pytestmark = pytest.mark.integration
+
+# Timestamps are non-zero on purpose: the engine's sink cannot write timestamp 0 (see
+# docs/conformance.md), and these tests are about the runner.
+TESTS = {"tests": [
+    {"name": "pass", "statements": [
+        "CREATE STREAM TEST (K STRING KEY, ID bigint, NAME varchar) WITH (kafka_topic='test_topic', value_format='DELIMITED');",
+        "CREATE STREAM S1 as SELECT K, name FROM test where id > 100;"],
+     "inputs": [{"topic": "test_topic", "key": "0", "value": "0,zero", "timestamp": 10},
+                {"topic": "test_topic", "key": "101", "value": "101,one", "timestamp": 20},
+                {"topic": "test_topic", "key": "102", "value": "102,two", "timestamp": 30}],
+     "outputs": [{"topic": "S1", "key": "101", "value": "one", "timestamp": 20},
+                 {"topic": "S1", "key": "102", "value": "two", "timestamp": 30}]},
+    {"name": "mismatch", "statements": [
+        "CREATE STREAM TEST (ID INT KEY, V INT) WITH (kafka_topic='test_topic', value_format='JSON');",
+        "CREATE STREAM OUTPUT AS SELECT ID, V * 2 AS D FROM TEST;"],
+     "inputs": [{"topic": "test_topic", "key": 1, "value": {"V": 5}, "timestamp": 7}],
+     "outputs": [{"topic": "OUTPUT", "key": 1, "value": {"D": 11}, "timestamp": 7}]},
+    {"name": "expected exception", "statements": [
+        "CREATE STREAM TEST (ID INT KEY, V INT) WITH (kafka_topic='test_topic', value_format='JSON');",
+        "CREATE STREAM OUTPUT AS SELECT ID, NOPE FROM TEST;"],
+     "expectedException": {"type": "io.confluent.ksql.util.KsqlStatementException", "message": "NOPE"}},
+    {"name": "templated", "format": ["JSON", "DELIMITED"], "statements": [
+        "CREATE STREAM TEST (ID INT KEY, V INT) WITH (kafka_topic='test_topic', value_format='{FORMAT}');",
+        "CREATE STREAM OUTPUT AS SELECT ID, V FROM TEST WHERE V > 1;"],
+     "inputs": [{"topic": "test_topic", "key": 1, "value": {"V": 1}, "timestamp": 1},
+                {"topic": "test_topic", "key": 2, "value": {"V": 2}, "timestamp": 2}],
+     "outputs": [{"topic": "OUTPUT", "key": 2, "value": {"V": 2}, "timestamp": 2}]},
+    {"name": "unsupported", "statements": [
+        "CREATE TABLE T (ID INT PRIMARY KEY, V INT) WITH (kafka_topic='t', value_format='JSON');"],
+     "inputs": [], "outputs": []},
+]}
+
+
+@pytest.fixture(scope="module")
+def results(bootstrap, spark, tmp_path_factory):  # type: ignore[no-untyped-def]
+    d = tmp_path_factory.mktemp("qtt")
+    f = d / "handmade.json"
+    # the DELIMITED variant has text values
+    f.write_text(json.dumps(TESTS))
+    cases = qtt.load_file(f)
+    for c in cases:
+        if c.id.endswith("templated - DELIMITED"):
+            c.inputs = [{**r, "value": str(r["value"]["V"])} for r in c.inputs]
+            c.outputs = [{**r, "value": str(r["value"]["V"])} for r in c.outputs]
+    runner = qtt.QttRunner(bootstrap, spark, work_dir=d / "work", timeout_s=120)
+    try:
+        yield {r.id: r for r in runner.run(cases)}
+    finally:
+        runner.close()
+
+
+def test_passing_case(results) -> None:  # type: ignore[no-untyped-def]
+    assert results["handmade/pass"].status == "passed", results["handmade/pass"].reason
+
+
+def test_output_mismatch_is_a_failure_with_a_useful_reason(results) -> None:  # type: ignore[no-untyped-def]
+    r = results["handmade/mismatch"]
+    assert r.status == "failed"
+    assert "Topic 'OUTPUT', message 0" in r.reason and '{"D": 11}' in r.reason and '{"D": 10}' in r.reason
+    assert "qtt" not in r.reason.split("Topic")[0]  # per-case topic prefixes are not shown
+
+
+def test_expected_exception(results) -> None:  # type: ignore[no-untyped-def]
+    assert results["handmade/expected exception"].status == "passed", results["handmade/expected exception"].reason
+
+
+def test_templated_formats(results) -> None:  # type: ignore[no-untyped-def]
+    for fmt in ("JSON", "DELIMITED"):
+        r = results[f"handmade/templated - {fmt}"]
+        assert r.status == "passed", (fmt, r.reason)
+
+
+def test_unsupported_feature_is_reported_not_crashed(results) -> None:  # type: ignore[no-untyped-def]
+    r = results["handmade/unsupported"]
+    assert r.status == "failed" and "rejected" in r.reason and "crash" not in r.reason
+
+
+def test_command_output_shape(bootstrap, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "mini.json"
+    f.write_text(json.dumps({"tests": [TESTS["tests"][0], TESTS["tests"][1]]}))
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    report = tmp_path / "report.json"
+    args = parser.parse_args([str(f), "--json", str(report), "--bootstrap-servers", bootstrap])
+    out = io.StringIO()
+    cases = {"mini.json": qtt.load_file(f)}
+    # run_cases stops the SparkSession it used; give it its own by not sharing the fixture's:
+    # instead, drive the runner as the command does but with the session fixture kept alive.
+    from streamsql.testing import command
+
+    real_get_spark = None
+    import streamsql.runtime.spark as spark_mod
+
+    class _KeepAlive:
+        def __init__(self, s):  # type: ignore[no-untyped-def]
+            self._s = s
+            self.streams = s.streams
+
+        def stop(self) -> None:  # the session fixture owns the SparkSession
+            pass
+
+        def __getattr__(self, name):  # type: ignore[no-untyped-def]
+            return getattr(self._s, name)
+
+    real_get_spark = spark_mod.get_spark
+    spark_mod.get_spark = lambda master=None, conf=None: _KeepAlive(real_get_spark(master, conf))  # type: ignore[assignment]
+    try:
+        results = command.run_cases(cases, args, out)
+    finally:
+        spark_mod.get_spark = real_get_spark  # type: ignore[assignment]
+    lines = out.getvalue().strip().splitlines()
+    assert lines[-1] == "1 passed, 1 failed"
+    assert any(line.startswith("mini.json: 1 passed, 1 failed, 0 skipped") for line in lines)
+    data = json.loads(report.read_text())
+    assert {t["id"]: t["status"] for t in data["tests"]} == {"mini/pass": "passed", "mini/mismatch": "failed"}
+    assert all("duration_s" in t and "reason" in t for t in data["tests"])
+    assert len(results) == 2
+
+
+def test_corpus_reader_handles_every_file() -> None:
+    root = Path(__file__).resolve().parents[2].parent / "shared" / "ksqldb-qtt" / "qtt"
+    if not root.exists():
+        root = Path("/work/shared/ksqldb-qtt/qtt")
+    cases = [c for f in qtt.collect_files([root]) for c in qtt.load_file(f)]
+    assert len(cases) >= 1395
+    assert len({c.id for c in cases}) == len(cases)

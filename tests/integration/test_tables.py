@@ -1,0 +1,100 @@
+"""Tables end to end: CREATE TABLE AS SELECT aggregations (windowed or not) writing a changelog
+topic and a materialized store, HAVING tombstones, source tables, pull queries."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from streamsql.runtime import results as r
+from streamsql.runtime.config import EngineConfig
+from streamsql.runtime.engine import Engine
+
+from tests.integration.test_engine import produce, read
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def engine(bootstrap, spark, tmp_path):  # type: ignore[no-untyped-def]
+    e = Engine(EngineConfig(bootstrap, tmp_path / "state"), spark=spark)
+    e.start()
+    e.execute("SET 'auto.offset.reset'='earliest';")
+    yield e
+    e.close()
+
+
+def test_ctas_count_group_by_changelog_and_pull_query(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("clicks")
+    engine.execute(f"""
+        CREATE STREAM clicks (user VARCHAR KEY, page VARCHAR) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE per_page AS SELECT page, COUNT(*) AS hits, MAX(ROWTIME) AS last_seen FROM clicks GROUP BY page;
+    """)
+    produce(engine.admin, src, [("u1", '{"page":"a"}', 10), ("u2", '{"page":"b"}', 20)])
+    engine.wait_until_idle()
+    produce(engine.admin, src, [("u3", '{"page":"a"}', 30)])
+    engine.wait_until_idle()
+    changelog = read(engine.admin, "PER_PAGE")
+    assert sorted(changelog[:2]) == [("a", {"HITS": 1, "LAST_SEEN": 10}, 10), ("b", {"HITS": 1, "LAST_SEEN": 20}, 20)]
+    assert changelog[2] == ("a", {"HITS": 2, "LAST_SEEN": 30}, 30)
+    [pull] = engine.execute("SELECT page, hits FROM per_page WHERE page = 'a';")
+    assert list(pull.rows(timeout=30)) == [["a", 2]]
+    [everything] = engine.execute("SELECT * FROM per_page;")
+    assert sorted(everything.rows(timeout=30)) == [["a", 2, 30], ["b", 1, 20]]
+
+
+def test_having_removes_rows_with_tombstones_only_if_present(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("h")
+    engine.execute(f"""
+        CREATE STREAM h (name VARCHAR) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE h_out AS SELECT name, COUNT(*) AS c FROM h GROUP BY name HAVING COUNT(*) = 2;
+    """)
+    for ts in (1, 2, 3):
+        produce(engine.admin, src, [(None, '{"name":"bob"}', ts)])
+        engine.wait_until_idle()
+    assert [(k, v) for k, v, _ in read(engine.admin, "H_OUT")] == [("bob", {"C": 2}), ("bob", None)]
+
+
+def test_tumbling_window_keys_and_emit_final(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("w")
+    engine.execute(f"""
+        CREATE STREAM w (id BIGINT KEY, v BIGINT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='DELIMITED', PARTITIONS=1);
+        CREATE TABLE w_sum AS SELECT id, SUM(v) AS total FROM w WINDOW TUMBLING (SIZE 30 SECONDS) GROUP BY id;
+        CREATE TABLE w_final AS SELECT id, SUM(v) AS total FROM w
+            WINDOW TUMBLING (SIZE 30 SECONDS, GRACE PERIOD 0 SECONDS) GROUP BY id EMIT FINAL;
+    """)
+    for key, value, ts in [(0, "1", 1000), (0, "2", 20000), (0, "5", 40000), (0, "7", 70000)]:
+        engine.admin.produce(src, struct.pack(">q", key), value.encode(), ts)
+        engine.wait_until_idle()
+    changes = engine.admin.read_all("W_SUM")
+    decoded = [(struct.unpack(">qq", rec.key), rec.value.decode()) for rec in changes]
+    assert decoded == [((0, 0), "1"), ((0, 0), "3"), ((0, 30000), "5"), ((0, 60000), "7")]
+    final = [(struct.unpack(">qq", rec.key), rec.value.decode()) for rec in engine.admin.read_all("W_FINAL")]
+    assert final[:2] == [((0, 0), "3"), ((0, 30000), "5")]
+    [pull] = engine.execute("SELECT id, WINDOWSTART, total FROM w_sum WHERE id = 0;")
+    assert sorted(pull.rows(timeout=30)) == [[0, 0, 3], [0, 30000, 5], [0, 60000, 7]]
+
+
+def test_source_table_latest_value_and_tombstones(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("users")
+    engine.execute(f"""
+        CREATE TABLE users (id VARCHAR PRIMARY KEY, name VARCHAR) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE named AS SELECT id, name FROM users WHERE name <> 'skip';
+    """)
+    produce(engine.admin, src, [("1", '{"name":"ann"}', 1), ("2", '{"name":"skip"}', 2), ("1", '{"name":"anne"}', 3),
+                                ("1", None, 4), ("3", '{"name":"cy"}', 5)])
+    engine.wait_until_idle()
+    assert [(k, v) for k, v, _ in read(engine.admin, "NAMED")] == [
+        ("1", {"NAME": "ann"}), ("1", {"NAME": "anne"}), ("1", None), ("3", {"NAME": "cy"})]
+    [pull] = engine.execute("SELECT * FROM named;")
+    assert list(pull.rows(timeout=30)) == [["3", "cy"]]
+
+
+def test_aggregation_push_query(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("pq")
+    engine.execute(f"CREATE STREAM pq (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    produce(engine.admin, src, [("a", '{"n":1}', 1), ("a", '{"n":2}', 2), ("b", '{"n":5}', 3)])
+    [stream] = engine.execute("SELECT k, SUM(n) AS total FROM pq GROUP BY k EMIT CHANGES LIMIT 2;")
+    assert isinstance(stream, r.RowStream)
+    assert sorted(stream.rows(timeout=60)) == [["a", 3], ["b", 5]]

@@ -1,0 +1,169 @@
+"""The QTT runner's pure parts: reading and templating files, topic rewriting, encoding, comparison."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from streamsql import types as t
+from streamsql.formats import FormatSpec
+from streamsql.testing import qtt
+from streamsql.testing.rawproduce import crc32c, murmur2, partition_for, record_batch
+
+
+def test_comments_are_stripped_outside_strings() -> None:
+    text = '{"a": "x // not a comment", // comment\n "b": /* block */ 2, "c": "/* kept */"}'
+    assert json.loads(qtt.strip_json_comments(text)) == {"a": "x // not a comment", "b": 2, "c": "/* kept */"}
+
+
+def test_format_and_config_templating_make_one_case_each(tmp_path: Path) -> None:
+    f = tmp_path / "my-file.json"
+    f.write_text(json.dumps({"tests": [
+        {"name": "plain", "statements": ["CREATE STREAM A (X INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');"]},
+        {"name": "templ", "format": ["JSON", "DELIMITED"],
+         "statements": ["CREATE STREAM A (X INT) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='{FORMAT}');"],
+         "topics": [{"name": "a", "valueFormat": "{FORMAT}"}]},
+        {"name": "cfg", "config": ["true", "false"], "properties": {"some.flag": "{CONFIG}"}, "statements": ["X;"]},
+        {"name": "off", "enabled": False, "statements": ["X;"]},
+    ]}))
+    cases = qtt.load_file(f)
+    assert [c.id for c in cases] == ["my-file/plain", "my-file/templ - JSON", "my-file/templ - DELIMITED",
+                                     "my-file/cfg - true", "my-file/cfg - false", "my-file/off"]
+    assert "VALUE_FORMAT='DELIMITED'" in cases[2].statements[0]
+    assert cases[2].topics == [{"name": "a", "valueFormat": "DELIMITED"}]
+    assert cases[4].properties == {"some.flag": "false"}
+    assert cases[5].skip_reason and cases[0].skip_reason is None
+
+
+def test_kafka_topic_literals_are_prefixed() -> None:
+    stmt = "CREATE STREAM s (x INT) WITH (kafka_topic = 'in_topic', value_format='JSON', KAFKA_TOPIC='it''s');"
+    out = qtt.rewrite_statement(stmt, "p1_")
+    assert "kafka_topic = 'p1_in_topic'" in out and "KAFKA_TOPIC='p1_it''s'" in out
+    assert qtt.statement_topics(stmt) == ["in_topic", "it's"]
+
+
+def test_topics_to_create_leaves_engine_created_topics_alone() -> None:
+    case = qtt.QttCase("f/t", "f.json", "t", statements=[
+        "CREATE STREAM a (x INT) WITH (kafka_topic='src', value_format='JSON');",
+        "CREATE STREAM b (x INT) WITH (kafka_topic='made', value_format='JSON', partitions=3);",
+        "CREATE STREAM c WITH (kafka_topic='sink') AS SELECT * FROM a;",
+    ], inputs=[{"topic": "src"}, {"topic": "other"}], topics=[{"name": "declared", "partitions": 4}])
+    assert qtt.topics_to_create(case) == {"declared": 4, "src": 1, "other": 1}
+
+
+def test_encoding_follows_declared_formats() -> None:
+    int_key = FormatSpec("KAFKA", (t.Column("K", t.INTEGER, "key"),))
+    assert qtt.encode_with(int_key, 8) == struct.pack(">i", 8)
+    big_key = FormatSpec("KAFKA", (t.Column("K", t.BIGINT, "key"),))
+    assert qtt.encode_with(big_key, 8) == struct.pack(">q", 8)
+    str_key = FormatSpec("KAFKA", (t.Column("K", t.STRING, "key"),))
+    assert qtt.encode_with(str_key, "abc") == b"abc"
+    assert qtt.encode_with(FormatSpec("JSON", ()), {"a": 1}) == b'{"a": 1}'
+    assert qtt.encode_with(FormatSpec("DELIMITED", ()), "1,x") == b"1,x"
+    assert qtt.encode_with(FormatSpec("JSON", ()), None) is None
+    assert qtt.window_suffix({"start": 5, "end": 9, "type": "session"}) == struct.pack(">qq", 5, 9)
+    assert qtt.window_suffix({"start": 5, "end": 9, "type": "time"}) == struct.pack(">q", 5)
+
+
+def test_decoding_for_comparison() -> None:
+    int_key = FormatSpec("KAFKA", (t.Column("K", t.INTEGER, "key"),))
+    assert qtt.decode_with(int_key, struct.pack(">i", 42)) == 42
+    assert isinstance(qtt.decode_with(int_key, b"xx"), qtt._Undecodable)
+    assert qtt.decode_with(FormatSpec("JSON", ()), b'{"A": 1.5}') == {"A": 1.5}
+    assert qtt.decode_with(FormatSpec("DELIMITED", ()), b"1,2") == "1,2"
+    assert qtt.decode_with(None, None) is None
+
+
+def test_data_equal_compares_json_as_data() -> None:
+    assert qtt.data_equal({"a": 1, "B": [1.0, None]}, {"A": 1.0, "B": [1, None]})
+    assert qtt.data_equal(0.1 + 0.2, 0.3)
+    assert not qtt.data_equal(1, "1")
+    assert not qtt.data_equal(True, 1)
+    assert not qtt.data_equal({"A": 1}, {"A": 1, "B": 2})
+    assert not qtt.data_equal([1, 2], [2, 1])
+    assert not qtt.data_equal(None, {})
+
+
+def test_text_equal_for_delimited() -> None:
+    assert qtt.text_equal("1,a,2.0", "1,a,2.0")
+    assert qtt.text_equal("1,a,2.0", "1,a,2")
+    assert not qtt.text_equal("1,a", "1,b")
+    assert qtt.text_equal("1|2", "1|2.0", "|")
+    assert qtt.text_equal(5, "5")
+
+
+def _rec(key, value, ts=0, partition=0, offset=0):  # type: ignore[no-untyped-def]
+    return qtt.ActualRecord(partition, offset, key, value, ts)
+
+
+def test_compare_topic_in_order_with_useful_reason() -> None:
+    js = qtt.SideFormat("json")
+    exp = [{"topic": "S", "key": 1, "value": {"A": 1}, "timestamp": 5}, {"topic": "S", "key": 2, "value": {"A": 2}}]
+    assert qtt.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 2}, 0)], js, js, 0) is None
+    reason = qtt.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 3}, 0)], js, js, 0)
+    assert reason and "message 1" in reason and '{"A": 2}' in reason and '{"A": 3}' in reason
+    reason = qtt.compare_topic("S", exp, [_rec(1, {"A": 1}, 5)], js, js, 0)
+    assert reason and "expected 2 records but got 1" in reason
+    # the timestamp counts; an omitted one defaults to 0 unless unchecked (None)
+    assert qtt.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 2}, 7)], js, js, 0)
+    assert qtt.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 2}, 7)], js, js, None) is None
+
+
+def test_compare_topic_across_partitions_keeps_per_partition_order() -> None:
+    js = qtt.SideFormat("json")
+    exp = [{"key": 1, "value": 1}, {"key": 2, "value": 2}, {"key": 1, "value": 3}]
+    ok = [_rec(1, 1, partition=0), _rec(1, 3, partition=0), _rec(2, 2, partition=1)]
+    assert qtt.compare_topic("S", exp, ok, js, js, 0) is None
+    swapped = [_rec(1, 3, partition=0), _rec(1, 1, partition=0), _rec(2, 2, partition=1)]
+    assert qtt.compare_topic("S", exp, swapped, js, js, 0)
+
+
+def test_expected_exception_messages() -> None:
+    assert qtt.message_matches("does not exist", "Source FOO does not exist.")
+    assert qtt.message_matches(None, "anything")
+    assert qtt.message_matches("a  b", "x A B y")
+    assert not qtt.message_matches("other", "Source FOO does not exist.")
+
+
+def test_post_schema_normalization() -> None:
+    assert qtt.normalize_schema("ID INT KEY, NAME STRING") == qtt.normalize_schema("`ID` INTEGER KEY, `NAME` STRING")
+    assert qtt.normalize_schema("A STRUCT<B VARCHAR, C DECIMAL(4, 2)>") == qtt.normalize_schema(
+        "`A` STRUCT<`B` STRING, `C` DECIMAL(4,2)>")
+
+
+def test_reason_categories_group_similar_failures() -> None:
+    a = qtt.reason_category("statement 2 rejected: Not supported yet: CREATE TABLE (tables come later)")
+    b = qtt.reason_category("statement 1 rejected: Not supported yet: CREATE TABLE (tables come later)")
+    assert a == b == "Not supported yet: CREATE TABLE"
+    assert qtt.reason_category("statement 1 rejected: Source 'X' does not exist") == \
+        qtt.reason_category("statement 3 rejected: Source 'Y' does not exist")
+
+
+def test_summary_lines() -> None:
+    rs = [qtt.CaseResult("f/a", "f.json", "passed"), qtt.CaseResult("f/b", "f.json", "failed", "x"),
+          qtt.CaseResult("f/c", "f.json", "skipped")]
+    assert qtt.summary_line(rs) == "1 passed, 1 failed, 1 skipped"
+    assert qtt.summary_line(rs[:2]) == "1 passed, 1 failed"
+    assert qtt.file_line("f.json", rs).startswith("f.json: 1 passed, 1 failed, 1 skipped")
+
+
+def test_test_runner_trio(tmp_path: Path) -> None:
+    (tmp_path / "s.sql").write_text("CREATE STREAM A (X INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');")
+    (tmp_path / "in.json").write_text('{"inputs": [{"topic": "t", "key": null, "value": {"X": 1}, "timestamp": 3}]}')
+    (tmp_path / "out.json").write_text('{"outputs": [{"topic": "t", "value": {"X": 1}, "timestamp": 3}]}')
+    case = qtt.load_test_runner_case(tmp_path / "s.sql", tmp_path / "in.json", tmp_path / "out.json")
+    assert case.statements and case.inputs[0]["value"] == {"X": 1} and case.outputs[0]["timestamp"] == 3
+
+
+def test_raw_producer_encoding() -> None:
+    assert crc32c(b"123456789") == 0xE3069283
+    signed = lambda x: x - 2**32 if x >= 2**31 else x  # noqa: E731
+    # values from Kafka's UtilsTest
+    assert signed(murmur2(b"21")) == -973932308
+    assert signed(murmur2(b"foobar")) == -790332482
+    assert partition_for(None, 4) == 0 and partition_for(b"x", 1) == 0
+    batch = record_batch(b"k", b"v", 0)
+    base_offset, length = struct.unpack_from(">qi", batch)
+    assert base_offset == 0 and length == len(batch) - 12
+    assert batch[16] == 2  # magic
