@@ -33,6 +33,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="measured seconds of the streamsql latency probe at --latency-rate (default 20; --quick 4; "
                         "0 = skip)")
     p.add_argument("--latency-rate", type=int, default=1000, help="records/s of the latency probe")
+    p.add_argument("--latency-warmup", type=float, help="seconds produced before latency is measured (default 10; "
+                                                        "--quick 5)")
     p.add_argument("--timeout", type=float, help="per system and workload, seconds (default 900; --quick 240)")
     p.add_argument("--verbose", action="store_true", help="pass the systems' logs through to stderr")
     args = p.parse_args(argv)
@@ -40,7 +42,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.records = 20_000 if args.quick else 1_000_000
     if args.latency_seconds is None:
         args.latency_seconds = 4.0 if args.quick else 20.0
-    args.latency_warmup = 5.0 if args.quick else 10.0
+    if args.latency_warmup is None:
+        args.latency_warmup = 5.0 if args.quick else 10.0
     if args.timeout is None:
         args.timeout = 240.0 if args.quick else 900.0
     return args

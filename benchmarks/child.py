@@ -121,6 +121,7 @@ def run_streamsql(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
         result.update(records=args.records, seconds=watcher.done_at - t0, outputs=watcher.count,  # type: ignore[operator]
                       first_output_s=watcher.first_at - t0)  # type: ignore[operator]
         watcher.stop()
+        engine.wait_until_idle()  # the last batch's progress is posted after its output is written
         (query,) = engine.queries.values()
         result.update(_steady([_progress_dict(p) for p in query.handle.recentProgress]))
         if args.latency_seconds > 0:

@@ -87,17 +87,19 @@ FINAL_LABELS = {"jvm", "python-worker", "driver-python"}
 
 def _label(p: Any) -> str:
     try:
+        name = p.name()
         cmd = p.cmdline()
     except Exception:  # noqa: BLE001
-        return p.name()
+        return "?"
+    exe = os.path.basename(cmd[0]) if cmd else name
     text = " ".join(cmd)
-    if "java" in p.name() or "java" in (cmd[0] if cmd else ""):
+    if name == "java" or exe == "java":
         return "jvm"
-    if "pyspark" in text and ("daemon" in text or "worker" in text):
-        return "python-worker"
-    if "benchmarks.child" in text:
+    if exe.startswith("python") and "benchmarks.child" in text:
         return "driver-python"
-    return p.name()
+    if exe.startswith("python") and "pyspark" in text:
+        return "python-worker"  # Spark's Python daemon, workers and data source runners
+    return name
 
 
 class OutputWatcher:

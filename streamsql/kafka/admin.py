@@ -140,7 +140,8 @@ class EndOffsets:
             "max.partition.fetch.bytes": 65536,
         }))
         self._admin = AdminClient(client_config(bootstrap_servers, common_settings(extra)))
-        self._known: dict[int, int] = {}
+        self._known: dict[int, int] = {}  # highest end returned per partition
+        self._probed: dict[int, int] = {}  # listed end at the last successful probe
 
     def partitions(self) -> list[int]:
         return topic_partitions(self._consumer, self.topic)
@@ -167,14 +168,22 @@ class EndOffsets:
         than a value this object returned before."""
         parts = sorted(self.partitions() if parts is None else parts)
         listed = self._list(parts, OffsetSpec.latest())
-        learned = self._probe(listed)
+        # Probe only partitions whose listed end moved since their last probe. On tansu the
+        # listed value is "last batch's base + 1", so it moves whenever a batch is appended and
+        # an unchanged value means an unchanged true end; on Kafka it is the true end itself.
+        # An idle query thus costs one ListOffsets request per trigger, no fetches.
+        stale = {p: off for p, off in listed.items() if self._probed.get(p) != off}
+        learned, answered = self._probe(stale) if stale else ({}, set())
+        for p in answered:
+            self._probed[p] = stale[p]
         out = {p: max(listed.get(p, 0), learned.get(p, 0), self._known.get(p, 0)) for p in parts}
         self._known.update(out)
         return out
 
-    def _probe(self, listed: Mapping[int, int]) -> dict[int, int]:
-        """Fetch once from ``end - 1`` on every partition and return what the fetch responses
-        say the end is: the cached high watermark, or offset+1 of the last record seen if higher."""
+    def _probe(self, listed: Mapping[int, int]) -> tuple[dict[int, int], set[int]]:
+        """Fetch once from ``end - 1`` on every partition in ``listed``. Returns what the fetch
+        responses say each end is (the cached high watermark, or offset+1 of the last record
+        seen if higher) and the partitions that answered before the timeout."""
         start = {p: max(max(off, self._known.get(p, 0)) - 1, 0) for p, off in listed.items()}
         tps = [TopicPartition(self.topic, p, o) for p, o in start.items()]
         self._consumer.assign(tps)
@@ -199,7 +208,7 @@ class EndOffsets:
                     learned[tp.partition] = hwm
         finally:
             self._consumer.unassign()  # no background fetching between calls
-        return learned
+        return learned, set(start) - pending
 
     def close(self) -> None:
         try:

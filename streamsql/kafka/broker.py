@@ -84,13 +84,16 @@ class EmbeddedBroker:
         self.stop()
         raise KafkaError(f"the embedded broker did not open port {self.port} within {timeout_s:.0f}s")
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float = 1.0) -> None:
+        """SIGTERM, then SIGKILL after ``grace_s``: tansu waits for every connected client to
+        disconnect before it exits on SIGTERM (measured: a full 5 s with one idle consumer),
+        and its log is in memory, so there is nothing to lose by not waiting."""
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
             return
         proc.terminate()
         try:
-            proc.wait(timeout=5)
+            proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)

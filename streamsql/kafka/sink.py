@@ -114,15 +114,21 @@ class RecordEncoder:
             self.key_serde = serde_for(self.key_spec) if self.key_spec and self.key_spec.columns else None
             self.value_serde = serde_for(self.value_spec) if self.value_spec and self.value_spec.columns else None
 
+    @property
+    def raw(self) -> bool:
+        """No specs: the input is the raw source's shape (``key``/``value`` BINARY,
+        ``timestamp``, ``headers``), e.g. a topic copy."""
+        return self.key_spec is None and self.value_spec is None
+
     def _side(self, batch: pa.RecordBatch, spec: Any, serde: Any, raw: str) -> list[bytes | None]:
-        """Encode one side; without a spec the batch's raw ``key``/``value`` BINARY column (if
-        any) is written as is."""
+        """Encode one side: its spec's columns by name; nothing (null) for a side without
+        columns; the raw BINARY column in raw mode."""
         n = batch.num_rows
+        if self.raw:
+            col = _column(batch, raw)
+            return [None] * n if col is None else col.cast(pa.binary()).to_pylist()
         if serde is None or spec is None:
-            col = _column(batch, raw) if spec is None else None
-            if col is None:
-                return [None] * n
-            return [v if v is None or isinstance(v, bytes) else str(v).encode() for v in col.to_pylist()]
+            return [None] * n
         cols = []
         for c in spec.columns:
             arr = _column(batch, c.name)
@@ -134,30 +140,41 @@ class RecordEncoder:
 
     def encode(self, batch: pa.RecordBatch) -> tuple[list[bytes | None], list[bytes | None], list[int | None],
                                                       list[list[tuple[str, bytes | None]] | None]]:
+        """Keys, values, timestamps (ms; None = broker time) and headers, one per row.
+        ``__TOMBSTONE`` true forces a null value; ``ROWTIME`` sets the timestamp (ksqlDB: an
+        output record keeps its input record's timestamp); ``__HEADERS`` the headers."""
         n = batch.num_rows
         keys = self._side(batch, self.key_spec, self.key_serde, "key")
         values = self._side(batch, self.value_spec, self.value_serde, "value")
         tomb = _column(batch, TOMBSTONE_COL)
         if tomb is not None:
             values = [None if t else v for v, t in zip(values, tomb.to_pylist())]
-        ts_col = _column(batch, ROWTIME)
-        if ts_col is None and self.value_spec is None:
-            ts_col = _column(batch, "timestamp")
+        ts_col = _column(batch, "timestamp" if self.raw else ROWTIME)
         timestamps = ts_col.cast(pa.int64()).to_pylist() if ts_col is not None else [None] * n
-        h_col = _column(batch, HEADERS_COL)
-        if h_col is None and self.value_spec is None:
-            h_col = _column(batch, "headers")
+        h_col = _column(batch, "headers" if self.raw else HEADERS_COL)
         headers: list[Any] = [None] * n
         if h_col is not None:
             headers = [[tuple(e.values()) for e in h] if h else None for h in h_col.to_pylist()]
         return keys, values, timestamps, headers
 
 
+_ENCODERS: dict[tuple[str, str | None, str | None], RecordEncoder] = {}
+
+
+def _encoder(opts: SinkOptions) -> RecordEncoder:
+    """Encoders are reused per process: ``foreachBatch`` callers write every micro-batch."""
+    key = (opts.topic, opts.key_spec, opts.value_spec)
+    enc = _ENCODERS.get(key)
+    if enc is None:
+        enc = _ENCODERS[key] = RecordEncoder(opts)
+    return enc
+
+
 def write_arrow(batches: Iterable[pa.RecordBatch], options: Mapping[str, str] | SinkOptions) -> int:
     """Encode and produce every row of ``batches``; returns the number of records written once
     Kafka acknowledged all of them. Raises KafkaError on any delivery failure."""
     opts = options if isinstance(options, SinkOptions) else SinkOptions.parse(options)
-    encoder = RecordEncoder(opts)
+    encoder = _encoder(opts)
     producer = cached_producer(opts.bootstrap, opts.kafka)
     errors: list[Any] = []
 

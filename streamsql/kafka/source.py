@@ -229,14 +229,19 @@ class KafkaStreamReader(_OffsetsMixin, DataSourceStreamReader, SupportsTriggerAv
         self._ends = None
         self._target: dict[int, int] | None = None  # availableNow: stop here
         self._latest: dict[int, int] | None = None
+        self._initial: dict[str, int] | None = None
 
     # -- driver ---------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, int]:
-        tracker = self._tracker()
-        parts = tracker.partitions()
-        offs = tracker.earliest(parts) if self.opts.starting == "earliest" else tracker.ends(parts)
-        return encode_offsets(offs)
+        """Computed once and remembered: Spark calls this twice on a first start
+        (research/spark.md §1.2), and with ``latest`` two calls could see different ends."""
+        if self._initial is None:
+            tracker = self._tracker()
+            parts = tracker.partitions()
+            offs = tracker.earliest(parts) if self.opts.starting == "earliest" else tracker.ends(parts)
+            self._initial = encode_offsets(offs)
+        return dict(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.opts.max_records) if self.opts.max_records else ReadAllAvailable()
@@ -259,8 +264,7 @@ class KafkaStreamReader(_OffsetsMixin, DataSourceStreamReader, SupportsTriggerAv
         if isinstance(limit, ReadMaxRows):
             ends = rate_limit(begin, ends, limit.max_rows)
         # never drop a partition that ``start`` knows (offsets only move forward)
-        out = {**{p: o for p, o in decode_offsets(start).items()}, **ends}
-        return encode_offsets(out)
+        return encode_offsets({**decode_offsets(start), **ends})
 
     def reportLatestOffset(self) -> dict[str, int] | None:
         return encode_offsets(self._latest) if self._latest is not None else None
@@ -445,8 +449,7 @@ class BatchBuilder:
             for i, err in enumerate(result.errors):
                 if err is not None and i not in bad:
                     bad[i] = (target, err)
-            for col, arr in zip(spec.columns, result.columns):
-                arrays.append(arr)
+            arrays.extend(result.columns[:len(spec.columns)])
         for name, _t, role, hkey in self.opts.header_columns:
             ftype = s.field(name).type
             if role == "headers":

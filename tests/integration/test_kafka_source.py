@@ -17,7 +17,7 @@ from streamsql.errors import KafkaError
 from streamsql.formats.base import FormatSpec
 from streamsql.kafka.admin import KafkaAdmin
 from streamsql.kafka.datasource import SHORT_NAME, read_stream
-from streamsql.types import BIGINT, INTEGER, STRING, Column
+from streamsql.types import BIGINT, STRING, Column
 
 pytestmark = pytest.mark.integration
 
@@ -178,8 +178,7 @@ def test_restart_from_checkpoint_no_loss_no_duplicates(spark, admin, bootstrap, 
     assert len(seen) == len(set(seen)) == 10
     assert len(first.rows) == 5 and len(second.rows) == 5
     last = max((p for p in (tmp_path / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    offsets = json.loads(last.read_text()
-                         .splitlines()[-1])
+    offsets = json.loads(last.read_text().splitlines()[-1])
     assert offsets == {"0": 6, "1": 4}  # string keys, ascending partitions
 
 
@@ -221,3 +220,42 @@ def test_decoded_read_with_headers_tombstones_and_processing_log(spark, admin, b
     assert err["topic"] == t and err["partition"] == 0
     assert err["recordB64"] == "bm90IGpzb24="  # base64("not json")
     assert "Failed to deserialize value" in err["errorMessage"] and err["cause"]
+
+
+def test_read_range_ends_on_transaction_marker_and_replays_identically(admin, bootstrap, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """A range whose last offset is a transaction commit marker (never delivered as a record)
+    must still end, by position; reading the same range again yields the same rows."""
+    from streamsql.kafka.admin import EndOffsets
+    from streamsql.kafka.source import SourceOptions, read_range, source_schema
+
+    t = topic_name("txn")
+    admin.create_topic(t)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{t}", "log_level": 4})
+    p.init_transactions(10)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(t, value=b"%d" % i, partition=0)
+    p.commit_transaction(10)
+    ends = EndOffsets(bootstrap, t)
+    try:
+        end = ends.ends()[0]
+    finally:
+        ends.close()
+    assert end == 4  # 3 records + the commit marker
+    opts = SourceOptions.parse(options(bootstrap, t))
+    schema = source_schema(opts)
+    first = [b.to_pylist() for b in read_range(opts, schema, 0, 0, end)]
+    again = [b.to_pylist() for b in read_range(opts, schema, 0, 0, end)]
+    assert [r["value"] for b in first for r in b] == [b"0", b"1", b"2"]
+    assert first == again
+    assert [r["value"] for b in read_range(opts, schema, 0, 1, 2) for r in b.to_pylist()] == [b"1"]
+
+
+def test_rate_limit_is_exact_proportional_and_never_stalls() -> None:
+    from streamsql.kafka.source import rate_limit
+
+    assert rate_limit({0: 0, 1: 0}, {0: 6, 1: 4}, 4) == {0: 2, 1: 2}  # 2.4 + 1.6 -> remainder to p1
+    assert rate_limit({0: 0, 1: 0}, {0: 6, 1: 4}, 100) == {0: 6, 1: 4}
+    assert rate_limit({0: 5, 1: 0, 2: 0}, {0: 6, 1: 1, 2: 1}, 1) == {0: 6, 1: 0, 2: 0}  # 1 row, not 3
+    spread = rate_limit({p: 0 for p in range(7)}, {p: 1000 for p in range(7)}, 10)
+    assert sum(spread.values()) == 10 and max(spread.values()) - min(spread.values()) <= 1

@@ -1,0 +1,62 @@
+"""The benchmark harness's quick path works end to end and writes rows of the right shape.
+
+Runs ``python -m benchmarks --quick`` as a subprocess on tiny data (it starts its own embedded
+broker and Spark). No timing assertions: benchmarks are never timed tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+ROW_KEYS = {"workload", "system", "records", "seconds", "records_per_s", "peak_rss_mb", "p50_ms", "p99_ms"}
+
+
+@pytest.mark.timeout(300)
+def test_quick_benchmark_writes_rows(tmp_path: Path) -> None:
+    # The peer (quixstreams) is a benchmark-only install (`.[bench]`); the smoke test checks the
+    # harness with the systems the test install has.
+    systems = "ceiling-raw,ceiling-json,streamsql"
+    out = tmp_path / "bench.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--records", "2000", "--systems", systems,
+         "--latency-seconds", "1", "--latency-warmup", "3", "--json", str(out)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "records/s" in proc.stdout
+
+    rows = json.loads(out.read_text())
+    assert isinstance(rows, list) and rows
+    for row in rows:
+        assert set(row) == ROW_KEYS, row
+        assert row["workload"] == "W1"
+        for key in ("records", "seconds", "records_per_s", "peak_rss_mb", "p50_ms", "p99_ms"):
+            assert row[key] is None or isinstance(row[key], (int, float)), (key, row)
+    by_system = {r["system"]: r for r in rows}
+    assert set(systems.split(",")) <= set(by_system)
+    for name in systems.split(","):
+        assert by_system[name]["records"] == 2000
+        assert by_system[name]["records_per_s"] > 0
+        assert by_system[name]["peak_rss_mb"] > 0
+
+    meta = json.loads(out.with_name("bench.meta.json").read_text())
+    assert meta["records"] == 2000 and len(meta["loadavg_start"]) == 3
+    if _has_matplotlib():
+        assert out.with_suffix(".png").stat().st_size > 0
+
+
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
