@@ -15,6 +15,7 @@ Delivery is at-least-once: a replayed micro-batch is written again.
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -78,6 +79,8 @@ class SinkOptions:
     key_spec: str | None = None
     value_spec: str | None = None
     kafka: dict[str, str] = field(default_factory=dict)
+    #: TUMBLING/HOPPING/SESSION: keys are windowed (bounds in ``__WINDOWSTART``/``__WINDOWEND``)
+    window_type: str | None = None
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> "SinkOptions":
@@ -87,8 +90,9 @@ class SinkOptions:
             raise ConfigError("the Kafka sink needs option 'kafka.bootstrap.servers'")
         if not topic:
             raise ConfigError("the Kafka sink needs option 'topic'")
+        window = _opt(options, "windowType")
         return SinkOptions(bootstrap, topic, _opt(options, "keySpec"), _opt(options, "valueSpec"),
-                           kafka_settings(options))
+                           kafka_settings(options), window.upper() if window else None)
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -145,6 +149,8 @@ class RecordEncoder:
         output record keeps its input record's timestamp); ``__HEADERS`` the headers."""
         n = batch.num_rows
         keys = self._side(batch, self.key_spec, self.key_serde, "key")
+        if self.opts.window_type:
+            keys = self._windowed(batch, keys)
         values = self._side(batch, self.value_spec, self.value_serde, "value")
         tomb = _column(batch, TOMBSTONE_COL)
         if tomb is not None:
@@ -158,12 +164,31 @@ class RecordEncoder:
         return keys, values, timestamps, headers
 
 
-_ENCODERS: dict[tuple[str, str | None, str | None], RecordEncoder] = {}
+    def _windowed(self, batch: pa.RecordBatch, keys: list[bytes | None]) -> list[bytes | None]:
+        starts, ends = _column(batch, "__WINDOWSTART"), _column(batch, "__WINDOWEND")
+        if starts is None:
+            raise KafkaError(f"cannot write windowed keys to topic '{self.opts.topic}': input has no __WINDOWSTART")
+        end_values = ends.to_pylist() if ends is not None else [None] * batch.num_rows
+        return [None if k is None else k + window_suffix(self.opts.window_type, s, e)
+                for k, s, e in zip(keys, starts.to_pylist(), end_values)]
+
+
+def window_suffix(window_type: str | None, start: int | None, end: int | None) -> bytes:
+    """Kafka Streams' windowed key layout (what ksqlDB writes): the key's bytes, then the window
+    start as an 8-byte big-endian long (time windows), or the window end then start (session)."""
+    if not window_type or start is None:
+        return b""
+    if window_type == "SESSION":
+        return struct.pack(">qq", end if end is not None else start, start)
+    return struct.pack(">q", start)
+
+
+_ENCODERS: dict[tuple[str, str | None, str | None, str | None], RecordEncoder] = {}
 
 
 def _encoder(opts: SinkOptions) -> RecordEncoder:
     """Encoders are reused per process: ``foreachBatch`` callers write every micro-batch."""
-    key = (opts.topic, opts.key_spec, opts.value_spec)
+    key = (opts.topic, opts.key_spec, opts.value_spec, opts.window_type)
     enc = _ENCODERS.get(key)
     if enc is None:
         enc = _ENCODERS[key] = RecordEncoder(opts)

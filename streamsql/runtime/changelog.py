@@ -6,31 +6,20 @@ or HAVING no longer holds). ksqlDB writes a tombstone only for keys that were in
 ("avoid spurious tombstones"); the materialized store knows which keys are, so removals of keys it
 does not hold are dropped.
 
-Windowed keys are written as Kafka Streams does: the key's bytes, then the window start as an
-8-byte big-endian long (time windows) or the window end then start (session windows).
+Windowed keys are laid out by the Kafka sink (``windowType`` option), as Kafka Streams writes them.
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import pyarrow as pa
 
 from streamsql import types as t
 from streamsql.catalog import Source
-from streamsql.formats import serde_for
 from streamsql.kafka.sink import write_arrow
 from streamsql.runtime import io
 from streamsql.runtime.materialized import TableStore
-
-
-def window_suffix(window_type: str | None, start: int | None, end: int | None) -> bytes:
-    if not window_type or start is None:
-        return b""
-    if window_type == "SESSION":
-        return struct.pack(">qq", end or 0, start)
-    return struct.pack(">q", start)
 
 
 class ChangelogWriter:
@@ -39,12 +28,11 @@ class ChangelogWriter:
     def __init__(self, bootstrap_servers: str, table: Source, store: TableStore) -> None:
         self.table = table
         self.store = store
-        self.key_spec = io.key_spec(table)
-        self.value_spec = io.value_spec(table)
         self.key_names = [c.name for c in table.key_columns]
         self.value_names = [c.name for c in table.value_columns]
         options = io.kafka_options(bootstrap_servers, table)
-        options.pop("keySpec")  # keys are encoded here (window suffix); the sink writes them as bytes
+        if table.window_type:
+            options["windowType"] = table.window_type
         self.options = options
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
@@ -73,18 +61,11 @@ class ChangelogWriter:
         self.store.apply(batch_id, upserts, deletes)
 
     def _encode(self, out: list[tuple[dict[str, Any], bool]]) -> pa.RecordBatch:
-        key_cols = [pa.array([r[n] for r, _ in out], type=t.to_arrow(c.type))
-                    for n, c in zip(self.key_names, self.table.key_columns)]
-        keys: list[bytes | None] = [None] * len(out)
-        if key_cols:
-            key_batch = pa.RecordBatch.from_arrays(key_cols, names=self.key_names)
-            keys = serde_for(self.key_spec).encode(key_batch)
-        keys = [None if k is None else k + window_suffix(self.table.window_type, r.get("__WINDOWSTART"),
-                                                          r.get("__WINDOWEND"))
-                for k, (r, _) in zip(keys, out)]
-        arrays: dict[str, pa.Array] = {"key": pa.array(keys, type=pa.binary())}
-        for n, c in zip(self.value_names, self.table.value_columns):
-            arrays[n] = pa.array([r[n] for r, _ in out], type=t.to_arrow(c.type))
+        arrays: dict[str, pa.Array] = {}
+        for c in self.table.key_columns + self.table.value_columns:
+            arrays[c.name] = pa.array([r[c.name] for r, _ in out], type=t.to_arrow(c.type))
         arrays[t.ROWTIME] = pa.array([r[t.ROWTIME] for r, _ in out], type=pa.int64())
+        arrays["__WINDOWSTART"] = pa.array([r.get("__WINDOWSTART") for r, _ in out], type=pa.int64())
+        arrays["__WINDOWEND"] = pa.array([r.get("__WINDOWEND") for r, _ in out], type=pa.int64())
         arrays["__TOMBSTONE"] = pa.array([tomb for _, tomb in out], type=pa.bool_())
         return pa.RecordBatch.from_pydict(arrays)
