@@ -29,6 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", "-k", action="append", default=[],
                    help="run only tests whose id contains this text (repeatable)")
     p.add_argument("--ids", help="file of test ids to run, one per line (# comments)")
+    p.add_argument("--parallel", "-j", type=int, default=1,
+                   help="cases to run at once (each on its own engine; shared broker and SparkSession)")
     p.add_argument("--verbose", "-v", action="store_true", help="print every failing test with its reason")
     p.add_argument("--sql", "-s", dest="sql_file", help="ksql-test-runner: statements file")
     p.add_argument("--input", "-i", dest="input_file", help="ksql-test-runner: input.json")
@@ -105,11 +107,13 @@ def run_cases(cases_by_file: dict[str, list[Any]], args: argparse.Namespace, out
     runner = None
     try:
         spark = get_spark(args.spark_master)
-        runner = QttRunner(bootstrap, spark, timeout_s=args.timeout, spark_master=args.spark_master)
+        runner = QttRunner(bootstrap, spark, timeout_s=args.timeout, spark_master=args.spark_master,
+                           parallel=getattr(args, "parallel", 1))
         for file, cases in cases_by_file.items():
             file_results = []
-            for case in cases:
-                res = case if isinstance(case, CaseResult) else runner.run_case(case)
+            ready = [c for c in cases if isinstance(c, CaseResult)]
+            runnable = [c for c in cases if not isinstance(c, CaseResult)]
+            for res in [*ready, *runner.iter_results(runnable)]:
                 file_results.append(res)
                 results.append(res)
                 if args.verbose and res.status == "failed":

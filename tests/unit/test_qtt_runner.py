@@ -167,3 +167,36 @@ def test_raw_producer_encoding() -> None:
     base_offset, length = struct.unpack_from(">qi", batch)
     assert base_offset == 0 and length == len(batch) - 12
     assert batch[16] == 2  # magic
+
+
+def test_kafka_bytes_are_base64_in_qtt_files() -> None:
+    spec = FormatSpec("KAFKA", (t.Column("B", t.BYTES),))
+    assert qtt.encode_with(spec, "IQ==") == b"!"
+    assert qtt.decode_with(spec, b"!") == "IQ=="
+
+
+def test_timestamp_only_differences_are_named() -> None:
+    js = qtt.SideFormat("json")
+    exp = [{"key": 1, "value": 1, "timestamp": 0}, {"key": 2, "value": 2}]
+    reason = qtt.compare_topic("S", exp, [_rec(1, 1, 99), _rec(2, 2, 99)], js, js, 0)
+    assert reason and reason.startswith("only timestamps differ")
+    reason = qtt.compare_topic("S", exp, [_rec(1, 1, 99), _rec(2, 3, 99)], js, js, 0)
+    assert reason and "message 1" in reason and not reason.startswith("only")
+
+
+def test_documented_message_rewrites() -> None:
+    assert qtt.message_matches("Line: 1, Col: 21: Column `ID` is a 'KEY' column",
+                               "line 1:21: Column `ID` is a 'KEY' column: please use 'PRIMARY KEY' for tables.")
+    assert qtt.message_matches("Error in WHERE expression: Cannot compare ID (INTEGER) to 'x' (STRING) with EQUAL.",
+                               "Cannot compare ID (INTEGER) to 'x' (STRING) with EQUAL.")
+    assert qtt.message_matches("Stream TEST does not exist", "Source TEST does not exist.")
+    assert qtt.message_matches("Syntax error at or near 'X' at line 1:8", "line 1:8: Syntax error at or near 'X'")
+    assert not qtt.message_matches("Syntax error at or near 'X' at line 2:8", "line 1:8: Syntax error at or near 'X'")
+
+
+def test_topics_to_create_for_a_multi_statement_script() -> None:
+    script = ("CREATE STREAM a (x INT) WITH (kafka_topic='src', value_format='JSON');\n"
+              "CREATE STREAM b AS SELECT * FROM a WHERE x = ';';")
+    case = qtt.QttCase("f/t", "f.json", "t", statements=[script])
+    assert qtt.split_statements(script)[1].strip().startswith("CREATE STREAM b")
+    assert qtt.topics_to_create(case) == {"src": 1}
