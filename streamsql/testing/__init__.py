@@ -1,0 +1,1 @@
+"""Conformance testing: ``streamsql test`` runs ksqlDB query-validation tests (see qtt.py)."""
