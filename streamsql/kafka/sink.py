@@ -15,6 +15,7 @@ Delivery is at-least-once: a replayed micro-batch is written again.
 
 from __future__ import annotations
 
+import functools
 import struct
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from streamsql.errors import ConfigError, KafkaError
@@ -140,7 +142,12 @@ class RecordEncoder:
                 raise KafkaError(f"cannot write to topic '{self.opts.topic}': input has no column '{c.name}'")
             cols.append(arr)
         sub = pa.RecordBatch.from_arrays(cols, names=[c.name for c in spec.columns])
-        return serde.encode(sub)
+        encoded = serde.encode(sub)
+        if raw == "key" and len(cols) > 1:
+            # ksqlDB writes a null key, not an object of nulls, when every key column is null
+            all_null = functools.reduce(pc.and_, [pc.is_null(c) for c in cols]).to_pylist()
+            encoded = [None if null else k for k, null in zip(encoded, all_null)]
+        return encoded
 
     def encode(self, batch: pa.RecordBatch) -> tuple[list[bytes | None], list[bytes | None], list[int | None],
                                                       list[list[tuple[str, bytes | None]] | None]]:

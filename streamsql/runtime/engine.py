@@ -412,7 +412,9 @@ class Engine:
             name=stmt.name, kind=stmt.kind, columns=[], topic=topic,
             key_format=key_format if has_key else "NONE", value_format=value_format,
             partitions=int(props.get("PARTITIONS", src.partitions)),
-            key_delimiter=props.get("KEY_DELIMITER", ","), value_delimiter=props.get("VALUE_DELIMITER", ","),
+            # a DELIMITED sink keeps its source's delimiters unless the WITH clause sets them (ksqlDB)
+            key_delimiter=props.get("KEY_DELIMITER", src.key_delimiter if key_format == src.key_format else ","),
+            value_delimiter=props.get("VALUE_DELIMITER", src.value_delimiter if value_format == src.value_format else ","),
             wrap_single_value=self._wrap_single_value(props, [t.Column(c.name, t.STRING) for c in plan.value_columns], value_format)
             if "WRAP_SINGLE_VALUE" in props else True,
             statement=stmt.text,

@@ -184,3 +184,15 @@ def test_meta_statements_print_explain_terminate_drop(engine, topic_name):  # ty
     [streams] = engine.execute("SHOW STREAMS;")
     assert streams.sources == []
     assert "META_COPY" not in engine.admin.topics()
+
+
+def test_sink_keeps_source_delimiter_and_writes_null_multi_column_keys(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("pipe")
+    engine.execute(f"""
+        CREATE STREAM pipe (k1 VARCHAR KEY, k2 VARCHAR KEY, a INT, b VARCHAR)
+          WITH (KAFKA_TOPIC='{src}', FORMAT='DELIMITED', VALUE_DELIMITER='|', PARTITIONS=1);
+        CREATE STREAM pipe_out AS SELECT * FROM pipe;
+    """)
+    produce(engine.admin, src, [("x,y", "1|one", 1), (None, "2|two", 2)])
+    engine.wait_until_idle()
+    assert [(k, v) for k, v, _ in read(engine.admin, "PIPE_OUT")] == [("x,y", "1|one"), (None, "2|two")]
