@@ -51,3 +51,17 @@ def topic_name() -> "callable":  # type: ignore[valid-type]
         return f"{prefix}_{uuid.uuid4().hex[:10]}"
 
     return make
+
+
+@pytest.fixture
+def engine(bootstrap, spark, tmp_path):  # type: ignore[no-untyped-def]
+    """A fresh engine (own catalog and data directory) on the shared broker and SparkSession,
+    reading from the earliest offset as ksqlDB's own tests do."""
+    from streamsql.runtime.config import EngineConfig
+    from streamsql.runtime.engine import Engine
+
+    e = Engine(EngineConfig(bootstrap, tmp_path / "state"), spark=spark)
+    e.start()
+    e.execute("SET 'auto.offset.reset'='earliest';")
+    yield e
+    e.close()

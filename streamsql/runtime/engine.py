@@ -449,14 +449,18 @@ class Engine:
         return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
 
     def _plan_dataframe(self, plan: "QueryPlan | AggregatePlan", query_id: str) -> Any:
-        df = io.read_stream(self.spark, self.bootstrap_servers, plan.source,
-                            starting_offsets=self._offset_reset(), query_id=query_id,
-                            max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
-                            processing_log_topic=self.processing_log_topic)
+        df = self._source_dataframe(plan.source, query_id, self._offset_reset())
         try:
             return self._build(plan, df)
         except Exception as e:  # Spark's analyser: type errors the compiler could not see
             raise AnalysisError(_spark_message(e)) from None
+
+    def _source_dataframe(self, source: Source, query_id: str, starting_offsets: str) -> Any:
+        """The streaming DataFrame of ``source`` for one query, batch size and processing log set."""
+        return io.read_stream(self.spark, self.bootstrap_servers, source, starting_offsets=starting_offsets,
+                              query_id=query_id,
+                              max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
+                              processing_log_topic=self.processing_log_topic)
 
     def _build(self, plan: "QueryPlan | AggregatePlan", df: Any, changelog: bool = False) -> Any:
         if isinstance(plan, AggregatePlan):
@@ -474,10 +478,7 @@ class Engine:
 
     def _start_persistent(self, query_id: str, plan: QueryPlan, stmt: ast.Statement, sink: Source) -> None:
         checkpoint = self.data_dir / "checkpoints" / query_id
-        df = io.read_stream(self.spark, self.bootstrap_servers, plan.source,
-                            starting_offsets=self._offset_reset(), query_id=query_id,
-                            max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
-                            processing_log_topic=self.processing_log_topic)
+        df = self._source_dataframe(plan.source, query_id, self._offset_reset())
         if sink.is_table:
             out = self._build(plan, df, changelog=True)
             store = self._store(sink)
@@ -592,9 +593,7 @@ class Engine:
                                 "https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query.")
         if not push and plan.source.is_table:
             return self._pull_table(stmt, plan)
-        df = io.read_stream(self.spark, self.bootstrap_servers, plan.source,
-                            starting_offsets=self._offset_reset() if push else "earliest", query_id=query_id,
-                            processing_log_topic=self.processing_log_topic)
+        df = self._source_dataframe(plan.source, query_id, self._offset_reset() if push else "earliest")
         if isinstance(plan, AggregatePlan):
             out = aggregation.build_dataframe(plan, df).where("__HAVING")
         else:

@@ -9,19 +9,8 @@ import pytest
 from streamsql.errors import AnalysisError, CatalogError, ParseError
 from streamsql.kafka.admin import KafkaAdmin
 from streamsql.runtime import results as r
-from streamsql.runtime.config import EngineConfig
-from streamsql.runtime.engine import Engine
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def engine(bootstrap, spark, tmp_path):  # type: ignore[no-untyped-def]
-    e = Engine(EngineConfig(bootstrap, tmp_path / "state"), spark=spark)
-    e.start()
-    e.execute("SET 'auto.offset.reset'='earliest';")
-    yield e
-    e.close()
 
 
 def produce(admin: KafkaAdmin, topic: str, records: list[tuple[str | None, str | None, int]]) -> None:

@@ -8,21 +8,10 @@ import struct
 import pytest
 
 from streamsql.runtime import results as r
-from streamsql.runtime.config import EngineConfig
-from streamsql.runtime.engine import Engine
 
 from tests.integration.test_engine import produce, read
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def engine(bootstrap, spark, tmp_path):  # type: ignore[no-untyped-def]
-    e = Engine(EngineConfig(bootstrap, tmp_path / "state"), spark=spark)
-    e.start()
-    e.execute("SET 'auto.offset.reset'='earliest';")
-    yield e
-    e.close()
 
 
 def test_ctas_count_group_by_changelog_and_pull_query(engine, topic_name):  # type: ignore[no-untyped-def]
