@@ -313,6 +313,14 @@ class KafkaAdmin:
                 flush: bool = True) -> None:
         """Write one record (INSERT INTO ... VALUES). Key → partition like the Java client
         (murmur2). Waits for the acknowledgement unless ``flush=False`` (then call :meth:`flush`)."""
+        if timestamp_ms == 0 and partition is None:
+            # librdkafka reads timestamp 0 as "now"; the sink's exact-timestamp path writes it
+            from streamsql.kafka.sink import SinkOptions, write_exact_timestamps
+
+            self.flush()
+            write_exact_timestamps(SinkOptions(self.bootstrap_servers, topic), [key], [value], [0],
+                                    [list(headers) if headers else None])
+            return
         if self._producer is None:
             self._producer = Producer(client_config(self.bootstrap_servers, {
                 **self._extra, "enable.idempotence": True, "partitioner": "murmur2_random", "linger.ms": 0}))

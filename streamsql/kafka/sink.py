@@ -219,6 +219,12 @@ def write_arrow(batches: Iterable[pa.RecordBatch], options: Mapping[str, str] | 
         if batch.num_rows == 0:
             continue
         keys, values, timestamps, headers = encoder.encode(batch)
+        if 0 in timestamps:
+            # librdkafka cannot write timestamp 0 (it means "now" there); ksqlDB writes it as is.
+            # Earlier records go first, so order within the partition is kept.
+            _flush_or_raise(producer, opts.topic, errors)
+            count += write_exact_timestamps(opts, keys, values, timestamps, headers)
+            continue
         for k, v, ts, h in zip(keys, values, timestamps, headers):
             kwargs: dict[str, Any] = {"key": k, "value": v, "on_delivery": on_delivery}
             if ts is not None and ts > 0:
@@ -230,14 +236,46 @@ def write_arrow(batches: Iterable[pa.RecordBatch], options: Mapping[str, str] | 
         producer.poll(0)
         if errors:
             break
+    _flush_or_raise(producer, opts.topic, errors)
+    return count
+
+
+def _flush_or_raise(producer: Any, topic: str, errors: list[Any]) -> None:
     left = producer.flush(FLUSH_TIMEOUT_S)
     if errors or left:
         err = errors[0] if errors else None
         if err is not None and (err.fatal() if hasattr(err, "fatal") else False):
             _drop_producer(producer)
         reason = err.str() if err is not None else f"{left} record(s) not acknowledged within {FLUSH_TIMEOUT_S:.0f}s"
-        raise KafkaError(f"cannot write to topic '{opts.topic}': {reason}")
-    return count
+        raise KafkaError(f"cannot write to topic '{topic}': {reason}")
+
+
+_EXACT_PRODUCERS: dict[str, Any] = {}
+
+
+def write_exact_timestamps(opts: SinkOptions, keys: list[bytes | None], values: list[bytes | None],
+                            timestamps: list[int | None], headers: list[Any]) -> int:
+    """Write records through kafka-python, which sends the timestamp it is given (0 included).
+    Same guarantees as the main path: idempotent, acks=all, Java-compatible murmur2 partitioning."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as KPError
+
+    with _PRODUCERS_LOCK:
+        producer = _EXACT_PRODUCERS.get(opts.bootstrap)
+        if producer is None:
+            producer = KafkaProducer(bootstrap_servers=opts.bootstrap.split(","), acks="all",
+                                     enable_idempotence=True, linger_ms=5)
+            _EXACT_PRODUCERS[opts.bootstrap] = producer
+    futures = []
+    try:
+        for k, v, ts, h in zip(keys, values, timestamps, headers):
+            futures.append(producer.send(opts.topic, key=k, value=v, timestamp_ms=ts, headers=list(h) if h else None))
+        producer.flush(FLUSH_TIMEOUT_S)
+        for f in futures:
+            f.get(timeout=FLUSH_TIMEOUT_S)
+    except KPError as e:
+        raise KafkaError(f"cannot write to topic '{opts.topic}': {e}") from None
+    return len(futures)
 
 
 def _produce(producer: Any, topic: str, kwargs: dict[str, Any]) -> None:

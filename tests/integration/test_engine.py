@@ -145,13 +145,13 @@ def test_meta_statements_print_explain_terminate_drop(engine, topic_name):  # ty
     src = topic_name("meta")
     engine.execute(f"""
         CREATE STREAM meta (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
-        INSERT INTO meta (k, n, ROWTIME) VALUES ('a', 1, 1);
+        INSERT INTO meta (k, n, ROWTIME) VALUES ('a', 1, 0);
         INSERT INTO meta (k, n, ROWTIME) VALUES ('b', 2, 1001);
         INSERT INTO meta (k, n, ROWTIME) VALUES ('c', 3, 2000);
     """)
     [printed] = engine.execute(f"PRINT '{src}' FROM BEGINNING LIMIT 2;")
     lines = [row[0] for row in printed.rows(timeout=30)]
-    assert lines == ['rowtime: 1970/01/01 00:00:00.001 Z, key: a, value: {"N":1}, partition: 0',
+    assert lines == ['rowtime: 1970/01/01 00:00:00.000 Z, key: a, value: {"N":1}, partition: 0',
                      'rowtime: 1970/01/01 00:00:01.001 Z, key: b, value: {"N":2}, partition: 0']
 
     [pull] = engine.execute("SELECT k, n FROM meta WHERE n > 1;")
@@ -185,3 +185,17 @@ def test_sink_keeps_source_delimiter_and_writes_null_multi_column_keys(engine, t
     produce(engine.admin, src, [("x,y", "1|one", 1), (None, "2|two", 2)])
     engine.wait_until_idle()
     assert [(k, v) for k, v, _ in read(engine.admin, "PIPE_OUT")] == [("x,y", "1|one"), (None, "2|two")]
+
+
+def test_timestamp_zero_is_kept_end_to_end(engine, topic_name):  # type: ignore[no-untyped-def]
+    """librdkafka writes timestamp 0 as "now"; ksqlDB keeps 0 (most of its own tests use it)."""
+    src = topic_name("zero")
+    engine.execute(f"""
+        CREATE STREAM zero (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        INSERT INTO zero (k, n, ROWTIME) VALUES ('a', 1, 0);
+        CREATE STREAM zero_out AS SELECT * FROM zero;
+    """)
+    produce(engine.admin, src, [("b", '{"n": 2}', 5)])
+    engine.wait_until_idle()
+    assert read(engine.admin, src)[0][2] == 0
+    assert [(k, ts) for k, _, ts in read(engine.admin, "ZERO_OUT")] == [("a", 0), ("b", 5)]
