@@ -89,7 +89,7 @@ def run_system(args: argparse.Namespace, system: str, w: Workload, bootstrap: st
     cmd = [sys.executable, "-m", "benchmarks.child", system, "--workload", w.name, "--bootstrap", bootstrap,
            "--input-topic", input_topic, "--output-topic", output_topic, "--records", str(args.records),
            "--expected", str(expected), "--timeout", str(args.timeout)]
-    if system == "streamsql" and args.latency_seconds > 0:
+    if system == "streamsql" and args.latency_seconds > 0 and w.latency:
         cmd += ["--latency-seconds", str(args.latency_seconds), "--latency-warmup", str(args.latency_warmup),
                 "--latency-rate", str(args.latency_rate)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),

@@ -14,6 +14,7 @@ A workload carries everything each system needs, so adding W2–W5 means adding 
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ class Workload:
     quix: Callable[[Any, Any], Any]
     seed: int = 2
     partitions: int = 2
+    #: whether the low-rate latency probe means anything (not for windows that close after minutes)
+    latency: bool = True
 
 
 # --- W1: payments JSON → fraud filter (seed pipeline 002, queries/fraud_filter.sql) ---------------
@@ -76,5 +79,176 @@ W1 = Workload(
     quix=_w1_quix,
 )
 
-#: every workload, in run order (W2–W5 go here)
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (W1,)}
+# --- W3: keyed sensor readings → SUM per key per 1-minute tumbling window (EMIT FINAL) -----------
+
+W3_WINDOW_MS = 60_000
+W3_GRACE_MS = 10_000
+
+
+def w3_keys(count: int) -> int:
+    """Distinct keys for ``count`` records: 1,000 at scale, fewer for smoke runs (about 50 records
+    per key, so every key spans several windows)."""
+    return max(1, min(1000, count // 50))
+
+
+def w3_readings(count: int, seed: int = 3) -> Iterator[Record]:
+    """``count`` records: readings 1 ms apart over ``w3_keys(count)`` sensors, then one sentinel per
+    sensor an hour after the last reading. The sentinels close every earlier window (each key's and
+    the partition's stream time move past window end + grace), so an EMIT FINAL pipeline is done
+    when it has emitted one row per (sensor, window) of the readings; their own windows stay open."""
+    rng = random.Random(seed)
+    keys = w3_keys(count)
+    readings = max(0, count - keys)
+    for i in range(readings):
+        ts = samples.BASE_TIME_MS + i
+        sensor = f"sensor-{rng.randrange(keys):04d}"
+        value = {"reading": round(rng.uniform(0.0, 100.0), 3), "ts": ts}
+        yield sensor.encode(), json.dumps(value, separators=(",", ":")).encode(), ts
+    end = samples.BASE_TIME_MS + readings + 3_600_000
+    for k in range(min(keys, count)):
+        value = {"reading": 0.0, "ts": end, "sentinel": True}
+        yield f"sensor-{k:04d}".encode(), json.dumps(value, separators=(",", ":")).encode(), end
+
+
+def _w3_sql(input_topic: str, output_topic: str) -> str:
+    return f"""SET 'auto.offset.reset' = 'earliest';
+CREATE STREAM readings (sensor VARCHAR KEY, reading DOUBLE, ts BIGINT)
+  WITH (KAFKA_TOPIC='{input_topic}', VALUE_FORMAT='JSON', TIMESTAMP='ts');
+CREATE TABLE reading_sums WITH (KAFKA_TOPIC='{output_topic}') AS
+  SELECT sensor, SUM(reading) AS total, COUNT(*) AS readings
+  FROM readings WINDOW TUMBLING (SIZE {W3_WINDOW_MS // 1000} SECONDS, GRACE PERIOD {W3_GRACE_MS // 1000} SECONDS)
+  GROUP BY sensor EMIT FINAL;
+"""
+
+
+def _w3_reference() -> Callable[[bytes | None, bytes | None], int]:
+    """One output per (sensor, window) first seen among the readings (sentinels emit nothing)."""
+    loads = json.loads
+    seen: set[tuple[bytes | None, int]] = set()
+
+    def process(key: bytes | None, value: bytes | None) -> int:
+        if value is None:
+            return 0
+        v = loads(value)
+        if v.get("sentinel"):
+            return 0
+        pair = (key, v["ts"] // W3_WINDOW_MS)
+        if pair in seen:
+            return 0
+        seen.add(pair)
+        return 1
+
+    return process
+
+
+def _w3_quix(sdf: Any, output_topic: Any) -> Any:
+    sdf = sdf.apply(lambda v: v["reading"])
+    sdf = sdf.tumbling_window(duration_ms=W3_WINDOW_MS, grace_ms=W3_GRACE_MS).sum().final()
+    sdf.to_topic(output_topic)
+    return sdf
+
+
+W3 = Workload(
+    name="W3",
+    title="keyed readings → SUM per key per 1-min tumbling window, EMIT FINAL",
+    generate=lambda count, seed: w3_readings(count, seed),
+    sql=_w3_sql,
+    reference=_w3_reference,
+    quix=_w3_quix,
+    seed=3,
+    latency=False,
+)
+
+
+# --- Nexmark q0–q2 over a bid stream (stateless) -------------------------------------------------
+
+NEXMARK_CHANNELS = ("Google", "Facebook", "Baidu", "Apple")
+#: q2's auction filter, as in the Flink/Arroyo Nexmark suites (``auction % 123 = 0``)
+Q2_MODULUS = 123
+
+
+def nexmark_bids(count: int, seed: int = 4) -> Iterator[Record]:
+    """Nexmark ``Bid`` events (auction, bidder, price, channel, url, dateTime, extra) as JSON, in
+    the shape of the Nexmark generator: hot auctions and bidders (about half the bids go to a small
+    hot set), prices in cents, one bid per millisecond. Deterministic for a seed."""
+    rng = random.Random(seed)
+    first_auction, first_person = 1000, 1000
+    for i in range(count):
+        open_auctions = first_auction + i // 10  # auctions open over time, as people bid on recent ones
+        if rng.random() < 0.5:
+            auction = open_auctions - (rng.randrange(100) // 10) * 10  # hot auctions
+        else:
+            auction = open_auctions - rng.randrange(min(open_auctions - first_auction, 1000) + 1)
+        bidder = first_person + (rng.randrange(50) if rng.random() < 0.5 else rng.randrange(10 + i // 20))
+        channel = NEXMARK_CHANNELS[rng.randrange(len(NEXMARK_CHANNELS))]
+        ts = samples.BASE_TIME_MS + i
+        value = {"auction": auction, "bidder": bidder, "price": int(rng.lognormvariate(7.0, 1.0)) + 1,
+                 "channel": channel, "url": f"https://www.nexmark.com/{channel.lower()}/item.htm?query=1&id={auction}",
+                 "dateTime": ts, "extra": "x" * rng.randrange(8, 40)}
+        yield None, json.dumps(value, separators=(",", ":")).encode(), ts
+
+
+_BID_DDL = """SET 'auto.offset.reset' = 'earliest';
+CREATE STREAM bid (auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR,
+  dateTime BIGINT, extra VARCHAR) WITH (KAFKA_TOPIC='{input_topic}', VALUE_FORMAT='JSON');
+"""
+
+
+def _nexmark_sql(select: str) -> Callable[[str, str], str]:
+    def sql(input_topic: str, output_topic: str) -> str:
+        return _BID_DDL.format(input_topic=input_topic) + (
+            f"CREATE STREAM nexmark_out WITH (KAFKA_TOPIC='{output_topic}') AS {select} EMIT CHANGES;\n")
+
+    return sql
+
+
+def _count_all() -> Callable[[bytes | None, bytes | None], int]:
+    loads = json.loads
+
+    def process(_key: bytes | None, value: bytes | None) -> int:
+        return 1 if value is not None and loads(value) is not None else 0
+
+    return process
+
+
+def _q2_reference() -> Callable[[bytes | None, bytes | None], int]:
+    loads = json.loads
+
+    def process(_key: bytes | None, value: bytes | None) -> int:
+        return 1 if value is not None and loads(value)["auction"] % Q2_MODULUS == 0 else 0
+
+    return process
+
+
+def _q0_quix(sdf: Any, output_topic: Any) -> Any:
+    sdf.to_topic(output_topic)
+    return sdf
+
+
+def _q1_quix(sdf: Any, output_topic: Any) -> Any:
+    sdf = sdf.apply(lambda v: {"AUCTION": v["auction"], "BIDDER": v["bidder"], "PRICE": 0.908 * v["price"],
+                               "DATETIME": v["dateTime"], "EXTRA": v["extra"]})
+    sdf.to_topic(output_topic)
+    return sdf
+
+
+def _q2_quix(sdf: Any, output_topic: Any) -> Any:
+    sdf = sdf.filter(lambda v: v["auction"] % Q2_MODULUS == 0)
+    sdf = sdf.apply(lambda v: {"AUCTION": v["auction"], "PRICE": v["price"]})
+    sdf.to_topic(output_topic)
+    return sdf
+
+
+Q0 = Workload(name="Q0", title="Nexmark q0: pass-through of bids", generate=lambda c, s: nexmark_bids(c, s),
+              sql=_nexmark_sql("SELECT * FROM bid"), reference=_count_all, quix=_q0_quix, seed=4)
+Q1 = Workload(name="Q1", title="Nexmark q1: currency conversion (price × 0.908)",
+              generate=lambda c, s: nexmark_bids(c, s),
+              sql=_nexmark_sql("SELECT auction, bidder, 0.908 * price AS price, dateTime, extra FROM bid"),
+              reference=_count_all, quix=_q1_quix, seed=4)
+Q2 = Workload(name="Q2", title=f"Nexmark q2: bids of auctions with id % {Q2_MODULUS} = 0",
+              generate=lambda c, s: nexmark_bids(c, s),
+              sql=_nexmark_sql(f"SELECT auction, price FROM bid WHERE auction % {Q2_MODULUS} = 0"),
+              reference=_q2_reference, quix=_q2_quix, seed=4)
+
+#: every workload, in run order (W2, W4 and W5 come with Python UDFs, gzip and joins)
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (W1, W3, Q0, Q1, Q2)}

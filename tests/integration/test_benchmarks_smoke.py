@@ -28,7 +28,7 @@ def test_quick_benchmark_writes_rows(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--records", "2000", "--systems", systems,
+        [sys.executable, "-m", "benchmarks", "--quick", "--records", "2000", "--workloads", "W1", "--systems", systems,
          "--latency-seconds", "1", "--latency-warmup", "3", "--json", str(out)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
