@@ -211,9 +211,11 @@ def parse_query_line(line: str) -> tuple[str, Any] | None:
     stripped = line.strip().rstrip(",")
     if not stripped or stripped in ("[", "]"):
         return None
-    try:
-        value = json.loads(stripped)
-    except ValueError:
+    value = _json_or_none(stripped)
+    if value is None and (stripped[:1] == "[" or stripped[-1:] == "]"):
+        # /query's array: "[{header}," first, "{final}]" last
+        value = _json_or_none(stripped[1:] if stripped[:1] == "[" else stripped[:-1])
+    if value is None:
         return (TEXT, line.rstrip("\r\n"))
     if isinstance(value, list):
         return (ROW, value)
@@ -233,6 +235,13 @@ def parse_query_line(line: str) -> tuple[str, Any] | None:
     if "message" in value and ("error_code" in value or "@type" in value):
         return (ERROR, error_from_body(value, 500))
     return (TEXT, line.rstrip("\r\n"))
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def _header_from_schema(header: dict[str, Any]) -> dict[str, Any]:
@@ -434,11 +443,12 @@ class KsqlClient:
         columns = list(zip(header.get("columnNames", []), header.get("columnTypes", [])))
         kind = "print" if is_print else ("push" if is_push_query(statement) else "pull")
         stream = r.RowStream(statement, header.get("queryId", ""), columns, limit=query_limit(statement), kind=kind)
-        threading.Thread(target=self._pump, args=(conn, resp, stream, pending), daemon=True,
+        ended = threading.Event()  # the server ended the response: nothing to close there
+        threading.Thread(target=self._pump, args=(conn, resp, stream, pending, ended), daemon=True,
                          name=f"query-stream-{stream.query_id}").start()
 
         def close() -> None:
-            if stream.query_id and kind == "push":
+            if stream.query_id and kind == "push" and not ended.is_set():
                 try:
                     self.close_query(stream.query_id)
                 except StreamsqlError:
@@ -450,7 +460,7 @@ class KsqlClient:
 
     @staticmethod
     def _pump(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, stream: r.RowStream,
-              pending: list[tuple[str, Any]]) -> None:
+              pending: list[tuple[str, Any]], ended: threading.Event) -> None:
         error: BaseException | None = None
         try:
             for kind, value in pending:
@@ -459,6 +469,7 @@ class KsqlClient:
             while not stream.closed:
                 line = resp.readline().decode("utf-8", "replace")
                 if not line:
+                    ended.set()
                     break
                 item = parse_query_line(line)
                 if item is None:
@@ -470,10 +481,9 @@ class KsqlClient:
                 elif kind == TEXT:
                     if not stream.put([value]):
                         break
-                elif kind == ERROR:
-                    error = value
-                    break
-                elif kind == END:
+                elif kind in (ERROR, END):
+                    error = value if kind == ERROR else None
+                    ended.set()
                     break
         except (OSError, http.client.HTTPException, ValueError) as e:
             if not stream.closed:

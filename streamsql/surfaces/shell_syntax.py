@@ -107,7 +107,7 @@ class KsqlCompleter(Completer):
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
         before = document.text_before_cursor
-        match = re.search(r"(\$\{[A-Za-z0-9_]*|'[^'\s]*|[A-Za-z_][A-Za-z0-9_]*)$", before)
+        match = re.search(r"(\$\{[A-Za-z0-9_]*)$", before) or re.search(r"('[^'\s]*|[A-Za-z_][A-Za-z0-9_]*)$", before)
         typed = match.group(1) if match else ""
         statement = before[: len(before) - len(typed)].rsplit(";", 1)[-1]
         try:
@@ -138,7 +138,9 @@ class KsqlCompleter(Completer):
             return vocab.topics + list(vocab.sources)
         if last in ("SET", "UNSET"):
             return [f"'{p}'" for p in vocab.properties]
-        if last in _SOURCE_CONTEXT and not (last in ("STREAM", "TABLE") and previous[0] == "CREATE"):
+        if last in ("STREAM", "TABLE", "TYPE") and previous[0] == "CREATE" or last == "AS" and len(previous) <= 4:
+            return []  # a new name is being written
+        if last in _SOURCE_CONTEXT:
             return sorted(vocab.sources)
         named = [name for name in vocab.sources if name in previous]
         columns = sorted({c for name in (named or vocab.sources) for c in vocab.columns.get(name, [])})
