@@ -374,9 +374,27 @@ def run_shell(args: "object") -> int:
         try:
             for notice in engine.start():
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)
+            if _interactive(args):
+                backend.description += f"\nEngine logs (Spark, processing log) go to {_logs_to_file(config.data_dir)}"
             return _drive(backend, args, Path(config.data_dir) / "shell_history")
         finally:
             backend.close()
+
+
+def _interactive(args: "object") -> bool:
+    return not (getattr(args, "execute", None) or getattr(args, "file", None)) and sys.stdin.isatty()
+
+
+def _logs_to_file(data_dir: Path) -> Path:
+    """Send this process's stderr (Python logging, and the Spark JVM started later, which
+    inherits it) to a file, so engine logs do not interleave with the prompt."""
+    path = Path(data_dir) / "shell.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return path
 
 
 def _drive(backend: Backend, args: "object", history_file: Path) -> int:

@@ -20,6 +20,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
+T0 = time.monotonic()
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]|\r")
 
 
@@ -49,6 +50,8 @@ class PtyShell:
             m = regex.search(self.screen, self._seen)
             if m:
                 self._seen = m.end()
+                if os.environ.get("SHELL_TEST_TIMES"):
+                    print(f"{time.monotonic() - T0:7.1f}s {pattern}", file=sys.stderr)
                 return m
             remaining = deadline - time.monotonic()
             if remaining <= 0:
