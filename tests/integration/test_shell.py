@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from streamsql.kafka.admin import KafkaAdmin
+
 pytestmark = pytest.mark.integration
 
 T0 = time.monotonic()
@@ -156,7 +158,7 @@ def test_interactive_session(bootstrap, topic_name, tmp_path):  # type: ignore[n
         sh.expect(r"Output format set to JSON")
         sh.line("SHOW STREAMS;")
         sh.expect(r'"@type": "streams"')
-        sh.line("exit")
+        sh.send("\x04")  # Ctrl-D at an empty prompt leaves
         sh.expect(r"Exiting streamsql.")
         assert sh.wait() == 0
     finally:
@@ -181,11 +183,21 @@ def test_execute_and_file_modes(bootstrap, topic_name, tmp_path):  # type: ignor
     assert "Stream created" in first.stdout
     assert re.search(r"EXEC_S\s+\| " + re.escape(topic), first.stdout)
 
+    admin = KafkaAdmin(bootstrap)
+    admin.produce(topic, b"k1", b'{"N":41}', 1000)
+    admin.close()
+    (tmp_path / "more.sql").write_text("DEFINE answer = '42';\nSHOW VARIABLES;\n")
     script = tmp_path / "script.sql"
-    script.write_text("DESCRIBE exec_s;\noutput JSON\nSHOW STREAMS;\nDESCRIBE missing_s;\nSHOW TOPICS;\n")
+    script.write_text(f"DESCRIBE exec_s;\nhelp\nRUN SCRIPT '{tmp_path / 'more.sql'}'\n"
+                      f"PRINT '{topic}' FROM BEGINNING LIMIT 1;\n"
+                      "output JSON\nSHOW STREAMS;\nDESCRIBE missing_s;\nSHOW TOPICS;\n")
     second = shell("--file", str(script))
     assert second.returncode == 1, second.stdout + second.stderr
     assert re.search(r"N\s+\| INTEGER", second.stdout)
+    assert "Shell commands" in second.stdout  # help
+    assert re.search(r"ANSWER\s+\| 42", second.stdout)  # RUN SCRIPT ran the other file
+    assert re.search(r'key: k1, value: \{"N":41\}', second.stdout)
+    assert "Topic printing ceased" in second.stdout
     assert '"name": "EXEC_S"' in second.stdout
     assert "MISSING_S does not exist" in second.stdout
     assert "kafka_topics" not in second.stdout  # nothing runs after the error
