@@ -19,6 +19,7 @@ commands, SELECT and PRINT included) and exit non-zero at the first error.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import select
@@ -35,6 +36,8 @@ from streamsql.runtime import results as r
 from streamsql.surfaces import console
 from streamsql.surfaces.backends import Backend
 from streamsql.surfaces.shell_syntax import is_cli_command, is_complete
+
+log = logging.getLogger(__name__)
 
 HELP = """\
 Statements end with ';' and may span lines (Enter continues until the ';').
@@ -207,6 +210,10 @@ class Shell:
                     self._show(done)
                 self._error(e, text)
                 return False
+            except Exception as e:  # a bug below the shell: say so, keep the shell alive
+                log.exception("statement failed unexpectedly")
+                self._print(f"Internal error ({type(e).__name__}): {e}")
+                return False
         return True
 
     def _show(self, result: r.Result) -> None:
@@ -225,7 +232,7 @@ class Shell:
             self._print(console.stream_header_json(stream))
         elif stream.kind != "print":
             self._print(boxes.header())
-        error: StreamsqlError | None = None
+        error: Exception | None = None
         try:
             while True:
                 row = stream.poll(0.1)
@@ -238,7 +245,7 @@ class Shell:
                         self._print(console.stream_row_json(row) if as_json else boxes.row(row))
                 if interrupted():
                     break
-        except StreamsqlError as e:
+        except Exception as e:  # the query failed while streaming (the engine's error, or the server's)
             error = e
         finally:
             stream.close()
@@ -253,7 +260,7 @@ class Shell:
             self._print("Limit Reached")
         self._print("Query terminated")
 
-    def _error(self, error: StreamsqlError, text: str) -> None:
+    def _error(self, error: Exception, text: str) -> None:
         """The error's message; for a parse error, also the offending line with a caret under the
         column (positions are 1-based within the input that was run)."""
         self._print(str(error))
