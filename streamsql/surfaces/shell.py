@@ -200,7 +200,8 @@ class Shell:
             try:
                 for result in self.backend.execute(text):
                     if isinstance(result, r.RowStream):
-                        self._stream(result, interrupted)
+                        if not self._stream(result, interrupted):
+                            return False
                     else:
                         self._show(result)
                     if interrupted(read_keys=False):
@@ -222,8 +223,8 @@ class Shell:
         else:
             self._print("\n" + console.render_entity(result, _terminal_width()))
 
-    def _stream(self, stream: r.RowStream, interrupted: Callable[..., bool]) -> None:
-        """Print a query's rows as they arrive, until it ends or Ctrl-C."""
+    def _stream(self, stream: r.RowStream, interrupted: Callable[..., bool]) -> bool:
+        """Print a query's rows as they arrive, until it ends or Ctrl-C. False if it failed."""
         as_json = self.output_format == "JSON"
         boxes = console.RowBoxes([name for name, _ in stream.columns], _terminal_width())
         if stream.kind == "push":
@@ -249,16 +250,17 @@ class Shell:
             error = e
         finally:
             stream.close()
-        if stream.kind == "print":
-            self._print("Topic printing ceased")
-            return
         if stream.kind == "pull" and not as_json:
             self._print(boxes.border())
         if error is not None:
             self._error(error, "")
+        if stream.kind == "print":
+            self._print("Topic printing ceased")
+            return error is None
         if stream.limit_reached:
             self._print("Limit Reached")
         self._print("Query terminated")
+        return error is None
 
     def _error(self, error: Exception, text: str) -> None:
         """The error's message; for a parse error, also the offending line with a caret under the
