@@ -12,7 +12,14 @@ Public API (the rest of the engine uses only these):
     substitute_variables(text, variables) -> str        ``${name}`` substitution alone
 """
 
-from streamsql.sql.parser import parse, parse_expression, parse_type, split_statements, substitute_variables, to_sql_type
+from streamsql.sql.parser import (
+    parse,
+    parse_expression,
+    parse_type,
+    split_statements,
+    substitute_variables,
+    to_sql_type,
+)
 
 __all__ = ["parse", "parse_expression", "parse_type", "split_statements",
            "substitute_variables", "to_sql_type"]
