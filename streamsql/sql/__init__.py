@@ -8,8 +8,18 @@ Public API (the rest of the engine uses only these):
     parse_expression(text) -> sqlglot.exp.Expression
     parse_type(text) -> types.SqlType
     to_sql_type(datatype: sqlglot.exp.DataType) -> types.SqlType
+    split_statements(text) -> list[str]                 statement texts, as written
+    substitute_variables(text, variables) -> str        ``${name}`` substitution alone
 """
 
-from streamsql.sql.parser import parse, parse_expression, parse_type, to_sql_type
+from streamsql.sql.parser import (
+    parse,
+    parse_expression,
+    parse_type,
+    split_statements,
+    substitute_variables,
+    to_sql_type,
+)
 
-__all__ = ["parse", "parse_expression", "parse_type", "to_sql_type"]
+__all__ = ["parse", "parse_expression", "parse_type", "split_statements",
+           "substitute_variables", "to_sql_type"]

@@ -98,6 +98,20 @@ def to_sql_type(datatype: exp.DataType) -> t.SqlType:
         raise errors.ParseError(str(e), 1, 1, datatype.sql()) from None
 
 
+def split_statements(text: str) -> list[str]:
+    """The script's statements as written (without their ``;``), split on ``;`` outside quotes
+    and comments; nothing is parsed or substituted. For clients that send statements elsewhere
+    to be parsed (the shell against a server)."""
+    out = [chunk.text.strip() for chunk in _Script(text).chunks()]
+    return [s for s in out if s and tokenize(s)]
+
+
+def substitute_variables(text: str, variables: Mapping[str, str]) -> str:
+    """``text`` with ``${name}`` replaced by its value (names case-insensitive), as :func:`parse`
+    does before parsing; ``$${name}`` stays a literal ``${name}``."""
+    return _substitute(text, {name.upper(): value for name, value in variables.items()}).text
+
+
 # --- script, chunks, variables -----------------------------------------------------------------
 
 

@@ -1,5 +1,7 @@
 """The ``streamsql`` command.
 
+    streamsql                              the interactive shell on the embedded default
+    streamsql shell [URL] [-e SQL | -f F]  the shell, on a ksqlDB-compatible server when given its URL
     streamsql demo [--count N]             run the seed pipeline on sample data (embedded default)
     streamsql run FILE.sql [--until-idle]  headless runner
     streamsql broker [--port N]            the embedded Kafka-compatible broker, in the foreground
@@ -57,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--count", type=int, default=10000)
     produce.add_argument("--partitions", type=int, default=2)
     _common(produce)
+
+    shell = sub.add_parser("shell", help="the interactive shell (the default command)")
+    shell.add_argument("url", nargs="?", help="a ksqlDB-compatible server, e.g. http://localhost:8088 "
+                                               "(default: the embedded engine)")
+    shell.add_argument("-e", "--execute", help="run these statements, print their results and exit")
+    shell.add_argument("-f", "--file", help="run this file's statements, print their results and exit")
+    shell.add_argument("-d", "--define", action="append", default=[], metavar="NAME=VALUE",
+                       help="define a variable for ${NAME} substitution (repeatable)")
+    shell.add_argument("--output", choices=["TABULAR", "JSON"], type=str.upper, default="TABULAR")
+    _common(shell)
 
     test = sub.add_parser("test", help="run ksqlDB query-validation tests (QTT) or a ksql-test-runner trio")
     from streamsql.testing.command import add_arguments as _test_arguments
@@ -160,6 +172,12 @@ def cmd_produce(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shell(args: argparse.Namespace) -> int:
+    from streamsql.surfaces.shell import run_shell
+
+    return run_shell(args)
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     """QTT conformance runner: a line per file, then ``N passed, M failed``; exit 1 if any failed."""
     from streamsql.testing.command import run_command
@@ -173,10 +191,10 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     parser = build_parser()
     args = parser.parse_args(argv)
-    commands = {"run": cmd_run, "demo": cmd_demo, "broker": cmd_broker, "produce": cmd_produce, "test": cmd_test}
+    commands = {"run": cmd_run, "demo": cmd_demo, "broker": cmd_broker, "produce": cmd_produce, "test": cmd_test,
+                "shell": cmd_shell}
     if args.command is None:
-        parser.print_help()
-        return 0
+        args = parser.parse_args(["shell"])
     try:
         return commands[args.command](args)
     except StreamsqlError as e:

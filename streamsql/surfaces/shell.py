@@ -1,0 +1,432 @@
+"""The interactive ``streamsql`` shell, modelled on ksqlDB's ``ksql`` CLI.
+
+``streamsql`` (no arguments) opens it on the embedded engine; ``streamsql shell http://host:8088``
+on a ksqlDB-compatible server. Input is edited as one multi-line buffer: Enter runs it once it ends
+with ``;`` (outside quotes and comments) or is a shell command, and starts a new line otherwise.
+Statements run in order through the backend; each result prints as it arrives, in the ksql CLI's
+layouts (:mod:`streamsql.surfaces.console`). Query rows stream until the query ends (LIMIT, pull
+query done) or the user presses Ctrl-C, which ends the query and returns to the prompt.
+
+Ctrl-C while a query runs is read as a key, not delivered as SIGINT: the terminal's signal keys
+are switched off while statements run, because SIGINT reaches every process of the terminal's
+foreground group, including Spark's Python workers, whose running tasks (and so the persistent
+queries they serve) it would kill. Without a terminal, SIGINT is caught and ends the query.
+
+Non-interactive: ``--execute "…"`` and ``--file f.sql`` run through the same handler (shell
+commands, SELECT and PRINT included) and exit non-zero at the first error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import select
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TextIO
+
+from streamsql.errors import StreamsqlError
+from streamsql.runtime import results as r
+from streamsql.surfaces import console
+from streamsql.surfaces.backends import Backend
+from streamsql.surfaces.shell_syntax import is_cli_command, is_complete
+
+log = logging.getLogger(__name__)
+
+HELP = """\
+Statements end with ';' and may span lines (Enter continues until the ';').
+  CREATE STREAM|TABLE ... / CREATE ... AS SELECT ... / INSERT INTO ... / DROP ... / TERMINATE ...
+  SELECT ... EMIT CHANGES [LIMIT n];  push query: rows stream until LIMIT or Ctrl-C
+  SELECT ... FROM table WHERE ...;    pull query
+  SHOW STREAMS|TABLES|TOPICS|QUERIES|PROPERTIES|FUNCTIONS|VARIABLES; DESCRIBE [EXTENDED] name;
+  PRINT topic [FROM BEGINNING] [LIMIT n]; EXPLAIN query_id;
+  SET 'property'='value'; UNSET 'property'; DEFINE name='value'; then ${name} in statements
+
+Shell commands (case-insensitive, ';' optional):
+  help                        this text
+  output [JSON|TABULAR]       show or set how results print
+  run script 'file.sql'       run a file's statements
+  history                     previous inputs
+  clear                       clear the screen
+  version                     the streamsql version
+  exit | quit | Ctrl-D        leave the shell
+
+Keys: Tab completes keywords, sources, columns, functions, properties and ${variables};
+      Ctrl-C clears the input (at the prompt) or ends the running query; Up/Down walk the history."""
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("streamsql")
+    except Exception:
+        return "0.1.0"
+
+
+class Shell:
+    def __init__(self, backend: Backend, out: TextIO | None = None, output_format: str = "TABULAR",
+                 history_file: Path | None = None) -> None:
+        self.backend = backend
+        self.out = out or sys.stdout
+        self.output_format = output_format.upper()
+        self.history_file = history_file
+        self._history: list[str] = []
+
+    # --- entry points ---------------------------------------------------------------------------
+
+    def run_interactive(self) -> int:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.key_binding import KeyBindings
+        from prompt_toolkit.lexers import PygmentsLexer
+        from prompt_toolkit.styles import Style
+
+        from streamsql.surfaces.shell_syntax import STYLE, KsqlCompleter, KsqlLexer
+
+        bindings = KeyBindings()
+
+        @bindings.add("enter")
+        def _enter(event) -> None:  # type: ignore[no-untyped-def]
+            buffer = event.current_buffer
+            if buffer.complete_state is not None and buffer.complete_state.current_completion is not None:
+                buffer.apply_completion(buffer.complete_state.current_completion)
+                return
+            if is_complete(buffer.text):
+                buffer.validate_and_handle()
+            else:
+                buffer.insert_text("\n")
+
+        history = FileHistory(str(self.history_file)) if self.history_file else InMemoryHistory()
+        session: PromptSession[str] = PromptSession(
+            message="streamsql> ", multiline=True, key_bindings=bindings, history=history,
+            prompt_continuation=lambda width, line_number, soft_wrap: " " * (width - 2) + "> ",
+            completer=KsqlCompleter(self.backend.vocabulary), complete_while_typing=False,
+            lexer=PygmentsLexer(KsqlLexer), style=Style.from_dict(STYLE), enable_history_search=False)
+        self._history = list(history.load_history_strings())[::-1]
+        self._print(self._banner())
+        while True:
+            try:
+                text = session.prompt()
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt clears the input, as in the ksql CLI
+            except EOFError:
+                break
+            self._history.append(text)
+            if not self.handle(text):
+                break
+        self._print("Exiting streamsql.")
+        return 0
+
+    def run_text(self, text: str) -> int:
+        """``--execute`` / ``--file``: run ``text`` (shell commands allowed on their own lines);
+        0 if everything succeeded, 1 at the first error."""
+        for chunk in _split_commands(text):
+            if is_cli_command(chunk):
+                ok = self._command(chunk)
+                if ok is None:
+                    return 0
+                if not ok:
+                    return 1
+            elif not self._statements(chunk):
+                return 1
+        return 0
+
+    def handle(self, text: str) -> bool:
+        """One input from the prompt. Returns False when the user asked to leave."""
+        if not text.strip():
+            return True
+        if is_cli_command(text):
+            return self._command(text) is not None
+        self._statements(text)
+        return True
+
+    # --- shell commands -------------------------------------------------------------------------
+
+    def _command(self, text: str) -> bool | None:
+        """Run a shell command: True if it went well, False if it failed, None for exit."""
+        words = text.strip().rstrip(";").split()
+        first = words[0].lower()
+        if first in ("exit", "quit"):
+            return None
+        if first == "help":
+            self._print(HELP)
+        elif first == "version":
+            self._print(f"streamsql v{_version()}")
+        elif first == "clear":
+            self.out.write("\x1b[2J\x1b[H")
+            self.out.flush()
+        elif first == "history":
+            for n, entry in enumerate(self._history, start=1):
+                self._print(f"{n:5d}  {entry}")
+        elif first == "output":
+            if len(words) == 1:
+                self._print(f"Output format: {self.output_format}")
+            elif words[1].upper() in ("JSON", "TABULAR"):
+                self.output_format = words[1].upper()
+                self._print(f"Output format set to {self.output_format}")
+            else:
+                self._print(f"Error: Invalid output format: '{words[1]}' (expected JSON or TABULAR)")
+                return False
+        elif first == "run":
+            return self._run_script(text)
+        return True
+
+    def _run_script(self, text: str) -> bool:
+        m = re.match(r"\s*run\s+script\s+'((?:''|[^'])*)'\s*;?\s*$", text, re.IGNORECASE)
+        if not m:
+            self._print("Error: usage: RUN SCRIPT '<path to file>'")
+            return False
+        path = Path(m.group(1).replace("''", "'")).expanduser()
+        try:
+            script = path.read_text(encoding="utf-8")
+        except OSError as e:
+            self._print(f"Error: cannot read script {path}: {e.strerror or e}")
+            return False
+        return self._statements(script)
+
+    # --- statements -----------------------------------------------------------------------------
+
+    def _statements(self, text: str) -> bool:
+        """Run the statements of ``text`` in order, printing each result; stop at the first error
+        (printed with its position) or when the user interrupts. True if all succeeded."""
+        with _interrupt_watch() as interrupted:
+            try:
+                for result in self.backend.execute(text):
+                    if isinstance(result, r.RowStream):
+                        if not self._stream(result, interrupted):
+                            return False
+                    else:
+                        self._show(result)
+                    if interrupted(read_keys=False):
+                        break
+            except StreamsqlError as e:
+                for done in getattr(e, "entities", []):
+                    self._show(done)
+                self._error(e, text)
+                return False
+            except Exception as e:  # a bug below the shell: say so, keep the shell alive
+                log.exception("statement failed unexpectedly")
+                self._print(f"Internal error ({type(e).__name__}): {e}")
+                return False
+        return True
+
+    def _show(self, result: r.Result) -> None:
+        if self.output_format == "JSON":
+            self._print(console.render_json(result))
+        else:
+            self._print("\n" + console.render_entity(result, _terminal_width()))
+
+    def _stream(self, stream: r.RowStream, interrupted: Callable[..., bool]) -> bool:
+        """Print a query's rows as they arrive, until it ends or Ctrl-C. False if it failed."""
+        as_json = self.output_format == "JSON"
+        boxes = console.RowBoxes([name for name, _ in stream.columns], _terminal_width())
+        if stream.kind == "push":
+            self._print("Press CTRL-C to interrupt")
+        if as_json:
+            self._print(console.stream_header_json(stream))
+        elif stream.kind != "print":
+            self._print(boxes.header())
+        error: Exception | None = None
+        try:
+            while True:
+                row = stream.poll(0.1)
+                if row is None:
+                    break
+                if row is not r.RowStream.TIMEOUT:
+                    if stream.kind == "print":
+                        self._print(str(row[0]))
+                    else:
+                        self._print(console.stream_row_json(row) if as_json else boxes.row(row))
+                if interrupted():
+                    break
+        except Exception as e:  # the query failed while streaming (the engine's error, or the server's)
+            error = e
+        finally:
+            stream.close()
+        if stream.kind == "pull" and not as_json:
+            self._print(boxes.border())
+        if error is not None:
+            self._error(error, "")
+        if stream.kind == "print":
+            self._print("Topic printing ceased")
+            return error is None
+        if stream.limit_reached:
+            self._print("Limit Reached")
+        self._print("Query terminated")
+        return error is None
+
+    def _error(self, error: Exception, text: str) -> None:
+        """The error's message; for a parse error, also the offending line with a caret under the
+        column (positions are 1-based within the input that was run)."""
+        self._print(str(error))
+        m = re.match(r"line (\d+):(\d+):", str(error))
+        lines = text.splitlines()
+        if m and 1 <= int(m.group(1)) <= len(lines):
+            line, column = int(m.group(1)), int(m.group(2))
+            source, start = lines[line - 1], max(0, column - 60)
+            shown = ("..." if start else "") + source[start : start + 100]
+            self._print(f"  {shown}\n  {' ' * (column - 1 - start + (3 if start else 0))}^")
+
+    def _banner(self) -> str:
+        return (f"streamsql v{_version()}: ksqlDB's SQL on Spark Structured Streaming\n"
+                f"Connected to {self.backend.description}\n"
+                f"Type 'help' for help, 'exit' or Ctrl-D to leave.\n")
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+def _terminal_width() -> int:
+    return shutil.get_terminal_size((120, 40)).columns or 120
+
+
+def _split_commands(text: str) -> list[str]:
+    """Cut a script into runs of statements and lines holding a shell command (``output JSON``,
+    ``run script 'x'`` ...), keeping statements' own line breaks."""
+    chunks: list[str] = []
+    pending: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if is_cli_command(line) and is_complete("".join(pending)):
+            if "".join(pending).strip():
+                chunks.append("".join(pending))
+            chunks.append(line.strip())
+            pending = []
+        else:
+            pending.append(line)
+    if "".join(pending).strip():
+        chunks.append("".join(pending))
+    return chunks
+
+
+@contextlib.contextmanager
+def _interrupt_watch() -> Iterator[Callable[..., bool]]:
+    """Yield a check "has the user pressed Ctrl-C?". On a terminal, its signal keys are off
+    (Ctrl-C arrives as a byte, and no SIGINT reaches Spark's workers) and echo is off; the check
+    reads the keys typed since (dropping them: they were typed while rows streamed) unless told
+    not to, so keys typed ahead during other statements reach the next prompt. Without a
+    terminal, SIGINT is caught."""
+    fd = sys.stdin.fileno() if sys.stdin is not None and not sys.stdin.closed else -1
+    pressed = threading.Event()
+    if fd >= 0 and os.isatty(fd):
+        import termios
+
+        saved = termios.tcgetattr(fd)
+        quiet = termios.tcgetattr(fd)
+        quiet[3] &= ~(termios.ICANON | termios.ECHO | termios.ISIG)
+        quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 0, 0
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+
+        def check_keys(read_keys: bool = True) -> bool:
+            while read_keys and not pressed.is_set() and select.select([fd], [], [], 0)[0]:
+                data = os.read(fd, 256)
+                if not data:
+                    break
+                if b"\x03" in data:
+                    pressed.set()
+            return pressed.is_set()
+
+        try:
+            yield check_keys
+        finally:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        return
+
+    def on_sigint(_signum: int, _frame: object) -> None:
+        pressed.set()
+
+    def check_signal(read_keys: bool = True) -> bool:
+        # Spark installs its own SIGINT handler (cancel every job) when its context starts,
+        # which can happen during a statement: keep ours in place.
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not on_sigint:
+            signal.signal(signal.SIGINT, on_sigint)
+        return pressed.is_set()
+
+    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    check_signal()
+    try:
+        yield check_signal
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+# --- the command ------------------------------------------------------------------------------------
+
+
+def run_shell(args: "object") -> int:
+    """``streamsql shell`` (and plain ``streamsql``): connect the backend the arguments name, then
+    run ``--execute`` / ``--file`` / piped input, or the interactive prompt."""
+    url = getattr(args, "url", None)
+    if url:
+        from streamsql.surfaces.backends import RemoteBackend
+
+        return _drive(RemoteBackend(url), args, Path.home() / ".streamsql_history")
+
+    from streamsql.runtime.engine import Engine
+    from streamsql.surfaces.backends import EmbeddedBackend
+    from streamsql.surfaces.cli import _config, kafka_cluster
+
+    with kafka_cluster(_config(args)) as config:  # type: ignore[arg-type]
+        engine = Engine(config)
+        backend = EmbeddedBackend(engine, f"the embedded engine (Kafka at {config.bootstrap_servers}, "
+                                          f"data in {config.data_dir})")
+        try:
+            for notice in engine.start():
+                print(f"streamsql: {notice}", file=sys.stderr, flush=True)
+            if _interactive(args):
+                backend.description += f"\nEngine logs (Spark, processing log) go to {_logs_to_file(config.data_dir)}"
+            return _drive(backend, args, Path(config.data_dir) / "shell_history")
+        finally:
+            backend.close()
+
+
+def _interactive(args: "object") -> bool:
+    return not (getattr(args, "execute", None) or getattr(args, "file", None)) and sys.stdin.isatty()
+
+
+def _logs_to_file(data_dir: Path) -> Path:
+    """Send this process's stderr (Python logging, and the Spark JVM started later, which
+    inherits it) to a file, so engine logs do not interleave with the prompt."""
+    path = Path(data_dir) / "shell.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return path
+
+
+def _drive(backend: Backend, args: "object", history_file: Path) -> int:
+    shell = Shell(backend, output_format=getattr(args, "output", "TABULAR") or "TABULAR", history_file=history_file)
+    for definition in getattr(args, "define", None) or []:
+        name, sep, value = definition.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name.strip()):
+            print(f"Error: --define expects NAME=VALUE, got '{definition}'", file=sys.stderr)
+            return 2
+        quoted = value.replace("'", "''")
+        for _ in backend.execute(f"DEFINE {name.strip()} = '{quoted}';"):
+            pass
+    execute, file = getattr(args, "execute", None), getattr(args, "file", None)
+    if execute:
+        return shell.run_text(execute)
+    if file:
+        try:
+            text = Path(file).read_text(encoding="utf-8")
+        except OSError as e:
+            print(f"Error: cannot read {file}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        return shell.run_text(text)
+    if not sys.stdin.isatty():
+        return shell.run_text(sys.stdin.read())
+    history_file.parent.mkdir(parents=True, exist_ok=True)
+    return shell.run_interactive()
