@@ -267,9 +267,9 @@ class ExpressionCompiler:
         return Compiled(f"({left.sql} LIKE {right.sql} ESCAPE {esc.sql})", t.BOOLEAN)
 
     def _in(self, node: exp.In) -> Compiled:
-        value = self.compile(node.this)
-        items = [self.compile(e) for e in node.expressions]
-        return Compiled(f"({value.sql} IN ({', '.join(i.sql for i in items)}))", t.BOOLEAN)
+        from streamsql.planner.membership import compile_in
+
+        return compile_in(self, node)
 
     def _between(self, node: exp.Between) -> Compiled:
         value = self.compile(node.this)

@@ -528,6 +528,7 @@ MESSAGE_REWRITES: list[tuple[str, str, str]] = [
     (r"^(Syntax error at or near '[^']*') at line (\d+):(\d+)$", r"line \2:\3: \1",
      "syntax errors: ksqlDB puts the location last, ours first (ANTLR style)"),
     (r"^Error in (?:WHERE|HAVING) expression: ", "", "ours names the failing comparison without the clause prefix"),
+    (r"^Invalid (?:Predicate|Select): ", "", "ours names the failing expression without the clause prefix"),
     (r"\b(?:Stream|Table) (\S+) does not exist", r"Source \1 does not exist", "DROP of a missing source"),
 ]
 
