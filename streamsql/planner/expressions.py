@@ -214,7 +214,23 @@ class ExpressionCompiler:
         left = self._time_aware(node.this, node.expression)
         right = self._time_aware(node.expression, node.this)
         self._check_comparable(node, left, right, name)
-        return Compiled(f"({left.sql} {op} {right.sql})", t.BOOLEAN)
+        # ksqlDB: a comparison with a null operand is false, never null
+        return Compiled(f"coalesce(({left.sql} {op} {right.sql}), FALSE)", t.BOOLEAN)
+
+    def _nullsafeeq(self, node: exp.NullSafeEQ) -> Compiled:
+        """``a IS NOT DISTINCT FROM b``: equal, or both null."""
+        return self._distinct(node, negate=False)
+
+    def _nullsafeneq(self, node: exp.NullSafeNEQ) -> Compiled:
+        """``a IS DISTINCT FROM b``."""
+        return self._distinct(node, negate=True)
+
+    def _distinct(self, node: exp.Expression, negate: bool) -> Compiled:
+        left = self._time_aware(node.this, node.expression)
+        right = self._time_aware(node.expression, node.this)
+        self._check_comparable(node, left, right, "IS_DISTINCT_FROM" if negate else "IS_NOT_DISTINCT_FROM")
+        test = f"({left.sql} <=> {right.sql})"
+        return Compiled(f"(NOT {test})" if negate else test, t.BOOLEAN)
 
     def _time_aware(self, node: exp.Expression, other: exp.Expression) -> Compiled:
         """A string literal compared with ROWTIME/WINDOWSTART/WINDOWEND is an ISO timestamp."""
