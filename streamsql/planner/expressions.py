@@ -302,6 +302,9 @@ class ExpressionCompiler:
         return Compiled(f"({value.sql} IS {self.compile(target).sql})", t.BOOLEAN)
 
     def _case(self, node: exp.Case) -> Compiled:
+        results = [b.args["true"] for b in node.args.get("ifs") or []] + [node.args.get("default")]
+        if all(r is None or isinstance(r, exp.Null) for r in results):
+            raise AnalysisError("Invalid Case expression. All case branches have NULL type")
         parts = ["CASE"]
         result_type: t.SqlType | None = None
         if node.this is not None:

@@ -147,7 +147,15 @@ def literal_as(text: str, target: t.SqlType) -> "Compiled":
         try:
             return literal_number(str(int(s)))
         except ValueError:
+            pass
+        try:
+            number = PyDecimal(s)  # '2e1' is 20
+        except InvalidOperation:
             raise _invalid(text, target) from None
+        if not number.is_finite() or number != number.to_integral_value():
+            raise _invalid(text, target)
+        value = int(number)
+        return Compiled(f"{value}L", t.BIGINT) if k == K.BIGINT else literal_number(str(value))
     if k in (K.DOUBLE, K.DECIMAL):
         try:
             number = PyDecimal(s)
