@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from streamsql import types as t
 from streamsql.planner.builtins.base import K, add, c, sig
+from streamsql.planner.builtins.lambdas import fresh
 from streamsql.planner.expressions import Compiled
 from streamsql.planner.functions import FunctionRegistry
 
@@ -23,8 +24,25 @@ def to_json_sql(x: Compiled) -> str:
     return f"(CASE WHEN {x.sql} IS NULL THEN 'null' ELSE substring({body}, 6, char_length({body}) - 6) END)"
 
 
+def numbers_as_strings(json_sql: str) -> str:
+    """JSON text with every number outside string tokens quoted, so a JSONPath lookup returns
+    the number's text as written ('1.23450'); Spark's parser would re-render it ('1.2345')."""
+    tokens = f"regexp_extract_all({json_sql}, '(\"(?:[^\"\\\\\\\\]|\\\\\\\\.)*\"|[^\"]+)', 1)"
+    x = fresh("x")
+    quoted = (f"transform({tokens}, {x} -> CASE WHEN startswith({x}, '\"') THEN {x} "
+              f"ELSE regexp_replace({x}, '(-?[0-9][0-9.eE+-]*)', '\"$1\"') END)")
+    return f"array_join({quoted}, '')"
+
+
+def extract_json_field(cs: list[Compiled]) -> Compiled:
+    """EXTRACTJSONFIELD: objects and arrays as JSON text, scalars as their text in the source."""
+    plain = f"get_json_object({cs[0].sql}, {cs[1].sql})"
+    exact = f"get_json_object({numbers_as_strings(cs[0].sql)}, {cs[1].sql})"
+    return c(f"(CASE WHEN substring({plain}, 1, 1) IN ('{{', '[') THEN {plain} ELSE {exact} END)", t.STRING)
+
+
 def register(reg: FunctionRegistry) -> None:
-    add(reg, "EXTRACTJSONFIELD", lambda cs: c(f"get_json_object({cs[0].sql}, {cs[1].sql})", t.STRING),
+    add(reg, "EXTRACTJSONFIELD", extract_json_field,
         lo=2, hi=2, category=CAT, description="The value at a JSONPath in JSON text, as a string.",
         accepts=sig("str", "str"))
     add(reg, "TO_JSON_STRING", lambda cs: c(to_json_sql(cs[0]), t.STRING), lo=1, hi=1, category=CAT,
