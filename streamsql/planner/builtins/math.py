@@ -71,7 +71,7 @@ def register(reg: FunctionRegistry) -> None:
             x = _d(cs[0])
             return c(java_ln(x), t.DOUBLE)  # ksqlDB's one-argument LOG is the natural logarithm
         b, v = _d(cs[0]), _d(cs[1])
-        return c(f"(CASE WHEN {b} IS NULL OR {v} IS NULL THEN NULL WHEN {b} < 0 OR {v} < 0 THEN {NAN} "
+        return c(f"(CASE WHEN {b} IS NULL OR {v} IS NULL THEN NULL WHEN {b} <= 0 OR {v} < 0 THEN {NAN} "
                  f"WHEN {b} = 1 THEN (CASE WHEN {v} > 1 THEN {INF} WHEN {v} < 1 THEN {NEG_INF} ELSE {NAN} END) "
                  f"WHEN {b} = 0 THEN (CASE WHEN {v} = 0 THEN {NAN} WHEN {v} > 1 THEN CAST(-0.0 AS DOUBLE) ELSE 0.0D END) "
                  f"WHEN {v} = 0 THEN (CASE WHEN {b} > 1 THEN {NEG_INF} ELSE {INF} END) "
@@ -127,7 +127,9 @@ def register(reg: FunctionRegistry) -> None:
                 return c(f"CAST({x.sql} AS BIGINT)", t.BIGINT)
             if k == K.DECIMAL:
                 p, sc = x.type.precision, x.type.scale  # type: ignore[union-attr]
-                return c(f"CAST({x.sql} AS DECIMAL({max(p - sc, 1)},0))", t.Decimal(max(p - sc, 1), 0))
+                # floor/ceil first: a CAST to scale 0 would round half up
+                return c(f"CAST((CASE WHEN {x.sql} >= 0 THEN floor({x.sql}) ELSE ceil({x.sql}) END) "
+                         f"AS DECIMAL({max(p - sc, 1)},0))", t.Decimal(max(p - sc, 1), 0))
             return c(f"CAST({x.sql} AS BIGINT)", None)
         n = cs[1]
         scale = int_literal(n)
