@@ -246,6 +246,12 @@ CASES = [
      "in.json: map - valid"),
     ("LEAST(T, NULL, '09:16:00')", {"T": ("33370000", t.TIME)}, 33360000, "least.json: times"),
     ("ARRAY[null, 10, '2e1', A]", {"A": ("30L", L)}, [None, 10, 20, 30], "create_array.json"),
+    ("JSON_CONCAT('[1, 2]', '{\"a\": 1}', '4')", {}, '[1,2,{"a":1},4]', "json_concat.json"),
+    ("JSON_CONCAT('{\"a\": {\"5\": 6}}', '{\"a\": {\"3\": 4}}')", {}, '{"a":{"3":4}}', "json_concat.json"),
+    ("JSON_CONCAT('1', '', '2')", {}, None, "json_concat.json: invalid document"),
+    ("JSON_ITEMS('[{\"t\": 1}, 2]')", {}, ['{"t":1}', "2"], "json_items.json"),
+    ("JSON_RECORDS('{\"a\": [1], \"b\": \"s\"}')", {}, {"a": "[1]", "b": '"s"'}, "ksqlDB docs: JSON_RECORDS"),
+    ("JSON_ARRAY_CONTAINS('[1, \"x\"]', 'x')", {}, True, "ksqlDB docs: JSON_ARRAY_CONTAINS"),
 ]
 
 
