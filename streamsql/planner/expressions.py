@@ -386,5 +386,6 @@ class ExpressionCompiler:
 
 def cast_sql(inner: Compiled, target: t.SqlType) -> str:
     """CAST with ksqlDB's results where Spark's differ (e.g. DOUBLE → STRING keeps ``.0``)."""
-    spark_type = t.to_spark(target).simpleString()
-    return f"CAST({inner.sql} AS {spark_type})"
+    from streamsql.planner.casts import compile_cast
+
+    return compile_cast(inner, target)

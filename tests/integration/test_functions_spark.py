@@ -252,6 +252,9 @@ CASES = [
     ("JSON_ITEMS('[{\"t\": 1}, 2]')", {}, ['{"t":1}', "2"], "json_items.json"),
     ("JSON_RECORDS('{\"a\": [1], \"b\": \"s\"}')", {}, {"a": "[1]", "b": '"s"'}, "ksqlDB docs: JSON_RECORDS"),
     ("JSON_ARRAY_CONTAINS('[1, \"x\"]', 'x')", {}, True, "ksqlDB docs: JSON_ARRAY_CONTAINS"),
+    ("CAST(S AS STRING)", {"S": ("named_struct('F0', 1, 'f1', 3)", t.Struct((t.StructField("F0", I), t.StructField("f1", I))))},
+     "Struct{F0=1,f1=3}", "cast.json: struct to string"),
+    ("CAST(M AS STRING)", {"M": ("map('a', 1)", t.Map(S, I))}, "{a=1}", "Java Map.toString"),
 ]
 
 

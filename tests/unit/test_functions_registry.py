@@ -140,3 +140,11 @@ def test_constructors_adapt_literals_and_reject_all_nulls() -> None:
         compile_expr("ARRAY[NULL]")
     with pytest.raises(AnalysisError, match="All case branches have NULL type"):
         compile_expr("CASE WHEN A < 2 THEN NULL ELSE NULL END", A=t.INTEGER)
+
+
+def test_casts_follow_ksqldb() -> None:
+    with pytest.raises(AnalysisError, match=r"Cast of STRING to ARRAY<INTEGER> is not supported"):
+        compile_expr("CAST(S AS ARRAY<INTEGER>)", S=t.STRING)
+    src = t.Struct((t.StructField("F0", t.BIGINT), t.StructField("F1", t.STRING)))
+    sql = compile_expr("CAST(S AS STRUCT<F0 STRING, F3 STRING>)", S=src).sql
+    assert "'F3', CAST(NULL AS string)" in sql and "CAST((`S`).`F0` AS string)" in sql  # by name
