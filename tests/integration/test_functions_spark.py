@@ -255,6 +255,10 @@ CASES = [
     ("CAST(S AS STRING)", {"S": ("named_struct('F0', 1, 'f1', 3)", t.Struct((t.StructField("F0", I), t.StructField("f1", I))))},
      "Struct{F0=1,f1=3}", "cast.json: struct to string"),
     ("CAST(M AS STRING)", {"M": ("map('a', 1)", t.Map(S, I))}, "{a=1}", "Java Map.toString"),
+    ("FORMAT_TIMESTAMP(X, 'yyyy-MM-dd HH:mm:ss zzz', 'America/Los_Angeles')",
+     {"X": ("timestamp_millis(1526075913000)", t.TIMESTAMP)}, "2018-05-11 14:58:33 PDT", "timestamp-to-string.json"),
+    ("TIMESTAMPTOSTRING(X, 'yyyy-MM-dd HH:mm:ss zzz', 'Europe/London')", {"X": ("1526075913000L", L)},
+     "2018-05-11 22:58:33 BST", "timestamp-to-string.json"),
 ]
 
 
