@@ -214,7 +214,23 @@ class ExpressionCompiler:
         left = self._time_aware(node.this, node.expression)
         right = self._time_aware(node.expression, node.this)
         self._check_comparable(node, left, right, name)
-        return Compiled(f"({left.sql} {op} {right.sql})", t.BOOLEAN)
+        # ksqlDB: a comparison with a null operand is false, never null
+        return Compiled(f"coalesce(({left.sql} {op} {right.sql}), FALSE)", t.BOOLEAN)
+
+    def _nullsafeeq(self, node: exp.NullSafeEQ) -> Compiled:
+        """``a IS NOT DISTINCT FROM b``: equal, or both null."""
+        return self._distinct(node, negate=False)
+
+    def _nullsafeneq(self, node: exp.NullSafeNEQ) -> Compiled:
+        """``a IS DISTINCT FROM b``."""
+        return self._distinct(node, negate=True)
+
+    def _distinct(self, node: exp.Expression, negate: bool) -> Compiled:
+        left = self._time_aware(node.this, node.expression)
+        right = self._time_aware(node.expression, node.this)
+        self._check_comparable(node, left, right, "IS_DISTINCT_FROM" if negate else "IS_NOT_DISTINCT_FROM")
+        test = f"({left.sql} <=> {right.sql})"
+        return Compiled(f"(NOT {test})" if negate else test, t.BOOLEAN)
 
     def _time_aware(self, node: exp.Expression, other: exp.Expression) -> Compiled:
         """A string literal compared with ROWTIME/WINDOWSTART/WINDOWEND is an ISO timestamp."""
@@ -267,9 +283,9 @@ class ExpressionCompiler:
         return Compiled(f"({left.sql} LIKE {right.sql} ESCAPE {esc.sql})", t.BOOLEAN)
 
     def _in(self, node: exp.In) -> Compiled:
-        value = self.compile(node.this)
-        items = [self.compile(e) for e in node.expressions]
-        return Compiled(f"({value.sql} IN ({', '.join(i.sql for i in items)}))", t.BOOLEAN)
+        from streamsql.planner.membership import compile_in
+
+        return compile_in(self, node)
 
     def _between(self, node: exp.Between) -> Compiled:
         value = self.compile(node.this)
@@ -286,6 +302,9 @@ class ExpressionCompiler:
         return Compiled(f"({value.sql} IS {self.compile(target).sql})", t.BOOLEAN)
 
     def _case(self, node: exp.Case) -> Compiled:
+        results = [b.args["true"] for b in node.args.get("ifs") or []] + [node.args.get("default")]
+        if all(r is None or isinstance(r, exp.Null) for r in results):
+            raise AnalysisError("Invalid Case expression. All case branches have NULL type")
         parts = ["CASE"]
         result_type: t.SqlType | None = None
         if node.this is not None:
@@ -367,5 +386,6 @@ class ExpressionCompiler:
 
 def cast_sql(inner: Compiled, target: t.SqlType) -> str:
     """CAST with ksqlDB's results where Spark's differ (e.g. DOUBLE → STRING keeps ``.0``)."""
-    spark_type = t.to_spark(target).simpleString()
-    return f"CAST({inner.sql} AS {spark_type})"
+    from streamsql.planner.casts import compile_cast
+
+    return compile_cast(inner, target)

@@ -115,6 +115,23 @@ class FunctionList(Result):
 
 
 @dataclass
+class FunctionVariant:
+    """One signature of a function: ``arguments`` are type names; the last repeats if variadic."""
+
+    arguments: list[str]
+    returns: str
+    variadic: bool = False
+
+
+@dataclass
+class FunctionDescription(Result):
+    """``DESCRIBE FUNCTION name``: the function and every variant it accepts."""
+
+    function: FunctionInfo
+    variants: list[FunctionVariant]
+
+
+@dataclass
 class Explanation(Result):
     text: str
 

@@ -46,6 +46,8 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> 
             "spark.sql.ansi.enabled": "false",
             # ksqlDB's MAP(...) keeps the last value of a duplicated key; Spark would fail the query
             "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+            # ENCODE/FROM_BYTES: unmappable characters become '?'/U+FFFD as in Java, not a query failure
+            "spark.sql.legacy.codingErrorAction": "true",
             "spark.python.worker.reuse": "true",
             "spark.sql.streaming.noDataMicroBatches.enabled": "true",
             "spark.pyspark.python": sys.executable,

@@ -201,11 +201,15 @@ class KsqlParser(parser.Parser):
         raise KsqlSyntaxError(f"Unknown type: {token.text}", token)
 
     def _parse_decimal_params(self) -> t.Decimal:
-        self._expect_type(TokenType.L_PAREN, "'('")
+        open_paren = self._expect_type(TokenType.L_PAREN, "'('")
         precision = self._expect_int()
         self._expect_type(TokenType.COMMA, "','")
         scale = self._expect_int()
         self._expect_type(TokenType.R_PAREN, "')'")
+        if not 1 <= precision <= 38 or scale > precision:
+            # Spark's DECIMAL holds at most 38 digits (docs/differences.md)
+            raise KsqlSyntaxError(f"DECIMAL({precision}, {scale}) is not supported: the precision must be between 1 "
+                                  "and 38 and the scale at most the precision", open_paren)
         return t.Decimal(precision, scale)
 
     def _angle_types(self, count: int) -> list[t.SqlType]:

@@ -48,6 +48,16 @@ def render(result: r.Result) -> str:
                      [[q.id, q.kind, q.state, q.sink, q.statement] for q in result.queries])
     if isinstance(result, r.Properties):
         return table(["Property", "Value"], sorted(result.properties.items()))
+    if isinstance(result, r.FunctionDescription):
+        f = result.function
+        lines = [f"Name        : {f.name}", f"Overview    : {f.description}", f"Type        : {f.kind}",
+                 f"Category    : {f.category}", "Variations  :"]
+        for v in result.variants:
+            args = list(v.arguments)
+            if v.variadic and args:
+                args[-1] += "..."
+            lines += ["", f"\tVariation   : {f.name}({', '.join(args)})", f"\tReturns     : {v.returns}"]
+        return "\n".join(lines)
     if isinstance(result, r.FunctionList):
         return table(["Function Name", "Type", "Category"], [[f.name, f.kind, f.category] for f in result.functions])
     if isinstance(result, r.Explanation):

@@ -199,3 +199,14 @@ def test_timestamp_zero_is_kept_end_to_end(engine, topic_name):  # type: ignore[
     engine.wait_until_idle()
     assert read(engine.admin, src)[0][2] == 0
     assert [(k, ts) for k, _, ts in read(engine.admin, "ZERO_OUT")] == [("a", 0), ("b", 5)]
+
+
+def test_show_and_describe_functions(engine):  # type: ignore[no-untyped-def]
+    [listing] = engine.execute("SHOW FUNCTIONS;")
+    by_name = {f.name: f for f in listing.functions}
+    assert by_name["SUBSTRING"].category == "STRING" and by_name["JSON_CONCAT"].category == "JSON"
+    [desc] = engine.execute("DESCRIBE FUNCTION substring;")
+    assert isinstance(desc, r.FunctionDescription) and desc.function.name == "SUBSTRING"
+    assert r.FunctionVariant(["STRING", "INTEGER", "INTEGER"], "STRING") in desc.variants
+    with pytest.raises(AnalysisError, match="Can't find any functions with the name 'NOPE'"):
+        engine.execute("DESCRIBE FUNCTION nope;")

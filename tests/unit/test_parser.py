@@ -577,3 +577,11 @@ def test_qtt_corpus_parses() -> None:
     rate = 1 - len(failures) / len(scripts)
     print(f"QTT parse rate {rate:.2%} over {len(scripts)} tests; failures: {failures}")
     assert rate >= 0.99, "\n".join(failures)
+
+
+def test_decimal_beyond_spark_precision_is_a_clear_error() -> None:
+    from streamsql.errors import ParseError
+    from streamsql.sql import parse
+
+    with pytest.raises(ParseError, match=r"DECIMAL\(50, 30\) is not supported"):
+        parse("CREATE STREAM s (n DECIMAL(50, 30)) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');")

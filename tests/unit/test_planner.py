@@ -40,7 +40,7 @@ def compile_expr(catalog: Catalog, text: str):  # type: ignore[no-untyped-def]
 
 def test_filter_projection_plan(catalog: Catalog) -> None:
     p = plan(catalog, "CREATE STREAM o AS SELECT id, amount * 2 AS twice, name FROM pay WHERE amount > 10;")
-    assert p.where == "(`AMOUNT` > 10)"
+    assert p.where == "coalesce((`AMOUNT` > 10), FALSE)"  # ksqlDB: comparing null is false
     assert [(c.name, c.sql, c.is_key) for c in p.columns] == [
         ("ID", "`ID`", True), ("TWICE", "(`AMOUNT` * 2)", False), ("NAME", "`NAME`", False)]
     assert [c.type for c in p.columns] == [t.STRING, t.DOUBLE, t.STRING]
@@ -83,7 +83,7 @@ def test_array_subscript_is_one_based_and_null_safe(catalog: Catalog) -> None:
 
 def test_rowtime_compares_with_iso_strings(catalog: Catalog) -> None:
     c = compile_expr(catalog, "ROWTIME >= '2020-01-01T00:00:01'")
-    assert c.sql == f"(`ROWTIME` >= {iso_to_millis('2020-01-01T00:00:01')}L)"
+    assert c.sql == f"coalesce((`ROWTIME` >= {iso_to_millis('2020-01-01T00:00:01')}L), FALSE)"
     assert iso_to_millis("1970-01-01T00:00:01") == 1000
     assert iso_to_millis("1970-01-01T01:00:00+01:00") == 0
 
@@ -116,4 +116,4 @@ def test_partition_by_makes_new_key(catalog: Catalog) -> None:
 
 def test_explain_lists_the_steps(catalog: Catalog) -> None:
     text = plan(catalog, "CREATE STREAM o AS SELECT id, name FROM pay WHERE n = 1;").explain()
-    assert "FILTER (`N` = 1)" in text and "PROJECT `ID` AS ID KEY" in text
+    assert "FILTER coalesce((`N` = 1), FALSE)" in text and "PROJECT `ID` AS ID KEY" in text

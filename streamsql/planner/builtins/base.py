@@ -46,13 +46,17 @@ def kind(x: Compiled) -> K | None:
     return x.type.kind if x.type is not None else None
 
 
-def sig(*params: str) -> Callable[[list[Compiled]], bool]:
-    """A signature predicate; a trailing ``"...""`` makes the parameter before it variadic."""
-    variadic = bool(params) and params[-1] == "..."
-    fixed = list(params[:-1] if variadic else params)
+class Signature:
+    """One ksqlDB variant as parameter classes (keys of PARAMS); callable as the type check.
+    DESCRIBE FUNCTION lists these (streamsql.planner.signatures)."""
 
-    def accepts(cs: list[Compiled]) -> bool:
-        if variadic:
+    def __init__(self, params: Sequence[str]) -> None:
+        self.variadic = bool(params) and params[-1] == "..."
+        self.params = list(params[:-1] if self.variadic else params)
+
+    def __call__(self, cs: list[Compiled]) -> bool:
+        fixed = self.params
+        if self.variadic:
             if len(cs) < len(fixed) - 1:
                 return False
             kinds = fixed[:-1] + [fixed[-1]] * (len(cs) - len(fixed) + 1)
@@ -66,11 +70,24 @@ def sig(*params: str) -> Callable[[list[Compiled]], bool]:
                 return False
         return True
 
-    return accepts
+
+class AnySignature:
+    """Several variants: accepts what any of them accepts."""
+
+    def __init__(self, options: Sequence[Callable[[list[Compiled]], bool]]) -> None:
+        self.options = list(options)
+
+    def __call__(self, cs: list[Compiled]) -> bool:
+        return any(s(cs) for s in self.options)
 
 
-def any_sig(*sigs: Callable[[list[Compiled]], bool]) -> Callable[[list[Compiled]], bool]:
-    return lambda cs: any(s(cs) for s in sigs)
+def sig(*params: str) -> Signature:
+    """A signature predicate; a trailing ``"...""`` makes the parameter before it variadic."""
+    return Signature(params)
+
+
+def any_sig(*sigs: Callable[[list[Compiled]], bool]) -> AnySignature:
+    return AnySignature(sigs)
 
 
 def add(reg: FunctionRegistry, name: str, compile_: Callable[[list[Compiled]], Compiled], *, lo: int,

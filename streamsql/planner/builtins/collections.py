@@ -9,10 +9,13 @@ from sqlglot import exp
 
 from streamsql import types as t
 from streamsql.errors import AnalysisError
-from streamsql.planner.builtins.base import K, add, add_raw, any_sig, args_sql, c, kind, lit, sig, spark_type
+from streamsql.planner.builtins.base import (
+    K, add, add_raw, any_sig, args_sql, c, kind, lit, literal_text, sig, spark_type,
+)
 from streamsql.planner.builtins.lambdas import fresh
 from streamsql.planner.builtins.string import quote_regex
-from streamsql.planner.expressions import Compiled, ExpressionCompiler
+from streamsql.planner.expressions import Compiled, ExpressionCompiler, quote
+from streamsql.planner.membership import literal_as
 from streamsql.planner.functions import FunctionRegistry
 
 ARR, MAP = "ARRAY", "MAP"
@@ -33,14 +36,58 @@ def common_type(types: Sequence[t.SqlType | None]) -> t.SqlType | None:
         if K.DECIMAL in kinds:
             return None if len(set(known)) > 1 else known[0]
         return t.BIGINT if K.BIGINT in kinds else t.INTEGER
+    if all(isinstance(ty, t.Struct) for ty in known):
+        return struct_union(known)  # type: ignore[arg-type]
     non_string = [ty for ty in known if ty.kind != K.STRING]
     return non_string[0] if non_string else known[0]
+
+
+def struct_union(types: Sequence[t.Struct]) -> t.Struct:
+    """ksqlDB's common type of STRUCTs: every field of any of them, in order of appearance."""
+    fields: list[t.StructField] = []
+    for ty in types:
+        for f in ty.fields:
+            mine = next((i for i, g in enumerate(fields) if g.name == f.name), None)
+            if mine is None:
+                fields.append(f)
+            elif fields[mine].type != f.type and t.is_numeric(fields[mine].type) and t.is_numeric(f.type):
+                fields[mine] = t.StructField(f.name, common_type([fields[mine].type, f.type]) or f.type)
+    return t.Struct(tuple(fields))
+
+
+def _struct_as(x: Compiled, target: t.Struct) -> str:
+    """A struct value re-shaped to ``target`` by field name (absent fields null)."""
+    assert isinstance(x.type, t.Struct)
+    parts = []
+    for f in target.fields:
+        mine = x.type.field(f.name)
+        value = f"({x.sql}).{quote(mine.name)}" if mine is not None else "NULL"
+        parts.append(f"{lit(f.name)}, CAST({value} AS {spark_type(f.type)})")
+    return f"(CASE WHEN {x.sql} IS NULL THEN NULL ELSE named_struct({', '.join(parts)}) END)"
+
+
+def common_with_literals(items: Sequence[Compiled]) -> t.SqlType | None:
+    """The common type of constructor items; string literals adapt to the others (ksqlDB)."""
+    typed = [x.type for x in items if literal_text(x) is None]
+    ty = common_type(typed)
+    return ty if ty is not None else common_type([x.type for x in items])
 
 
 def coerce(items: list[Compiled], ty: t.SqlType | None) -> list[str]:
     if ty is None:
         return [x.sql for x in items]
-    return [x.sql if x.type == ty else f"CAST({x.sql} AS {spark_type(ty)})" for x in items]
+    out = []
+    for x in items:
+        text = literal_text(x)
+        if x.type == ty:
+            out.append(x.sql)
+        elif text is not None and ty.kind not in (K.STRING, K.ARRAY, K.MAP, K.STRUCT):
+            out.append(literal_as(text, ty).sql)
+        elif isinstance(ty, t.Struct) and isinstance(x.type, t.Struct):
+            out.append(_struct_as(x, ty))
+        else:
+            out.append(f"CAST({x.sql} AS {spark_type(ty)})")
+    return out
 
 
 def register(reg: FunctionRegistry) -> None:
@@ -48,7 +95,11 @@ def register(reg: FunctionRegistry) -> None:
     def array_(cs: list[Compiled]) -> Compiled:
         if not cs:
             return c("array()", None)
-        ty = common_type([x.type for x in cs])
+        if all(x.sql == "NULL" for x in cs):
+            raise AnalysisError("Cannot construct an array with all NULL elements "
+                                "(see https://github.com/confluentinc/ksql/issues/4239). "
+                                "As a workaround, you may cast a NULL value to the desired type.")
+        ty = common_with_literals(cs)
         return c(f"array({', '.join(coerce(cs, ty))})", t.Array(ty) if ty else None)
 
     add(reg, "ARRAY", array_, lo=0, hi=None, category=ARR, listed=False,
@@ -70,7 +121,7 @@ def register(reg: FunctionRegistry) -> None:
         vals = [compiler.compile(v) for _, v in pairs]
         if all(isinstance(v, exp.Null) for _, v in pairs):
             raise AnalysisError("Cannot construct a map with all NULL values")
-        vt = common_type([v.type for v in vals])
+        vt = common_with_literals(vals)
         key_sql = [f"coalesce(CAST({k.sql} AS STRING), 'null')" for k in keys]
         body = ", ".join(f"{k}, {v}" for k, v in zip(key_sql, coerce(vals, vt)))
         return c(f"map({body})", t.Map(t.STRING, vt) if vt else None)
@@ -99,7 +150,8 @@ def register(reg: FunctionRegistry) -> None:
             description="STRUCT(name := value, ...): a struct of the fields.")
 
     # --- arrays --------------------------------------------------------------------------------
-    add(reg, "ARRAY_LENGTH", lambda cs: c(f"size({cs[0].sql})", t.INTEGER), lo=1, hi=1, category=ARR,
+    add(reg, "ARRAY_LENGTH", lambda cs: c(f"(CASE WHEN {cs[0].sql} IS NULL THEN NULL ELSE size({cs[0].sql}) END)",
+                                          t.INTEGER), lo=1, hi=1, category=ARR,
         description="Number of elements of an array.", accepts=sig("array"))
 
     def contains(cs: list[Compiled]) -> Compiled:

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from streamsql import types as t
 from streamsql.errors import AnalysisError
-from streamsql.planner.builtins.base import add, add_raw, any_sig, c, sig
+from streamsql.planner.builtins.base import add, add_raw, any_sig, c, lit, literal_text, sig
 from streamsql.planner.expressions import Compiled, ExpressionCompiler
 from streamsql.planner.functions import FunctionRegistry
 
@@ -26,6 +26,65 @@ _UNITS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000,
 
 def _in_zone(ts: str, tz: Compiled | None) -> str:
     return ts if tz is None else f"from_utc_timestamp({ts}, {tz.sql})"
+
+
+def _zone_names(zone: str) -> dict[int, str] | None:
+    """Offset (seconds) -> short name of a time zone, from its winter and summer offsets."""
+    from datetime import datetime as dt, timezone
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        info = ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+    names: dict[int, str] = {}
+    for month in (1, 7):
+        local = dt(dt.now().year, month, 1, tzinfo=timezone.utc).astimezone(info)
+        offset = local.utcoffset()
+        name = local.tzname()
+        if offset is not None and name and name[0] not in "+-":
+            names[int(offset.total_seconds())] = name
+    return names
+
+
+def _split_zone_letters(pattern: str) -> list[tuple[bool, str]]:
+    """A Java datetime pattern as (is_zone_name, text) pieces: runs of unquoted 'z' apart."""
+    pieces: list[tuple[bool, str]] = []
+    current, quoted, i = "", False, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "'":
+            quoted = not quoted
+            current += ch
+        elif ch == "z" and not quoted:
+            run = len(pattern[i:]) - len(pattern[i:].lstrip("z"))
+            if current:
+                pieces.append((False, current))
+            pieces.append((True, "z" * run))
+            current = ""
+            i += run
+            continue
+        else:
+            current += ch
+        i += 1
+    if current:
+        pieces.append((False, current))
+    return pieces
+
+
+def format_in_zone(ts: str, pattern: Compiled, tz: Compiled | None) -> str:
+    """date_format in a time zone. Spark prints zone names ('z') of its session zone only, so for
+    a literal zone the name is chosen by the instant's offset there (PST/PDT) and spliced in."""
+    shifted = _in_zone(ts, tz)
+    text, zone = literal_text(pattern), literal_text(tz) if tz is not None else None
+    names = _zone_names(zone) if zone is not None else None
+    if text is None or not names or "z" not in text:
+        return f"date_format({shifted}, {pattern.sql})"
+    offset = f"CAST(unix_seconds({shifted}) - unix_seconds({ts}) AS BIGINT)"
+    name = "(CASE " + " ".join(f"WHEN {offset} = {o} THEN {lit(n)}" for o, n in names.items()) + \
+        f" ELSE date_format({ts}, 'XXX') END)"
+    parts = [name if is_zone else f"date_format({shifted}, {lit(piece)})" for is_zone, piece in _split_zone_letters(text)]
+    return f"(CASE WHEN {ts} IS NULL THEN NULL ELSE concat({', '.join(parts)}) END)"
 
 
 def _from_zone(ts: str, tz: Compiled | None) -> str:
@@ -43,8 +102,7 @@ def _unit(node: exp.Expression, name: str) -> str:
 
 def register(reg: FunctionRegistry) -> None:
     ts3 = any_sig(sig("ts", "str"), sig("ts", "str", "str"))
-    add(reg, "FORMAT_TIMESTAMP", lambda cs: c(f"date_format({_in_zone(cs[0].sql, cs[2] if len(cs) > 2 else None)}, "
-                                              f"{cs[1].sql})", t.STRING),
+    add(reg, "FORMAT_TIMESTAMP", lambda cs: c(format_in_zone(cs[0].sql, cs[1], cs[2] if len(cs) > 2 else None), t.STRING),
         lo=2, hi=3, category=CAT, description="Formats a TIMESTAMP with a pattern, optionally in a time zone.",
         accepts=ts3)
     add(reg, "PARSE_TIMESTAMP", lambda cs: c(_from_zone(f"to_timestamp({cs[0].sql}, {cs[1].sql})",
@@ -52,8 +110,7 @@ def register(reg: FunctionRegistry) -> None:
         lo=2, hi=3, category=CAT, description="Parses text into a TIMESTAMP with a pattern, optionally in a zone.",
         accepts=any_sig(sig("str", "str"), sig("str", "str", "str")))
     add(reg, "TIMESTAMPTOSTRING",
-        lambda cs: c(f"date_format({_in_zone(f'timestamp_millis({cs[0].sql})', cs[2] if len(cs) > 2 else None)}, "
-                     f"{cs[1].sql})", t.STRING),
+        lambda cs: c(format_in_zone(f"timestamp_millis({cs[0].sql})", cs[1], cs[2] if len(cs) > 2 else None), t.STRING),
         lo=2, hi=3, category=CAT, description="Formats epoch milliseconds with a pattern (deprecated).",
         accepts=any_sig(sig("long", "str"), sig("long", "str", "str")))
     add(reg, "STRINGTOTIMESTAMP",

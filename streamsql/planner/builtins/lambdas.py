@@ -34,7 +34,9 @@ def lambda_body(node: exp.Expression, compiler: ExpressionCompiler, refs: Sequen
                             f"but got: {node.sql()}")
     params = [p.name for p in node.expressions]
     cols = [ScopeColumn(p, ty, ref) for p, (ref, ty) in zip(params, refs)]
-    inner = Scope(cols + list(compiler.scope.columns), compiler.scope.qualifiers, compiler.scope.clause)
+    # lambda parameters shadow columns of the same name
+    outer = [col for col in compiler.scope.columns if col.name not in params]
+    inner = Scope(cols + outer, compiler.scope.qualifiers, compiler.scope.clause)
     return ExpressionCompiler(inner, compiler.functions).compile(node.this)
 
 

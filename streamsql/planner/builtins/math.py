@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from streamsql import types as t
 from streamsql.planner.builtins.base import (
-    INF, K, NAN, NEG_INF, add, any_sig, args_sql, c, int_literal, kind, sig, widest_numeric,
+    INF, K, NAN, NEG_INF, add, any_sig, args_sql, c, int_literal, kind, sig, spark_type,
 )
 from streamsql.planner.expressions import Compiled
 from streamsql.planner.functions import FunctionRegistry
@@ -22,7 +22,8 @@ def _d(x: Compiled) -> str:
 
 def java_ln(x: str) -> str:
     # Java's Math.log (ksqlDB's) can differ in the last bit from Spark's StrictMath.log
-    return (f"(CASE WHEN {x} < 0 THEN {NAN} WHEN {x} = 0 THEN {NEG_INF} "
+    # java_method fails on a null argument, so nulls are answered before the call
+    return (f"(CASE WHEN {x} IS NULL THEN CAST(NULL AS DOUBLE) WHEN {x} < 0 THEN {NAN} WHEN {x} = 0 THEN {NEG_INF} "
             f"ELSE CAST(java_method('java.lang.Math', 'log', {x}) AS DOUBLE) END)")
 
 
@@ -70,7 +71,7 @@ def register(reg: FunctionRegistry) -> None:
             x = _d(cs[0])
             return c(java_ln(x), t.DOUBLE)  # ksqlDB's one-argument LOG is the natural logarithm
         b, v = _d(cs[0]), _d(cs[1])
-        return c(f"(CASE WHEN {b} IS NULL OR {v} IS NULL THEN NULL WHEN {b} < 0 OR {v} < 0 THEN {NAN} "
+        return c(f"(CASE WHEN {b} IS NULL OR {v} IS NULL THEN NULL WHEN {b} <= 0 OR {v} < 0 THEN {NAN} "
                  f"WHEN {b} = 1 THEN (CASE WHEN {v} > 1 THEN {INF} WHEN {v} < 1 THEN {NEG_INF} ELSE {NAN} END) "
                  f"WHEN {b} = 0 THEN (CASE WHEN {v} = 0 THEN {NAN} WHEN {v} > 1 THEN CAST(-0.0 AS DOUBLE) ELSE 0.0D END) "
                  f"WHEN {v} = 0 THEN (CASE WHEN {b} > 1 THEN {NEG_INF} ELSE {INF} END) "
@@ -126,7 +127,9 @@ def register(reg: FunctionRegistry) -> None:
                 return c(f"CAST({x.sql} AS BIGINT)", t.BIGINT)
             if k == K.DECIMAL:
                 p, sc = x.type.precision, x.type.scale  # type: ignore[union-attr]
-                return c(f"CAST({x.sql} AS DECIMAL({max(p - sc, 1)},0))", t.Decimal(max(p - sc, 1), 0))
+                # floor/ceil first: a CAST to scale 0 would round half up
+                return c(f"CAST((CASE WHEN {x.sql} >= 0 THEN floor({x.sql}) ELSE ceil({x.sql}) END) "
+                         f"AS DECIMAL({max(p - sc, 1)},0))", t.Decimal(max(p - sc, 1), 0))
             return c(f"CAST({x.sql} AS BIGINT)", None)
         n = cs[1]
         scale = int_literal(n)
@@ -147,20 +150,29 @@ def register(reg: FunctionRegistry) -> None:
         accepts=any_sig(num1, sig("num", "int")))
 
     def extreme(spark: str):
+        """GREATEST/LEAST: ksqlDB has one variadic variant per type (INT, BIGINT, DOUBLE, DECIMAL,
+        STRING, BYTES, DATE, TIME, TIMESTAMP) and implicit widening, so INT with BIGINT matches
+        several variants (ambiguous, rejected) while anything with a DOUBLE resolves to DOUBLE.
+        String arguments next to dates/times are parsed into them."""
+
         def compile_(cs: list[Compiled]) -> Compiled:
+            if any(x.sql == "*" for x in cs):
+                raise _reject(spark, [])
             known = [x.type for x in cs if x.type is not None]
-            cats = {("num" if t.is_numeric(ty) else ty.kind) for ty in known}
-            if len(cats) > 1 and not cats <= {K.STRING, K.DATE, K.TIMESTAMP, K.TIME}:
-                raise _reject(spark, cs)
-            ty = widest_numeric(known) if cats == {"num"} else next(
-                (ty for ty in known if ty.kind != K.STRING), known[0] if known else None)
-            if ty is not None and ty.kind == K.TIMESTAMP:
-                items = ", ".join(f"CAST({x.sql} AS TIMESTAMP)" for x in cs)
-                return c(f"{spark}({items})", ty)
-            if ty is not None and ty.kind == K.DATE:
-                items = ", ".join(f"CAST({x.sql} AS DATE)" for x in cs)
-                return c(f"{spark}({items})", ty)
-            return c(f"{spark}({args_sql(cs)})", ty)
+            if not known:
+                raise _ambiguous(spark, cs)
+            kinds = {ty.kind for ty in known}
+            if kinds <= t.NUMERIC_KINDS:
+                if K.DOUBLE in kinds:
+                    return c(f"{spark}({', '.join(f'CAST({x.sql} AS DOUBLE)' for x in cs)})", t.DOUBLE)
+                if len(kinds) > 1:
+                    raise _ambiguous(spark, cs)
+                return c(f"{spark}({args_sql(cs)})", known[0] if kinds != {K.DECIMAL} else widest_decimal(known))
+            temporal = kinds & {K.DATE, K.TIME, K.TIMESTAMP}
+            if len(kinds) == 1 or (len(temporal) == 1 and kinds == temporal | {K.STRING}):
+                target = next(ty for ty in known if ty.kind != K.STRING) if temporal else known[0]
+                return c(f"{spark}({', '.join(_as_temporal(x, target) for x in cs)})", target)
+            raise _reject(spark, cs)
 
         return compile_
 
@@ -182,6 +194,29 @@ def register(reg: FunctionRegistry) -> None:
     add(reg, "GEO_DISTANCE", geo, lo=4, hi=5, category="OTHER",
         description="Great-circle distance between two lat/lon points, in km (default) or miles.",
         accepts=any_sig(sig("num", "num", "num", "num"), sig("num", "num", "num", "num", "str")))
+
+
+def widest_decimal(types: list[t.SqlType]) -> t.SqlType:
+    """The DECIMAL holding every given DECIMAL (integer digits and scale of the widest)."""
+    scale = max(ty.scale for ty in types)  # type: ignore[union-attr]
+    digits = max(ty.precision - ty.scale for ty in types)  # type: ignore[union-attr]
+    return t.Decimal(min(digits + scale, 38), scale)
+
+
+def _as_temporal(x: Compiled, target: t.SqlType) -> str:
+    """An argument of GREATEST/LEAST as ``target``; strings are parsed (TIME: ms of the day)."""
+    if x.type is not None and x.type.kind == target.kind:
+        return x.sql
+    if target.kind == K.TIME:
+        return f"CAST(unix_millis(to_timestamp(concat('1970-01-01 ', {x.sql}))) AS INT)"
+    return f"CAST({x.sql} AS {spark_type(target)})"
+
+
+def _ambiguous(spark: str, cs: list[Compiled]):
+    from streamsql.errors import AnalysisError
+
+    shown = ", ".join("null" if x.type is None else str(x.type) for x in cs)
+    return AnalysisError(f"Function '{spark}' cannot be resolved due to ambiguous method parameters ({shown}).")
 
 
 def _reject(spark: str, cs: list[Compiled]):

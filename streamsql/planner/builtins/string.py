@@ -6,6 +6,7 @@ from streamsql import types as t
 from streamsql.planner.builtins.base import (
     K, add, any_sig, args_sql, c, kind, literal_text, sig, simple,
 )
+from streamsql.planner.builtins.lambdas import fresh
 from streamsql.planner.expressions import Compiled
 from streamsql.planner.functions import FunctionRegistry
 
@@ -33,8 +34,9 @@ def register(reg: FunctionRegistry) -> None:
            accepts=sig("str"))
     simple(reg, "LCASE", "lower", s, lo=1, hi=1, category=CAT, description="Converts a string to lower case.",
            accepts=sig("str"))
-    simple(reg, "TRIM", "trim", s, lo=1, hi=1, category=CAT,
-           description="Removes leading and trailing whitespace.", accepts=sig("str"))
+    # Java's String.trim(): every character up to U+0020 (tabs, newlines, ...), not only spaces
+    add(reg, "TRIM", lambda cs: c(f"regexp_replace({cs[0].sql}, '^[\\\\x00-\\\\x20]+|[\\\\x00-\\\\x20]+$', '')", s),
+        lo=1, hi=1, category=CAT, description="Removes leading and trailing whitespace.", accepts=sig("str"))
     simple(reg, "INITCAP", "initcap", s, lo=1, hi=1, category=CAT,
            description="Capitalizes the first letter of each word, lower-casing the rest.", accepts=sig("str"))
     simple(reg, "MD5", "md5", s, lo=1, hi=1, category=CAT,
@@ -83,11 +85,16 @@ def register(reg: FunctionRegistry) -> None:
         accepts=any_sig(sig("strbytes", "int"), sig("strbytes", "int", "int")))
 
     def split(cs: list[Compiled]) -> Compiled:
+        if _is_bytes(cs):
+            # bytes split as ISO-8859-1 text: one character per byte, so the split is byte-exact
+            x = fresh("x")
+            text = split_literal(f"decode({cs[0].sql}, 'ISO-8859-1')", f"decode({cs[1].sql}, 'ISO-8859-1')")
+            return c(f"transform({text}, {x} -> encode({x}, 'ISO-8859-1'))", t.Array(t.BYTES))
         return c(split_literal(cs[0].sql, cs[1].sql), t.Array(t.STRING))
 
     add(reg, "SPLIT", split, lo=2, hi=2, category=CAT,
-        description="Splits a string on a literal delimiter ('' splits into characters).",
-        accepts=sig("str", "str"))
+        description="Splits a string (or bytes) on a literal delimiter ('' splits into characters).",
+        accepts=any_sig(sig("str", "str"), sig("bytes", "bytes")))
 
     def instr(cs: list[Compiled]) -> Compiled:
         st, sub = cs[0].sql, cs[1].sql
