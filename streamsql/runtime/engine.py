@@ -748,7 +748,8 @@ class Engine:
             fn = REGISTRY.get(stmt.name or "")
             if fn is None:
                 raise AnalysisError(f"Can't find any functions with the name '{stmt.name}'")
-            return r.FunctionList(stmt.text, [r.FunctionInfo(fn.name, fn.kind, fn.category, fn.description)])
+            return r.FunctionList(stmt.text, [r.FunctionInfo(fn.name, fn.kind, fn.category, fn.description,
+                                                             list(fn.signatures))])
         if stmt.listing:
             sources = self.catalog.streams() if stmt.listing == "STREAMS" else self.catalog.tables()
             return r.SourceList(stmt.text, stmt.listing, [_source_info(s) for s in sources])

@@ -48,6 +48,10 @@ def render(result: r.Result) -> str:
                      [[q.id, q.kind, q.state, q.sink, q.statement] for q in result.queries])
     if isinstance(result, r.Properties):
         return table(["Property", "Value"], sorted(result.properties.items()))
+    if isinstance(result, r.FunctionList) and len(result.functions) == 1 and result.functions[0].signatures:
+        f = result.functions[0]  # DESCRIBE FUNCTION: ksqlDB shows each variation's signature
+        return "\n".join([f"Name        : {f.name}", f"Type        : {f.kind}", f"Category    : {f.category}",
+                          f"Description : {f.description}"] + [f"Variation   : {v}" for v in f.signatures])
     if isinstance(result, r.FunctionList):
         return table(["Function Name", "Type", "Category"], [[f.name, f.kind, f.category] for f in result.functions])
     if isinstance(result, r.Explanation):
