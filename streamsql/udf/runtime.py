@@ -183,7 +183,14 @@ def spark_udf(spec: FunctionSpec, errors: ErrorLog) -> Any:
     if spec.kind == AGGREGATE:
         return udf(_aggregate_function(spec.name, spec.impl, errors), t.to_spark(result), useArrow=True)
     if spec.vectorized:
-        return pandas_udf(_vectorized_function(spec.name, spec.impl, errors), t.to_spark(result))  # type: ignore[call-overload]
+        import warnings
+
+        from pyspark.sql.functions import PandasUDFType
+
+        with warnings.catch_warnings():  # the explicit type: the wrapper's *args carry no type hints
+            warnings.simplefilter("ignore")
+            return pandas_udf(_vectorized_function(spec.name, spec.impl, errors), t.to_spark(result),
+                              PandasUDFType.SCALAR)
     return udf(_row_function(spec.name, spec.impl, errors), t.to_spark(result), useArrow=True)
 
 

@@ -18,10 +18,10 @@ EXTENSION = textwrap.dedent('''
     import pandas as pd
     from streamsql.udf import udf, udaf, udtf
 
-    @udf(name="MASK", returns="VARCHAR", params=["VARCHAR"], description="Masks all but the first letter.")
-    def mask(name):
+    @udf(name="HIDE", returns="VARCHAR", params=["VARCHAR"], description="Masks all but the first letter.")
+    def hide(name):
         if name == "boom":
-            raise ValueError("cannot mask boom")
+            raise ValueError("cannot hide boom")
         return name[0] + "*" * (len(name) - 1)
 
     @udf(name="TWICE", returns="BIGINT", params=["BIGINT"], vectorized=True)
@@ -74,7 +74,7 @@ def test_udf_udtf_udaf_from_extension_dir(ext_engine, topic_name):  # type: igno
     engine.execute(f"""
         CREATE STREAM ev (k VARCHAR KEY, name VARCHAR, n BIGINT, tags ARRAY<VARCHAR>)
           WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
-        CREATE STREAM masked AS SELECT k, MASK(name) AS m, TWICE(n) AS d FROM ev;
+        CREATE STREAM masked AS SELECT k, HIDE(name) AS m, TWICE(n) AS d FROM ev;
         CREATE STREAM tagged AS SELECT k, WITH_INDEX(tags) AS t, EXPLODE(tags) AS tag FROM ev;
         CREATE TABLE longest AS SELECT k, LONGEST(name) AS l, COUNT(*) AS c FROM ev
           WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY k EMIT CHANGES;
@@ -99,7 +99,7 @@ def test_udf_udtf_udaf_from_extension_dir(ext_engine, topic_name):  # type: igno
     log = [v["message"] for _, v, _ in read(engine.admin, engine.processing_log_topic)
            if isinstance(v, dict) and v["message"].get("recordProcessingError")]
     messages = [m["recordProcessingError"]["errorMessage"] for m in log]
-    assert "Error in function MASK: ValueError: cannot mask boom" in messages
+    assert "Error in function HIDE: ValueError: cannot hide boom" in messages
     assert "Error in function TWICE: ArithmeticError: 13 is unlucky" in messages
     assert all(m["type"] == 1 for m in log)
     assert any(m["recordProcessingError"]["record"] == '["boom"]' for m in log)
@@ -107,7 +107,7 @@ def test_udf_udtf_udaf_from_extension_dir(ext_engine, topic_name):  # type: igno
     [shown] = engine.execute("SHOW FUNCTIONS;")
     assert isinstance(shown, r.FunctionList)
     kinds = {f.name: (f.kind, f.category) for f in shown.functions}
-    assert kinds["MASK"] == ("SCALAR", "PYTHON") and kinds["WITH_INDEX"] == ("TABLE", "PYTHON")
+    assert kinds["HIDE"] == ("SCALAR", "PYTHON") and kinds["WITH_INDEX"] == ("TABLE", "PYTHON")
     assert kinds["LONGEST"] == ("AGGREGATE", "PYTHON") and kinds["SPLIT_WORDS"] == ("SCALAR", "PYTHON")
     [described] = engine.execute("DESCRIBE FUNCTION longest;")
     assert "The longest value in the group." in described.functions[0].description
