@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                                      properties={"ksql.extension.dir": str(work / "ext")}), spark=get_spark())
         engine.start()
         engine.execute("SET 'auto.offset.reset'='earliest';")
+        engine.execute(f"SET 'ksql.streams.max.records.per.batch'='{max(1000, args.records // 10)}';")
         topic = f"logs_{uuid.uuid4().hex[:6]}"
         engine.admin.create_topic(topic, 2)
         rng = random.Random(1)
