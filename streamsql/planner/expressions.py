@@ -147,6 +147,15 @@ class ExpressionCompiler:
 
         self.scope = scope
         self.functions = functions or fn.REGISTRY
+        #: set by the planner for a stream's SELECT list, the one place table functions may appear
+        self.table_functions: "object | None" = None
+
+    def table_function(self, name: str, array: Compiled) -> Compiled:
+        """A table-function call: ``array`` holds its rows; see planner/table_functions.py."""
+        if self.table_functions is None:
+            raise AnalysisError(f"Table function {name} can only be used in the SELECT list of a query "
+                                f"over a STREAM ({self.scope.clause} is not allowed).")
+        return self.table_functions.add(array)  # type: ignore[attr-defined]
 
     def compile(self, node: exp.Expression) -> Compiled:
         method = getattr(self, f"_{type(node).__name__.lower()}", None)

@@ -50,6 +50,9 @@ class FunctionRegistry:
     def register(self, fn: FunctionDef) -> None:
         self._functions[fn.name.upper()] = fn
 
+    def unregister(self, name: str) -> None:
+        self._functions.pop(name.upper(), None)
+
     def get(self, name: str) -> FunctionDef | None:
         return self._functions.get(name.upper())
 
@@ -77,6 +80,8 @@ class FunctionRegistry:
         bad_arity = len(compiled) < fn.min_args or (fn.max_args is not None and len(compiled) > fn.max_args)
         if bad_arity or (fn.accepts is not None and not fn.accepts(compiled)):
             raise rejected(name, compiled)
+        if fn.kind == "TABLE":  # an array of rows-to-be; the SELECT's table-function step explodes it
+            return compiler.table_function(fn.name, fn.compile(compiled))
         return fn.compile(compiled)
 
 
@@ -155,3 +160,7 @@ _register_builtins()
 from streamsql.planner import builtins as _builtins  # noqa: E402 - registers the scalar catalog
 
 _builtins.register_all(REGISTRY)
+
+from streamsql.planner import table_functions as _table_functions  # noqa: E402 - EXPLODE, CUBE_EXPLODE
+
+_table_functions.register(REGISTRY)

@@ -25,6 +25,7 @@ from streamsql.errors import AnalysisError
 from streamsql.planner.aggregation import AggregatePlan, AggregationPlanner
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, quote
 from streamsql.planner.functions import REGISTRY
+from streamsql.planner import table_functions as tf
 from streamsql.sql import ast
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class QueryPlan:
     limit: int | None = None
     emit: str | None = "CHANGES"
     notes: list[str] = field(default_factory=list)
+    #: arrays of the SELECT's table functions (EXPLODE ...), see planner/table_functions.py
+    table_functions: list[str] = field(default_factory=list)
 
     @property
     def key_columns(self) -> list[OutputColumn]:
@@ -70,6 +73,8 @@ class QueryPlan:
                  f"key {self.source.key_format}, value {self.source.value_format})"]
         if self.where:
             lines.append(f"  FILTER {self.where}")
+        if self.table_functions:
+            lines.append("  FLATMAP " + ", ".join(self.table_functions))
         if self.repartitioned:
             lines.append("  REPARTITION BY " + ", ".join(c.sql for c in self.key_columns))
         lines.append("  PROJECT " + ", ".join(
@@ -109,6 +114,8 @@ class Planner:
         self._reject_unsupported(query, source)
         scope = source_scope(source, alias)
         if query.group_by or self._has_aggregates(query):
+            if tf.uses_table_functions(query, REGISTRY):
+                raise AnalysisError(tf.WITH_AGGREGATION)
             if source.is_table:
                 raise AnalysisError("Not supported yet: aggregating a TABLE (GROUP BY over a table)")
             if not query.group_by:
@@ -127,7 +134,8 @@ class Planner:
                                     f"{query.where.sql()} ({compiled.type}) instead.")
             where = compiled.sql
 
-        columns = self._projection(query, source, alias, scope.with_clause("SELECT"))
+        generators = tf.TableFunctionCollector(tf.WITH_TABLE_SOURCE if source.is_table else None)
+        columns = self._projection(query, source, alias, scope.with_clause("SELECT"), generators)
         repartitioned = False
         if query.partition_by:
             columns = self._apply_partition_by(query, columns, scope, sink_name)
@@ -144,7 +152,7 @@ class Planner:
                 raise AnalysisError("The projection contains no value columns.")
         self._check_duplicates(columns)
         return QueryPlan(source, alias, where, columns, repartitioned=repartitioned,
-                         limit=query.limit, emit=query.emit)
+                         limit=query.limit, emit=query.emit, table_functions=generators.arrays)
 
     @staticmethod
     def _reject_unsupported(query: ast.Query, source: Source) -> None:
@@ -164,8 +172,10 @@ class Planner:
                         return True
         return False
 
-    def _projection(self, query: ast.Query, source: Source, alias: str, scope: Scope) -> list[OutputColumn]:
+    def _projection(self, query: ast.Query, source: Source, alias: str, scope: Scope,
+                    table_functions: tf.TableFunctionCollector | None = None) -> list[OutputColumn]:
         compiler = ExpressionCompiler(scope)
+        compiler.table_functions = table_functions
         out: list[OutputColumn] = []
         generated = 0
         key_names = {c.name for c in source.key_columns}
@@ -254,6 +264,7 @@ class Planner:
         df = source_df
         if plan.where:
             df = df.where(f"(NOT {TOMBSTONE_COL}) AND ({plan.where})")
+        df = tf.explode(df, plan.table_functions)
         exprs = []
         for c in plan.columns:
             sql = c.sql

@@ -86,7 +86,11 @@ class Variant:
 
 
 def _parse(text: str) -> Variant:
+    """``"params -> returns"``, or ``"NAME(params) -> returns"`` as Python functions declare it."""
     params, _, returns = text.rpartition(" -> ")
+    called = re.fullmatch(r"\s*\w+\((.*)\)\s*", params)
+    if called:
+        params = called.group(1)
     items = [p.strip() for p in params.split(", ")] if params.strip() else []
     variadic = bool(items) and items[-1].endswith("...")
     if variadic:

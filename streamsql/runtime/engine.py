@@ -117,6 +117,9 @@ class Engine:
             self._reset_state()
         state_file.write_text(json.dumps({"cluster_id": cluster}))
         self.admin.create_topic(self.processing_log_topic, 1)
+        from streamsql.udf import functions as python_functions
+
+        notices += [f"Python functions: {p}" for p in python_functions.load(self.config.property("ksql.extension.dir") or None)]
         replayed = self._replay()
         if replayed:
             notices.append(f"Restored {len(self.catalog.sources)} source(s) and {len(self.queries)} "
@@ -457,6 +460,9 @@ class Engine:
 
     def _source_dataframe(self, source: Source, query_id: str, starting_offsets: str) -> Any:
         """The streaming DataFrame of ``source`` for one query, batch size and processing log set."""
+        from streamsql.udf import functions as python_functions
+
+        python_functions.install(self.spark, self.bootstrap_servers, self.processing_log_topic)
         return io.read_stream(self.spark, self.bootstrap_servers, source, starting_offsets=starting_offsets,
                               query_id=query_id,
                               max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,

@@ -107,6 +107,7 @@ class FunctionInfo:
     kind: str
     category: str
     description: str = ""
+    signatures: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -639,6 +639,10 @@ class MemoryCommandLog:
         self._commands = []
 
 
+#: ksqlDB's QTT runs with its test UDFs on the classpath; ours are Python ports in this directory
+QTT_ENGINE_PROPERTIES = {"ksql.extension.dir": str(Path(__file__).with_name("qtt_udfs"))}
+
+
 class _Failure(Exception):
     """A case failed (reason = message)."""
 
@@ -758,7 +762,7 @@ class QttRunner:
         data_dir = self.work_dir / prefix.rstrip("_")
         state["data_dir"] = data_dir
         first_seq = int(prefix.rstrip("_").rsplit("_", 1)[-1]) * 1000 if self.parallel > 1 else 0
-        engine = Engine(EngineConfig(self.bootstrap, data_dir, self.spark_master),
+        engine = Engine(EngineConfig(self.bootstrap, data_dir, self.spark_master, dict(QTT_ENGINE_PROPERTIES)),
                         command_log=MemoryCommandLog(first_seq), spark=self.spark)
         state["engine"] = engine
         engine.start()

@@ -1,0 +1,139 @@
+"""Python functions in the function catalog: how a call to a UDF, UDTF or UDAF compiles to Spark SQL.
+
+Every overload of a Python function is registered with Spark (by :mod:`streamsql.udf.runtime`)
+under its own name, :func:`spark_name`; a call compiles to that Spark function applied to the
+arguments, each cast to the declared parameter type (ksqlDB widens INT → BIGINT → DECIMAL →
+DOUBLE when it picks an overload; a cast makes Spark hand the Python code the declared type).
+
+* UDF: ``spark_fn(args)`` typed as ``returns``.
+* UDTF: ``spark_fn(args)`` typed ``ARRAY<returns>``; the planner's table-function step turns the
+  array into rows (:mod:`streamsql.planner.table_functions`).
+* UDAF: ``spark_fn(collect_list(struct(args)), literals...)``: Spark's ``collect_list`` keeps
+  the group's inputs in the streaming state store and the Python finaliser folds them through
+  initialize/aggregate/map when the group's row is emitted. Why this shape, and not a pandas
+  grouped-aggregate UDF, is in :mod:`streamsql.udf.runtime` (measured).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from streamsql import types as t
+from streamsql.planner.expressions import Compiled
+from streamsql.planner.functions import FunctionDef, FunctionRegistry, rejected
+
+if TYPE_CHECKING:
+    from streamsql.udf.api import FunctionSpec
+
+K = t.Kind
+#: ksqlDB's implicit widening of numeric arguments when matching a UDF parameter
+_WIDENS_TO: dict[K, set[K]] = {
+    K.INTEGER: {K.INTEGER, K.BIGINT, K.DECIMAL, K.DOUBLE},
+    K.BIGINT: {K.BIGINT, K.DECIMAL, K.DOUBLE},
+    K.DECIMAL: {K.DECIMAL, K.DOUBLE},
+}
+PYTHON_CATEGORY = "PYTHON"
+
+
+def spark_name(spec_name: str, overload: int) -> str:
+    return f"streamsql_py_{spec_name.lower()}_{overload}"
+
+
+def declared(text: str) -> t.SqlType | None:
+    from streamsql.udf.loader import parse_sql_type
+
+    return parse_sql_type(text)
+
+
+def _accepts(param: t.SqlType | None, arg: t.SqlType | None) -> bool:
+    if param is None or arg is None:
+        return True
+    if param == arg:
+        return True
+    if param.kind in (K.ARRAY, K.MAP, K.STRUCT, K.DECIMAL) and param.kind == arg.kind:
+        return True  # element types are converted by the cast
+    return param.kind in _WIDENS_TO.get(arg.kind, {arg.kind})
+
+
+def _argument(c: Compiled, param: t.SqlType | None) -> str:
+    if param is None or c.type == param:
+        return c.sql
+    return f"CAST({c.sql} AS {t.to_spark(param).simpleString()})"
+
+
+class PythonFunction:
+    """All overloads of one Python function name, compiled as one catalog entry."""
+
+    def __init__(self, specs: Sequence["FunctionSpec"]) -> None:
+        self.specs = list(specs)
+        self.name = self.specs[0].name
+        self.kind = self.specs[0].kind
+        self.params = [[declared(p) for p in s.params + s.literals] for s in self.specs]
+
+    def overload(self, cs: list[Compiled]) -> int | None:
+        for i, params in enumerate(self.params):
+            if len(params) == len(cs) and all(_accepts(p, c.type) for p, c in zip(params, cs)):
+                return i
+        return None
+
+    def compile(self, cs: list[Compiled]) -> Compiled:
+        i = self.overload(cs)
+        if i is None:
+            raise rejected(self.name, cs)
+        spec, params = self.specs[i], self.params[i]
+        args = [_argument(c, p) for c, p in zip(cs, params)]
+        fn = spark_name(self.name, i)
+        result = declared(spec.returns)
+        if self.kind == "TABLE":
+            return Compiled(f"{fn}({', '.join(args)})", t.Array(result))
+        if self.kind == "AGGREGATE":
+            n = len(spec.params)
+            values = ", ".join(f"{a} AS v{j}" for j, a in enumerate(args[:n]))
+            literals = args[n:]
+            # literals must be constants: Spark rejects a column outside an aggregate here
+            return Compiled(f"{fn}(collect_list(struct({values}))" + "".join(f", {x}" for x in literals) + ")", result)
+        return Compiled(f"{fn}({', '.join(args)})", result)
+
+    def definition(self) -> FunctionDef:
+        lo = min(len(p) for p in self.params)
+        hi = max(len(p) for p in self.params)
+        descriptions = [s.description for s in self.specs if s.description]
+        return FunctionDef(self.name, self.kind, self.compile, signatures=[s.signature() for s in self.specs],
+                           description=(descriptions[0] if descriptions else "Python function")
+                           + f" (Python: {self.specs[0].source_file})",
+                           category=PYTHON_CATEGORY, min_args=lo, max_args=hi,
+                           accepts=lambda cs: self.overload(cs) is not None)
+
+
+#: names registered from Python files, so reloading replaces them but never shadows a built-in
+_python_names: set[str] = set()
+
+
+def register(registry: FunctionRegistry, specs: Sequence["FunctionSpec"]) -> list[str]:
+    """Register ``specs`` (grouped by name) in ``registry``. Returns problems, one per name that
+    clashes with a built-in function (those are not registered)."""
+    problems: list[str] = []
+    for old in list(_python_names):  # a reload replaces the previous set of Python functions
+        registry.unregister(old)
+        _python_names.discard(old)
+    by_name: dict[str, list["FunctionSpec"]] = {}
+    for s in specs:
+        by_name.setdefault(s.name, []).append(s)
+    for name, group in by_name.items():
+        kinds = {s.kind for s in group}
+        existing = registry.get(name)
+        if existing is not None and name not in _python_names:
+            problems.append(f"{group[0].source_file}: function {group[0].python_name} ({name}): the name is a "
+                            f"built-in function; choose another name")
+            continue
+        if len(kinds) > 1:
+            problems.append(f"{group[0].source_file}: function {name} is declared as more than one kind "
+                            f"({', '.join(sorted(kinds))})")
+            continue
+        registry.register(PythonFunction(group).definition())
+        _python_names.add(name)
+    return problems
+
+
+def python_function_names() -> set[str]:
+    return set(_python_names)

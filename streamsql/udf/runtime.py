@@ -1,0 +1,214 @@
+"""Run Python functions inside Spark queries: wrappers, error capture, and registration.
+
+Execution shapes (all through Arrow, never Spark's pickled row-at-a-time path):
+
+* UDF, default: an Arrow-optimised Python UDF (``udf(..., useArrow=True)``): Spark ships Arrow
+  batches to the worker and calls the function per row with plain Python values (lists, dicts,
+  ``Row`` for structs, ``Decimal``, ``bytes``), so any SQL type works.
+* UDF with ``vectorized=True``: a pandas UDF (Series in, Series out), one call per Arrow batch. If
+  the batch call raises, the batch is retried row by row to find the failing rows.
+* UDTF: an Arrow-optimised UDF returning the list of values; the planner explodes it.
+* UDAF: Spark's ``collect_list`` holds the group's inputs in the streaming state store; an
+  Arrow-optimised finaliser folds them through ``initialize``/``aggregate``/``map``. Measured on
+  Spark 4.3 (benchmarks/README.md, "UDAF execution"): a grouped-aggregate pandas UDF is rejected
+  in a streaming aggregation at analysis time, so the alternatives were this and
+  ``applyInPandasWithState`` (a whole-query operator that cannot share a GROUP BY with built-in
+  aggregates nor express ksqlDB's windows/EMIT modes). The price of collect+finalise: state
+  grows with a group's inputs (a window bounds it), and ``merge`` is not called (the fold is
+  sequential); it is still required so the class has ksqlDB's full shape.
+
+Errors (ksqlDB's behaviour): a function raising on a row writes a RECORD_PROCESSING_ERROR to the
+processing log (function name, error, the arguments) and the row continues with NULL for that
+call; a UDTF that raises produces no rows for that input; a UDAF's ``aggregate`` raising skips
+that input. The query keeps running.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from streamsql import types as t
+from streamsql.udf.api import AGGREGATE, TABLE, FunctionSpec
+
+log = logging.getLogger(__name__)
+processing_log = logging.getLogger("streamsql.processing_log")
+RECORD_PROCESSING_ERROR = 1
+
+
+@dataclass(frozen=True)
+class ErrorLog:
+    """Where a worker reports a failing call: the processing-log topic (None: log only)."""
+
+    bootstrap: str | None = None
+    topic: str | None = None
+
+    def report(self, function: str, error: BaseException, args: Sequence[Any]) -> None:
+        entry = processing_log_entry(function, error, args)
+        processing_log.error("function %s failed: %s", function, entry["message"]["recordProcessingError"]["errorMessage"])
+        if not (self.bootstrap and self.topic):
+            return
+        try:
+            from streamsql.kafka.sink import cached_producer
+
+            producer = cached_producer(self.bootstrap)
+            producer.produce(self.topic, value=json.dumps(entry).encode("utf-8"))
+            producer.flush(10)
+        except Exception as exc:  # noqa: BLE001 - the log failing must not fail the query
+            log.error("cannot write to processing log topic '%s': %s", self.topic, exc)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if hasattr(v, "asDict"):
+        return _jsonable(v.asDict())
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return str(v)
+
+
+def processing_log_entry(function: str, error: BaseException, args: Sequence[Any]) -> dict[str, Any]:
+    """ksqlDB's processing-log record for an error while processing a row (type 1)."""
+    reason = f"{type(error).__name__}: {error}"
+    return {
+        "level": "ERROR",
+        "logger": f"streamsql.function.{function}",
+        "time": int(time.time() * 1000),
+        "message": {
+            "type": RECORD_PROCESSING_ERROR,
+            "deserializationError": None,
+            "recordProcessingError": {
+                "errorMessage": f"Error in function {function}: {reason}",
+                "record": json.dumps(_jsonable(list(args))),
+                "cause": [reason],
+            },
+            "productionError": None,
+            "serializationError": None,
+            "kafkaStreamsThreadError": None,
+        },
+    }
+
+
+# --- wrappers (these run in Spark's Python workers) -----------------------------------------------
+
+
+def _row_function(name: str, fn: Callable[..., Any], errors: ErrorLog) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - user code: any error goes to the processing log
+            errors.report(name, e, args)
+            return None
+
+    return call
+
+
+def _vectorized_function(name: str, fn: Callable[..., Any], errors: ErrorLog) -> Callable[..., Any]:
+    def call(*series: Any) -> Any:
+        import pandas as pd
+
+        try:
+            out = fn(*series)
+            if len(out) != len(series[0]):
+                raise ValueError(f"returned {len(out)} values for {len(series[0])} rows")
+            return pd.Series(out).reset_index(drop=True)
+        except Exception:  # noqa: BLE001 - find the failing rows one by one
+            values = []
+            for i in range(len(series[0])):
+                one = [s.iloc[i:i + 1].reset_index(drop=True) for s in series]
+                try:
+                    values.append(pd.Series(fn(*one)).iloc[0])
+                except Exception as e:  # noqa: BLE001
+                    errors.report(name, e, [s.iloc[0] for s in one])
+                    values.append(None)
+            return pd.Series(values, dtype=object)
+
+    return call
+
+
+def _table_function(name: str, fn: Callable[..., Any], errors: ErrorLog) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        try:
+            out = fn(*args)
+            return None if out is None else list(out)
+        except Exception as e:  # noqa: BLE001
+            errors.report(name, e, args)
+            return None  # no rows for this input (ksqlDB's KudtfFlatMapper)
+
+    return call
+
+
+def _aggregate_function(name: str, cls: type, errors: ErrorLog) -> Callable[..., Any]:
+    def call(rows: Sequence[Any] | None, *literals: Any) -> Any:
+        try:
+            agg = cls(*literals)
+            acc = agg.initialize()
+        except Exception as e:  # noqa: BLE001
+            errors.report(name, e, literals)
+            return None
+        for row in rows or ():
+            value = row[0] if len(row) == 1 else tuple(row)
+            try:
+                acc = agg.aggregate(value, acc)
+            except Exception as e:  # noqa: BLE001 - skip this input, keep the others
+                errors.report(name, e, [value])
+        try:
+            return agg.map(acc)
+        except Exception as e:  # noqa: BLE001
+            errors.report(name, e, [])
+            return None
+
+    return call
+
+
+def spark_udf(spec: FunctionSpec, errors: ErrorLog) -> Any:
+    """The Spark UDF object that runs ``spec``."""
+    from pyspark.sql.functions import pandas_udf, udf
+
+    from streamsql.udf.loader import parse_sql_type
+
+    result = parse_sql_type(spec.returns)
+    assert result is not None
+    if spec.kind == TABLE:
+        return udf(_table_function(spec.name, spec.impl, errors), t.to_spark(t.Array(result)), useArrow=True)
+    if spec.kind == AGGREGATE:
+        return udf(_aggregate_function(spec.name, spec.impl, errors), t.to_spark(result), useArrow=True)
+    if spec.vectorized:
+        import warnings
+
+        from pyspark.sql.functions import PandasUDFType
+
+        with warnings.catch_warnings():  # the explicit type: the wrapper's *args carry no type hints
+            warnings.simplefilter("ignore")
+            return pandas_udf(_vectorized_function(spec.name, spec.impl, errors), t.to_spark(result),
+                              PandasUDFType.SCALAR)
+    return udf(_row_function(spec.name, spec.impl, errors), t.to_spark(result), useArrow=True)
+
+
+# --- registration -------------------------------------------------------------------------------
+
+_installed: dict[int, tuple[int, ErrorLog]] = {}
+_install_lock = threading.Lock()
+
+
+def install(spark: Any, specs_by_name: dict[str, list[FunctionSpec]], generation: int, errors: ErrorLog) -> None:
+    """Register every overload with ``spark`` under its :func:`spark_name` (once per generation
+    of loaded functions and processing-log target)."""
+    from streamsql.planner.udf_compile import spark_name
+
+    with _install_lock:
+        if _installed.get(id(spark)) == (generation, errors):
+            return
+        for name, specs in specs_by_name.items():
+            for i, spec in enumerate(specs):
+                spark.udf.register(spark_name(name, i), spark_udf(spec, errors))
+        _installed[id(spark)] = (generation, errors)
