@@ -109,8 +109,6 @@ class Planner:
         self._reject_unsupported(query, source)
         scope = source_scope(source, alias)
         if query.group_by or self._has_aggregates(query):
-            if source.is_table:
-                raise AnalysisError("Not supported yet: aggregating a TABLE (GROUP BY over a table)")
             if not query.group_by:
                 raise AnalysisError("Not supported yet: aggregate functions without GROUP BY")
             return AggregationPlanner(source, alias, scope).plan(query, persistent, sink_name)

@@ -34,6 +34,7 @@ from streamsql.planner.functions import REGISTRY
 from streamsql.planner import aggregation
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant, source_columns
+from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, project
 from streamsql.runtime.changelog import ChangelogWriter
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime import io
@@ -73,6 +74,8 @@ class Engine:
         self.variables: dict[str, str] = {}
         self.queries: dict[str, RunningQuery] = {}
         self.stores: dict[str, TableStore] = {}
+        #: the aggregation processor of each running GROUP BY query (late-record and error counts)
+        self.processors: dict[str, AggregationProcessor] = {}
         self._command_log = command_log
         self._spark = spark
         self._admin: Any = None
@@ -464,7 +467,8 @@ class Engine:
 
     def _build(self, plan: "QueryPlan | AggregatePlan", df: Any, changelog: bool = False) -> Any:
         if isinstance(plan, AggregatePlan):
-            return aggregation.build_dataframe(plan, df)
+            aggregation.build_dataframe(plan, df)  # Spark analyses the keys and arguments
+            return aggregation.post_dataframe(plan, self.spark, [])  # the output columns and their types
         if changelog:
             return self.planner.to_changelog_dataframe(plan, df)
         return self.planner.to_dataframe(plan, df)
@@ -480,11 +484,16 @@ class Engine:
         checkpoint = self.data_dir / "checkpoints" / query_id
         df = self._source_dataframe(plan.source, query_id, self._offset_reset())
         if sink.is_table:
-            out = self._build(plan, df, changelog=True)
             store = self._store(sink)
-            writer = ChangelogWriter(self.bootstrap_servers, sink, store)
-            mode = plan.output_mode if isinstance(plan, AggregatePlan) else "append"
-            handle = (out.writeStream.foreachBatch(writer).outputMode(mode)
+            if isinstance(plan, AggregatePlan):
+                out = aggregation.build_dataframe(plan, df)
+                processor = AggregationProcessor(plan, store)
+                self.processors[query_id] = processor
+                writer = ChangelogWriter(self.bootstrap_servers, sink, store, processor)
+            else:
+                out = self._build(plan, df, changelog=True)
+                writer = ChangelogWriter(self.bootstrap_servers, sink, store)
+            handle = (out.writeStream.foreachBatch(writer).outputMode("append")
                       .option("checkpointLocation", str(checkpoint)).queryName(query_id).start())
         else:
             out = self.planner.to_dataframe(plan, df)
@@ -594,11 +603,14 @@ class Engine:
         if not push and plan.source.is_table:
             return self._pull_table(stmt, plan)
         df = self._source_dataframe(plan.source, query_id, self._offset_reset() if push else "earliest")
+        processor = None
         if isinstance(plan, AggregatePlan):
-            out = aggregation.build_dataframe(plan, df).where("__HAVING")
+            out = aggregation.build_dataframe(plan, df)
+            columns = Planner.output_types(plan, aggregation.post_dataframe(plan, self.spark, []))
+            processor = AggregationProcessor(plan, MemoryState())
         else:
             out = self.planner.to_dataframe(plan, df).where(f"NOT {TOMBSTONE_COL}")
-        columns = Planner.output_types(plan, out)
+            columns = Planner.output_types(plan, out)
         stream = r.RowStream(stmt.text, query_id, [(c.name, str(c.type)) for c in columns],
                              limit=plan.limit, kind="push" if push else "pull")
         names = [c.name for c in plan.columns]
@@ -607,13 +619,18 @@ class Engine:
         def on_batch(batch_df: Any, _batch_id: int) -> None:
             if stream.closed:
                 return
+            if processor is not None:
+                updates = processor.process(batch_df.toArrow().to_pylist())
+                processor.state_changes()  # transient: the state stays in memory
+                for rec in project(plan, batch_df.sparkSession, updates):
+                    if rec["__HAVING"] and not stream.put([_to_python(rec[n]) for n in names]):
+                        break
+                return
             for row in batch_df.select(*[f"`{n}`" for n in names]).collect():
                 if not stream.put([_to_python(v) for v in row]):
                     break
 
         writer = out.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint))
-        if isinstance(plan, AggregatePlan):
-            writer = writer.outputMode(plan.output_mode)
         if not push:
             writer = writer.trigger(availableNow=True)
         handle = writer.start()

@@ -34,6 +34,9 @@ class TableStore:
         self._db.execute("CREATE TABLE IF NOT EXISTS rows (k TEXT PRIMARY KEY, key_blob BLOB, wstart INTEGER, "
                          "wend INTEGER, value_blob BLOB, rowtime INTEGER)")
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER)")
+        # the aggregation processor's state (runtime/aggregator.py), committed with the rows
+        self._db.execute("CREATE TABLE IF NOT EXISTS state (ns TEXT, k TEXT, blob BLOB, PRIMARY KEY (ns, k))")
+        self._db.execute("CREATE INDEX IF NOT EXISTS rows_window ON rows (wstart)")
 
     @property
     def last_batch(self) -> int:
@@ -44,8 +47,10 @@ class TableStore:
         return self._db.execute("SELECT 1 FROM rows WHERE k=?", (_key_text(key, window),)).fetchone() is not None
 
     def apply(self, batch_id: int, upserts: Iterable[tuple[list[Any], tuple[int | None, int | None], dict[str, Any], int]],
-              deletes: Iterable[tuple[list[Any], tuple[int | None, int | None]]]) -> None:
-        """Apply one batch atomically (upserts: key, window, value columns, rowtime)."""
+              deletes: Iterable[tuple[list[Any], tuple[int | None, int | None]]],
+              state: Iterable[tuple[str, str, bytes | None]] = ()) -> None:
+        """Apply one batch atomically (upserts: key, window, value columns, rowtime; state:
+        namespace, key, blob or None to delete)."""
         with self._lock:
             cur = self._db.cursor()
             cur.execute("BEGIN")
@@ -57,12 +62,22 @@ class TableStore:
                                  pickle.dumps(value), rowtime))
                 for key, window in deletes:
                     cur.execute("DELETE FROM rows WHERE k=?", (_key_text(key, window),))
+                for ns, k, blob in state:
+                    if blob is None:
+                        cur.execute("DELETE FROM state WHERE ns=? AND k=?", (ns, k))
+                    else:
+                        cur.execute("INSERT INTO state VALUES (?,?,?) ON CONFLICT(ns, k) DO UPDATE SET blob=excluded.blob",
+                                    (ns, k, blob))
                 cur.execute("INSERT INTO meta VALUES ('batch', ?) ON CONFLICT(name) DO UPDATE SET value=excluded.value",
                             (batch_id,))
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+
+    def state_get(self, namespace: str, key: str) -> bytes | None:
+        row = self._db.execute("SELECT blob FROM state WHERE ns=? AND k=?", (namespace, key)).fetchone()
+        return row[0] if row else None
 
     def rows(self) -> list[tuple[list[Any], int | None, int | None, dict[str, Any], int]]:
         """Every current row: (key values, window start, window end, value columns, rowtime)."""
