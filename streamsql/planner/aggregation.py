@@ -177,6 +177,10 @@ class AggregationPlanner:
             where = ExpressionCompiler(self.scope.with_clause("WHERE")).compile(query.where).sql
         if query.window is not None and self.source.is_table:
             raise AnalysisError("Windowed aggregations are not supported on tables: use a stream as the source")
+        for expr in query.group_by:
+            _reject_window_bounds(expr)
+        if query.having is not None:
+            _reject_window_bounds(query.having)
         for i, expr in enumerate(query.group_by):
             compiled = ExpressionCompiler(self.scope.with_clause("GROUP BY")).compile(expr)
             self.key_exprs.append(expr)
@@ -188,7 +192,10 @@ class AggregationPlanner:
             if item.star:
                 raise AnalysisError("SELECT * is not supported with GROUP BY: list the grouping columns and aggregates")
             assert item.expression is not None
+            before = len(non_aggregate)
             post = self._post_expression(item.expression, non_aggregate)
+            if len(non_aggregate) > before:
+                continue  # reported below, after the check for missing aggregates
             compiled = ExpressionCompiler(self._post_scope()).compile(post)
             key_index = self._key_index(item.expression)
             name = item.alias or _implicit_name(item.expression)
@@ -196,14 +203,15 @@ class AggregationPlanner:
                 name = f"KSQL_COL_{generated}"
                 generated += 1
             columns.append(AggregateColumn(name, compiled.sql, compiled.type, key_index is not None))
+        having = None
+        bad: list[str] = []
+        if query.having is not None:
+            post = self._post_expression(query.having, bad)
+        if not self.calls:
+            raise AnalysisError("GROUP BY requires aggregate functions in either the SELECT or HAVING clause.")
         if non_aggregate:
             raise AnalysisError("Non-aggregate SELECT expression(s) not part of GROUP BY: " + ", ".join(non_aggregate))
-        if not self.calls and not columns:
-            raise AnalysisError("GROUP BY requires aggregate functions in the SELECT list or HAVING")
-        having = None
         if query.having is not None:
-            bad: list[str] = []
-            post = self._post_expression(query.having, bad)
             if bad:
                 raise AnalysisError("Non-aggregate HAVING expression not part of GROUP BY: " + ", ".join(bad))
             having = ExpressionCompiler(self._post_scope().with_clause("HAVING")).compile(post).sql
@@ -251,8 +259,9 @@ class AggregationPlanner:
                 return _ident(f"__K{idx}")
             if is_aggregate_call(node):
                 return _ident(self._aggregate(node))  # type: ignore[arg-type]
-            if isinstance(node, exp.Column) and node.name in (t.WINDOWSTART, t.WINDOWEND) and not node.table:
-                return _ident(node.name)
+            if isinstance(node, exp.Column) and node.name.upper() in (t.WINDOWSTART, t.WINDOWEND) \
+                    and (not node.table or node.table.upper() in (self.alias.upper(), self.source.name.upper())):
+                return _ident(node.name.upper())
             if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
                 non_aggregate.append(node.sql())
                 return node
@@ -269,6 +278,8 @@ class AggregationPlanner:
             shown = ", ".join(self._shown(a) for a in args)
             raise AnalysisError(f"Function '{fn.name.lower()}' does not accept parameters ({shown}).")
         n_columns = fn.columns(len(args))
+        for a in args:
+            _reject_window_bounds(a)
         compiled = []
         for a in args[:n_columns]:
             if is_aggregate_call(a):
@@ -303,6 +314,14 @@ class AggregationPlanner:
                 shown = expr.sql()
                 raise AnalysisError(f"The query used to build `{sink_name}` must include the grouping expression "
                                     f"{shown} in its projection (eg, SELECT {shown}...).")
+
+
+def _reject_window_bounds(expr: exp.Expression) -> None:
+    """ksqlDB allows WINDOWSTART/WINDOWEND only in the SELECT list, outside aggregate calls."""
+    for col in expr.find_all(exp.Column):
+        if col.name.upper() in (t.WINDOWSTART, t.WINDOWEND):
+            raise AnalysisError(f"Window bounds column {col.name.upper()} can only be used in the SELECT clause of "
+                                f"windowed aggregations and can not be passed to aggregate functions.")
 
 
 def _implicit_name(node: exp.Expression) -> str | None:

@@ -110,6 +110,10 @@ class Planner:
         scope = source_scope(source, alias)
         if query.group_by or self._has_aggregates(query):
             if not query.group_by:
+                bare = [e.sql() for item in query.select if item.expression is not None
+                        for e in [item.expression] if isinstance(e, exp.Column)]
+                if bare:
+                    raise AnalysisError("Non-aggregate SELECT expression(s) not part of GROUP BY: " + ", ".join(bare))
                 raise AnalysisError("Not supported yet: aggregate functions without GROUP BY")
             return AggregationPlanner(source, alias, scope).plan(query, persistent, sink_name)
         if query.window is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import pickle
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
@@ -30,16 +31,28 @@ from typing import Any, Iterable, Protocol
 from streamsql import types as t
 from streamsql.planner.aggregation import MATCH_COL, AggregatePlan, direct_projection, post_dataframe
 
+processing_log = logging.getLogger("streamsql.processing_log")
+
 
 class StateBackend(Protocol):
     def state_get(self, namespace: str, key: str) -> bytes | None: ...
 
 
 class MemoryState:
-    """State for transient (push) queries: nothing survives them."""
+    """State for transient (push) queries: kept in memory, nothing survives them."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[tuple[str, str], bytes] = {}
 
     def state_get(self, namespace: str, key: str) -> bytes | None:
-        return None
+        return self._blobs.get((namespace, key))
+
+    def apply(self, changes: list[tuple[str, str, bytes | None]]) -> None:
+        for ns, k, blob in changes:
+            if blob is None:
+                self._blobs.pop((ns, k), None)
+            else:
+                self._blobs[(ns, k)] = blob
 
 
 @dataclass
@@ -135,7 +148,9 @@ class AggregationProcessor:
                 self._process_one(row, out)
             except Exception as e:  # a bad value (e.g. DECIMAL overflow) drops the record, not the query
                 self.errors += 1
-                self.last_error = f"{type(e).__name__}: {e}"
+                self.last_error = (f"record partition={row.get(t.ROWPARTITION)} offset={row.get(t.ROWOFFSET)}: "
+                                   f"{type(e).__name__}: {e}")
+                processing_log.error("aggregation dropped a record: %s", self.last_error)
         return out
 
     def _args(self, row: dict[str, Any]) -> list[list[Any]]:

@@ -36,6 +36,7 @@ from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant, source_columns
 from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, project
 from streamsql.runtime.changelog import ChangelogWriter
+from streamsql.runtime.pull import lookup_for
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime import io
 from streamsql.runtime import results as r
@@ -607,7 +608,8 @@ class Engine:
         if isinstance(plan, AggregatePlan):
             out = aggregation.build_dataframe(plan, df)
             columns = Planner.output_types(plan, aggregation.post_dataframe(plan, self.spark, []))
-            processor = AggregationProcessor(plan, MemoryState())
+            memory = MemoryState()
+            processor = AggregationProcessor(plan, memory)
         else:
             out = self.planner.to_dataframe(plan, df).where(f"NOT {TOMBSTONE_COL}")
             columns = Planner.output_types(plan, out)
@@ -621,7 +623,7 @@ class Engine:
                 return
             if processor is not None:
                 updates = processor.process(batch_df.toArrow().to_pylist())
-                processor.state_changes()  # transient: the state stays in memory
+                memory.apply(processor.state_changes())  # transient: the state stays in memory
                 for rec in project(plan, batch_df.sparkSession, updates):
                     if rec["__HAVING"] and not stream.put([_to_python(rec[n]) for n in names]):
                         break
@@ -671,7 +673,7 @@ class Engine:
                                + [st.StructField(n, ty) for n, ty in extra])
         key_names = [c.name for c in table.key_columns]
         data = []
-        for key, wstart, wend, value, rowtime in store.rows():
+        for key, wstart, wend, value, rowtime in store.rows(lookup_for(stmt.query.where, table)):
             rec: dict[str, Any] = dict(zip(key_names, key))
             rec.update(value)
             rec.update({t.WINDOWSTART: wstart, t.WINDOWEND: wend, t.ROWTIME: rowtime, TOMBSTONE_COL: False})
@@ -752,6 +754,10 @@ class Engine:
             if progress:
                 stats.update({"batchId": progress.get("batchId"), "inputRowsPerSecond": progress.get("inputRowsPerSecond"),
                               "processedRowsPerSecond": progress.get("processedRowsPerSecond")})
+        processor = self.processors.get(info.id)
+        if processor is not None:  # ksqlDB's dropped-records / processing-error counts of an aggregation
+            stats["numRowsDroppedByWatermark"] = processor.dropped
+            stats["aggregationErrors"] = processor.errors
         return r.QueryDescription(info.id, info.statement, info.sink, info.sources, state, info.kind, stats)
 
     def _do_Describe(self, stmt: ast.Describe) -> r.Result:
