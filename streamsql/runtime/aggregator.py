@@ -89,6 +89,7 @@ class AggregationProcessor:
         self.grace = plan.grace_ms
         self.final = plan.emit == "FINAL"
         self._groups: dict[str, Group] = {}
+        self._texts: dict[tuple[Any, ...], str] = {}  # key values -> state key text (saves json per record)
         self._rows: dict[str, Any] = {}  # table source: source key -> (group key, args) or None
         self._dirty_groups: set[str] = set()
         self._dirty_rows: set[str] = set()
@@ -103,7 +104,10 @@ class AggregationProcessor:
     # --- state -----------------------------------------------------------------------------
 
     def _group(self, key: tuple[Any, ...]) -> tuple[str, Group]:
-        text = _key_text(key)
+        try:
+            text = self._texts.get(key) or self._texts.setdefault(key, _key_text(key))
+        except TypeError:  # unhashable key values (ARRAY, MAP, STRUCT)
+            text = _key_text(key)
         group = self._groups.get(text)
         if group is None:
             blob = self.state.state_get("group", text)
@@ -137,6 +141,7 @@ class AggregationProcessor:
         if len(self._groups) > 100_000:  # bound the cache; the store has everything
             self._groups.clear()
             self._rows.clear()
+            self._texts.clear()
         return out
 
     # --- processing ------------------------------------------------------------------------

@@ -259,6 +259,7 @@ class Engine:
             is_source=stmt.is_source, statement=stmt.text,
         )
         self._validate_formats(source)
+        source.window_type, source.window_size_ms = _window_properties(props)
         return source
 
     def _formats(self, props: dict[str, Any], default_key: str | None, default_value: str | None) -> tuple[str, str]:
@@ -385,6 +386,8 @@ class Engine:
         if not produces_table and stmt.kind == "TABLE":
             raise AnalysisError("Invalid result type. Your SELECT query produces a STREAM. Please use CREATE STREAM "
                                 "AS SELECT statement instead.")
+        if plan.source.window_type and plan.source.is_table:
+            raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
         if stmt.query.emit == "FINAL" and (not isinstance(plan, AggregatePlan) or plan.window is None):
             raise AnalysisError("EMIT FINAL is only supported for windowed aggregations.")
         sink = self._sink_source(stmt, plan)
@@ -849,6 +852,35 @@ class Engine:
             if exc is not None:
                 out.append((qid, _spark_message(exc)))
         return out
+
+
+def _window_properties(props: dict[str, Any]) -> tuple[str | None, int | None]:
+    """``WINDOW_TYPE`` / ``WINDOW_SIZE`` of a source over a windowed topic, checked as ksqlDB does."""
+    from streamsql.sql.parser import _UNIT_MS
+
+    kind = props.get("WINDOW_TYPE")
+    size = props.get("WINDOW_SIZE")
+    if kind is None:
+        if size is not None:
+            raise AnalysisError("'WINDOW_SIZE' should only be set for windowed sources (WINDOW_TYPE).")
+        return None, None
+    kind = str(kind).upper()
+    if kind not in ("TUMBLING", "HOPPING", "SESSION"):
+        raise AnalysisError(f"Invalid value {kind} for property WINDOW_TYPE: String must be one of: "
+                            f"SESSION, HOPPING, TUMBLING")
+    if kind == "SESSION":
+        if size is not None:
+            raise AnalysisError("'WINDOW_SIZE' should not be set for SESSION windows.")
+        return kind, None
+    if size is None:
+        raise AnalysisError(f"{kind} windows require 'WINDOW_SIZE' to be provided in the WITH clause. "
+                            f"For example: 'WINDOW_SIZE'='10 SECONDS'")
+    parts = str(size).split()
+    unit = parts[1].upper() if len(parts) == 2 else ""
+    if len(parts) != 2 or not parts[0].isdigit() or unit not in _UNIT_MS:
+        raise AnalysisError(f"Configuration WINDOW_SIZE is invalid: Invalid duration: '{size}'. "
+                            f"Unknown time unit: '{unit}'")
+    return kind, int(parts[0]) * _UNIT_MS[unit]
 
 
 def _source_info(s: Source) -> r.SourceInfo:
