@@ -188,9 +188,7 @@ class AggregationPlanner:
         columns: list[AggregateColumn] = []
         generated = 0
         non_aggregate: list[str] = []
-        for item in query.select:
-            if item.star:
-                raise AnalysisError("SELECT * is not supported with GROUP BY: list the grouping columns and aggregates")
+        for item in self._expand_star(query.select):
             assert item.expression is not None
             before = len(non_aggregate)
             post = self._post_expression(item.expression, non_aggregate)
@@ -229,6 +227,21 @@ class AggregationPlanner:
             raise AnalysisError("The projection contains no value columns.")
         return AggregatePlan(self.source, self.alias, where, self.keys, self.calls, self.arguments,
                              key_cols + value_cols, having, query.window, query.emit, query.limit)
+
+    def _expand_star(self, select: list[ast.SelectItem]) -> list[ast.SelectItem]:
+        """``SELECT *, COUNT(*) ... GROUP BY <every column>``: the star stands for the source's
+        columns (each must then be a grouping expression, as in ksqlDB)."""
+        out: list[ast.SelectItem] = []
+        for item in select:
+            if not item.star:
+                out.append(item)
+                continue
+            if item.expression is not None:
+                raise AnalysisError("SELECT s.* / struct->* is not supported with GROUP BY: list the columns")
+            for c in self.source.columns:
+                if c.role in ("key", "value"):
+                    out.append(ast.SelectItem(exp.Column(this=exp.Identifier(this=c.name, quoted=False))))
+        return out
 
     def _key_position(self, column: AggregateColumn, query: ast.Query) -> int:
         for i, (name, _, _) in enumerate(self.keys):
