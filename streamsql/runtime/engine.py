@@ -206,6 +206,9 @@ class Engine:
 
     def _do_CreateSource(self, stmt: ast.CreateSource, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
         existing = self.catalog.find(stmt.name)
+        if stmt.or_replace and (stmt.is_source or (existing is not None and existing.is_source)):
+            raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': CREATE OR REPLACE is not supported on "
+                               f"source {stmt.kind.lower()}s.")
         if existing is not None:
             if _normalize(existing.statement) == _normalize(stmt.text):
                 return r.CommandStatus(stmt.text, f"{stmt.kind.title()} {stmt.name} already exists (unchanged)")
@@ -378,6 +381,9 @@ class Engine:
                                              f"{existing.kind.lower()} with the same name already exists.")
             raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': A {existing.kind.lower()} "
                                f"with the same name already exists")
+        read = self.catalog.find(stmt.query.source.name)
+        if read is not None and read.window_type and read.is_table:
+            raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
         plan = self.planner.plan_query(stmt.query, persistent=True, sink_name=stmt.name)
         produces_table = isinstance(plan, AggregatePlan) or plan.source.is_table
         if produces_table and stmt.kind == "STREAM":
@@ -386,8 +392,6 @@ class Engine:
         if not produces_table and stmt.kind == "TABLE":
             raise AnalysisError("Invalid result type. Your SELECT query produces a STREAM. Please use CREATE STREAM "
                                 "AS SELECT statement instead.")
-        if plan.source.window_type and plan.source.is_table:
-            raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
         if stmt.query.emit == "FINAL" and (not isinstance(plan, AggregatePlan) or plan.window is None):
             raise AnalysisError("EMIT FINAL is only supported for windowed aggregations.")
         sink = self._sink_source(stmt, plan)
