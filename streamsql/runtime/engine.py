@@ -56,6 +56,15 @@ class RunningQuery:
     info: QueryInfo
     handle: Any  # pyspark StreamingQuery
     checkpoint: Path
+    #: starts the query again from its checkpoint (after a failure of the machine, not the query)
+    restart: Any = None
+    restarts: int = 0
+
+
+#: Spark gives each new Python worker 10 s to connect back; an overloaded machine can miss that.
+#: The query itself is fine: it is restarted from its checkpoint (nothing lost or repeated).
+TRANSIENT_FAILURES = ("Python worker failed to connect back",)
+MAX_RESTARTS = 3
 
 
 def _normalize(text: str) -> str:
@@ -509,7 +518,10 @@ class Engine:
                       .option("checkpointLocation", str(checkpoint)).queryName(query_id).outputMode("append"))
             handle = writer.start()
         info = self.catalog.queries[query_id]
-        self.queries[query_id] = RunningQuery(info, handle, checkpoint)
+        previous = self.queries.get(query_id)
+        self.queries[query_id] = RunningQuery(info, handle, checkpoint,
+                                              restart=lambda: self._start_persistent(query_id, plan, stmt, sink),
+                                              restarts=previous.restarts if previous is not None else 0)
 
     def _store(self, table: Source) -> TableStore:
         store = self.stores.get(table.name)
@@ -831,11 +843,26 @@ class Engine:
         query's output may be another's input), then return. Raises if a query failed."""
         for _ in range(max_rounds):
             before = self._progress_marks()
-            for q in list(self.queries.values()):
-                self._check_alive(q)
-                q.handle.processAllAvailable()
+            for qid in list(self.queries):
+                self._drain(qid)
             if self._progress_marks() == before:
                 return
+
+    def _drain(self, query_id: str) -> None:
+        """``processAllAvailable`` on one query; a query that fails for a transient reason is
+        restarted from its checkpoint (at most MAX_RESTARTS times) and drained again."""
+        while True:
+            q = self.queries.get(query_id)
+            if q is None:
+                return
+            self._check_alive(q)  # raises for a real failure; replaces q after a restart
+            q = self.queries[query_id]
+            try:
+                q.handle.processAllAvailable()
+                return
+            except Exception:
+                if q.handle.exception() is None:
+                    raise
 
     def _progress_marks(self) -> dict[str, Any]:
         marks = {}
@@ -846,8 +873,22 @@ class Engine:
 
     def _check_alive(self, q: RunningQuery) -> None:
         exc = q.handle.exception()
+        if exc is not None and self._restart_if_transient(q, exc):
+            return
         if exc is not None:
             raise StreamsqlError(f"Query {q.info.id} failed: {_spark_message(exc)}", q.info.statement)
+
+    def _restart_if_transient(self, q: RunningQuery, exc: Any) -> bool:
+        message = _spark_message(exc)
+        if q.restart is None or q.restarts >= MAX_RESTARTS or not any(m in message for m in TRANSIENT_FAILURES):
+            return False
+        log.warning("query %s failed for a transient reason (%s); restarting it from its checkpoint",
+                    q.info.id, message.splitlines()[0][:200])
+        q.restarts += 1
+        self._stop_handle(q.handle)
+        q.restart()
+        self.queries[q.info.id].restarts = q.restarts
+        return True
 
     def failed_queries(self) -> list[tuple[str, str]]:
         out = []
