@@ -179,6 +179,10 @@ class AggregationPlanner:
             raise AnalysisError("Windowed aggregations are not supported on tables: use a stream as the source")
         for expr in query.group_by:
             _reject_window_bounds(expr)
+            for call in expr.find_all(exp.Anonymous):
+                if is_aggregate_call(call):
+                    raise AnalysisError(f"GROUP BY does not support aggregate functions: {str(call.this).upper()} "
+                                        f"is an aggregate function.")
         if query.having is not None:
             _reject_window_bounds(query.having)
         for i, expr in enumerate(query.group_by):
@@ -190,10 +194,11 @@ class AggregationPlanner:
         non_aggregate: list[str] = []
         for item in self._expand_star(query.select):
             assert item.expression is not None
-            before = len(non_aggregate)
-            post = self._post_expression(item.expression, non_aggregate)
-            if len(non_aggregate) > before:
-                continue  # reported below, after the check for missing aggregates
+            missing: list[str] = []
+            post = self._post_expression(item.expression, missing)
+            if missing:  # ksqlDB names the whole SELECT expression (reported after the aggregate check)
+                non_aggregate.append(_shown_expression(item.expression))
+                continue
             compiled = ExpressionCompiler(self._post_scope()).compile(post)
             key_index = self._key_index(item.expression)
             name = item.alias or _implicit_name(item.expression)
@@ -214,10 +219,11 @@ class AggregationPlanner:
                 raise AnalysisError("Non-aggregate HAVING expression not part of GROUP BY: " + ", ".join(bad))
             having = ExpressionCompiler(self._post_scope().with_clause("HAVING")).compile(post).sql
         if self.source.is_table:
-            for call in self.calls:
-                if not call.function.undoable:
-                    raise AnalysisError(f"The aggregation function {call.function.name} cannot be applied to a "
-                                        f"table source, only to a stream source.")
+            names = list(dict.fromkeys(c.function.name for c in self.calls if not c.function.undoable))
+            if names:
+                shown = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+                raise AnalysisError(f"The aggregation function{'s' if len(names) > 1 else ''} {shown} cannot be "
+                                    f"applied to a table source, only to a stream source.")
         if persistent:
             self._require_keys(columns, query, sink_name)
         key_cols = sorted([c for c in columns if c.is_key],
@@ -327,6 +333,12 @@ class AggregationPlanner:
                 shown = expr.sql()
                 raise AnalysisError(f"The query used to build `{sink_name}` must include the grouping expression "
                                     f"{shown} in its projection (eg, SELECT {shown}...).")
+
+
+def _shown_expression(node: exp.Expression) -> str:
+    """An expression as ksqlDB prints it in errors: binary operations in parentheses."""
+    text = node.sql()
+    return f"({text})" if isinstance(node, exp.Binary) else text
 
 
 def _reject_window_bounds(expr: exp.Expression) -> None:
