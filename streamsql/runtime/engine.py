@@ -272,6 +272,8 @@ class Engine:
         )
         self._validate_formats(source)
         source.window_type, source.window_size_ms = _window_properties(props)
+        if props.get("FORMAT") is not None or props.get("KEY_FORMAT") is not None:
+            source.declared_key_format = key_format
         return source
 
     def _formats(self, props: dict[str, Any], default_key: str | None, default_value: str | None) -> tuple[str, str]:
@@ -424,7 +426,10 @@ class Engine:
     def _sink_source(self, stmt: ast.CreateAsSelect, plan: "QueryPlan | AggregatePlan") -> Source:
         props = stmt.properties
         src = plan.source
-        key_format, value_format = self._formats(props, default_key=src.key_format if src.key_format != "NONE" else "KAFKA",
+        default_key = src.key_format if src.key_format != "NONE" else (src.declared_key_format or "KAFKA")
+        if default_key == "NONE":
+            default_key = "KAFKA"
+        key_format, value_format = self._formats(props, default_key=default_key,
                                                  default_value=src.value_format)
         topic = str(props.get("KAFKA_TOPIC") or (self.prop("ksql.output.topic.name.prefix") + stmt.name))
         has_key = bool(plan.key_columns)
