@@ -175,6 +175,9 @@ class AggregationPlanner:
         where = None
         if query.where is not None:
             where = ExpressionCompiler(self.scope.with_clause("WHERE")).compile(query.where).sql
+        if self.source.value_format.upper() == "KAFKA":
+            raise AnalysisError(f"Source(s) {self.source.name} are using the 'KAFKA' value format. This format does "
+                                f"not yet support GROUP BY.")
         if query.window is not None and self.source.is_table:
             raise AnalysisError("Windowed aggregations are not supported on tables: use a stream as the source")
         for expr in query.group_by:
