@@ -101,7 +101,21 @@ class AggregatePlan:
     def grace_ms(self) -> int:
         if self.window is None:
             return 0
-        return self.window.grace_ms if self.window.grace_ms is not None else DEFAULT_GRACE_MS
+        if self.window.grace_ms is not None:
+            return self.window.grace_ms
+        # ksqlDB's EMIT FINAL (Kafka Streams' emit-on-window-close) closes a window at its end when
+        # no grace is given; EMIT CHANGES keeps the 24-hour default
+        return 0 if self.emit == "FINAL" else DEFAULT_GRACE_MS
+
+    @property
+    def retention_ms(self) -> int:
+        """How long a window's state is kept after its start (Kafka Streams' window store):
+        RETENTION if given, else size + grace."""
+        if self.window is None:
+            return 0
+        if self.window.retention_ms is not None:
+            return self.window.retention_ms
+        return self.window.size_ms + self.grace_ms
 
     def explain(self) -> str:
         lines = [f"SOURCE {self.source.kind} {self.source.name} (topic {self.source.topic})"]

@@ -247,6 +247,8 @@ class AggregationProcessor:
             start += advance
         if not accepted:
             self.dropped += 1
+            if self.final:
+                self._emit_closed(out)
         for ws in [ws for ws, e in group.windows.items() if e[0] <= close]:
             del group.windows[ws]  # closed: no record can change it any more
 
@@ -286,9 +288,34 @@ class AggregationProcessor:
         else:
             self.pending_final[ident] = update
         self.final_time = max(self.final_time, update.rowtime)
-        expiry = self.final_time - self.grace
-        ready = [(u.window[1], i, k) for i, (k, u) in enumerate(self.pending_final.items())
-                 if u.window[1] is not None and u.window[1] <= expiry]
+        self._emit_closed(out)
+
+    def _expired(self, window_start: int, now: int) -> bool:
+        """Kafka Streams' segmented window store: segments of retention/2; a segment older than
+        the one holding ``now - retention`` is dropped with its windows."""
+        retention = self.plan.retention_ms
+        segment = max(retention // 2, 1)
+        return window_start // segment < max(now - retention, 0) // segment
+
+    def _emit_closed(self, out: list[Update]) -> None:
+        """EMIT FINAL: emit the held windows whose end + grace is at or before stream time.
+        Time windows follow Kafka Streams' emit-on-window-close: stream time is the records'
+        (late ones included), and a window whose store segment expired (``_expired``) has
+        left the store unemitted. Session windows follow its
+        suppression buffer: stream time is that of the aggregation's output records."""
+        assert self.window is not None
+        session = self.window.type == "SESSION"
+        now = self.final_time if session else self.stream_time
+        expiry = now - self.grace
+        ready = []
+        for i, (k, u) in enumerate(list(self.pending_final.items())):
+            start, end = u.window
+            if start is None or end is None:
+                continue
+            if not session and self._expired(start, now):
+                del self.pending_final[k]  # expired from the window store before it could be emitted
+            elif end <= expiry:
+                ready.append((end if session else start, i, k))
         for _, _, k in sorted(ready):
             out.append(self.pending_final.pop(k))
 

@@ -119,3 +119,22 @@ def test_collection_and_offset_functions(catalog: Catalog) -> None:
     out = feed(p, rows)
     assert out[-1][2] == [[{"sort_col": 5, "col0": "a"}, {"sort_col": 3, "col0": "b"}], [None, 3], 5, ["a", "b"],
                           {"a": 2, "b": 1}, 2]
+
+
+def test_emit_final_follows_emit_on_window_close(catalog: Catalog) -> None:
+    """ksqlDB's suppress QTT cases: default grace 0 for EMIT FINAL; windows whose store segment
+    expired (Kafka Streams' segments of retention/2) are never emitted."""
+    no_grace = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s "
+                             "WINDOW TUMBLING (SIZE 2 MILLISECONDS) GROUP BY id EMIT FINAL;")
+    assert feed(no_grace, [{"key": 1, "ts": 0}, {"key": 1, "ts": 1}, {"key": 1, "ts": 2}]) == [(1, (0, 2), 2)]
+    grace = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s "
+                          "WINDOW TUMBLING (SIZE 2 MILLISECONDS, GRACE PERIOD 1 MILLISECONDS) GROUP BY id EMIT FINAL;")
+    out = feed(grace, [{"key": 1, "ts": ts} for ts in (0, 1, 2, 1, 0, 5, 0)])
+    assert out == [(1, (2, 4), 1)]
+    jump = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s "
+                         "WINDOW TUMBLING (SIZE 2 MILLISECONDS, GRACE PERIOD 2 MILLISECONDS) GROUP BY id EMIT FINAL;")
+    assert feed(jump, [{"key": 1, "ts": ts} for ts in (0, 1, 2, 0, 3, 0, 10, 0, 30)]) == []
+    session = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s "
+                            "WINDOW SESSION (5 MILLISECONDS, GRACE PERIOD 6 MILLISECONDS) GROUP BY id EMIT FINAL;")
+    out = feed(session, [{"key": 1, "ts": ts} for ts in (0, 4, 8, 12, 14, 30, 29, 17, 42)])
+    assert out == [(1, (0, 14), 5), (1, (29, 30), 2)]
