@@ -34,6 +34,9 @@ class Source:
     is_source: bool = False  # CREATE SOURCE STREAM/TABLE: read-only
     window_type: str | None = None  # windowed key (TUMBLING/HOPPING/SESSION) or None
     window_size_ms: int | None = None
+    #: the key format a WITH clause named (FORMAT/KEY_FORMAT) even if the source has no key columns:
+    #: a GROUP BY over it writes its new key in that format (ksqlDB)
+    declared_key_format: str | None = None
     statement: str = ""
     writer_query: str | None = None  # the CSAS/CTAS query populating it
 

@@ -1,41 +1,46 @@
-"""Plan GROUP BY queries: stream aggregations, windowed or not, into Spark streaming aggregations.
+"""Plan GROUP BY queries: stream and table aggregations, windowed or not.
 
 ksqlDB's shape is ``SELECT <keys and expressions over aggregates> FROM s [WINDOW w] [WHERE p]
-GROUP BY k1, k2 [HAVING h]``. The plan splits it into three stages, each Spark SQL text:
+GROUP BY k1, k2 [HAVING h]``. The plan has three stages:
 
-1. pre-aggregation, over the source's columns: the WHERE filter and the grouping expressions
-   (``__K0, __K1, ...``), rows with a null grouping value dropped (ksqlDB drops them too);
-2. the aggregation: ``groupBy([window], __K...)`` with one Spark aggregate per distinct aggregate
-   call (``__A0, __A1, ...``) plus ``max(ROWTIME)``: an aggregate's output record carries the
-   largest timestamp of its inputs, as in Kafka Streams;
-3. post-aggregation, over ``__K*``, ``__A*``, WINDOWSTART/WINDOWEND: the projection and HAVING.
+1. pre-aggregation, a stateless Spark stage over the source's columns: the WHERE filter, the
+   grouping expressions (``__K0, __K1, ...``) and the aggregate calls' column arguments
+   (``__A0_0, ...``), plus ROWTIME/ROWPARTITION/ROWOFFSET (and, over a table, its key columns and
+   whether the row still matches, so the processor can retract the row's old value);
+2. the aggregation itself, record by record in ``streamsql.runtime.aggregator`` with the
+   accumulators of ``streamsql.planner.aggregates`` (the one place aggregate functions live):
+   one update per input record, retractions, windows against stream time, EMIT FINAL;
+3. post-aggregation, over ``__K*``, ``__A*``, WINDOWSTART/WINDOWEND: the projection and HAVING
+   (Spark SQL text, evaluated per micro-batch; bare column references skip Spark).
 
-Windows map onto Spark's ``window``/``session_window`` over the event time, with a watermark of
-the GRACE PERIOD (ksqlDB's default grace when none is given: 24 hours). EMIT CHANGES runs in
-update mode, EMIT FINAL in append mode (one row per window once the watermark passes it).
+Why not Spark's streaming aggregation: it emits one row per key per micro-batch, cannot retract
+a table row's old value, rejects EMIT CHANGES on session windows, and judges lateness per
+micro-batch on the record's time; ksqlDB does none of these (docs/differences.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
 from streamsql import types as t
 from streamsql.catalog import Source
 from streamsql.errors import AnalysisError
+from streamsql.planner import aggregates
+from streamsql.planner.aggregates import BoundAggregate
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, quote
-from streamsql.planner.functions import REGISTRY
 from streamsql.sql import ast
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 #: ksqlDB's grace period when a window declares none (ksql 0.x: 24 hours).
 DEFAULT_GRACE_MS = 24 * 60 * 60 * 1000
-EVENT_TIME = "__EVENT_TIME"
-WINDOW_COL = "__WINDOW"
+#: pre-aggregation columns the processor reads besides keys and arguments
+MATCH_COL = "__MATCH"  # over a table: the row exists and passes WHERE (else only its old value is retracted)
+SOURCE_KEY_PREFIX = "__SK"
 
 
 @dataclass
@@ -47,12 +52,24 @@ class AggregateColumn:
 
 
 @dataclass
+class AggregateCall:
+    """One distinct aggregate call: ``name`` (``__Ai``) in the post scope, its bound function and
+    the pre-aggregation columns holding its column arguments."""
+
+    name: str
+    function: BoundAggregate
+    arg_columns: list[str]
+    text: str
+
+
+@dataclass
 class AggregatePlan:
     source: Source
     alias: str
     where: str | None
     keys: list[tuple[str, str, t.SqlType | None]]  # (internal name, pre-agg SQL, type)
-    aggregates: list[tuple[str, str]]  # (internal name, Spark aggregate SQL over the source)
+    calls: list[AggregateCall]
+    arguments: list[tuple[str, str]]  # (pre-agg column, Spark SQL over the source)
     columns: list[AggregateColumn]
     having: str | None
     window: ast.WindowSpec | None
@@ -69,14 +86,36 @@ class AggregatePlan:
         return [c for c in self.columns if not c.is_key]
 
     @property
+    def over_table(self) -> bool:
+        return self.source.is_table
+
+    @property
+    def source_key_columns(self) -> list[str]:
+        return [f"{SOURCE_KEY_PREFIX}{i}" for i in range(len(self.source.key_columns))] if self.over_table else []
+
+    @property
     def output_mode(self) -> str:
-        return "append" if self.emit == "FINAL" else "update"
+        return "append"  # the pre-aggregation stage is stateless; the processor emits the updates
 
     @property
     def grace_ms(self) -> int:
         if self.window is None:
             return 0
-        return self.window.grace_ms if self.window.grace_ms is not None else DEFAULT_GRACE_MS
+        if self.window.grace_ms is not None:
+            return self.window.grace_ms
+        # ksqlDB's EMIT FINAL (Kafka Streams' emit-on-window-close) closes a window at its end when
+        # no grace is given; EMIT CHANGES keeps the 24-hour default
+        return 0 if self.emit == "FINAL" else DEFAULT_GRACE_MS
+
+    @property
+    def retention_ms(self) -> int:
+        """How long a window's state is kept after its start (Kafka Streams' window store):
+        RETENTION if given, else size + grace."""
+        if self.window is None:
+            return 0
+        if self.window.retention_ms is not None:
+            return self.window.retention_ms
+        return self.window.size_ms + self.grace_ms
 
     def explain(self) -> str:
         lines = [f"SOURCE {self.source.kind} {self.source.name} (topic {self.source.topic})"]
@@ -86,11 +125,13 @@ class AggregatePlan:
         if self.window:
             w = self.window
             lines.append(f"  WINDOW {w.type} size={w.size_ms}ms advance={w.advance_ms} grace={self.grace_ms}ms")
-        lines.append("  AGGREGATE " + ", ".join(f"{sql} AS {name}" for name, sql in self.aggregates))
+        lines.append("  AGGREGATE " + ", ".join(f"{c.text} AS {c.name}" for c in self.calls))
+        if self.over_table:
+            lines.append("  RETRACT the old value of each changed source row")
         if self.having:
             lines.append(f"  HAVING {self.having}")
         lines.append("  PROJECT " + ", ".join(f"{c.sql} AS {c.name}{' KEY' if c.is_key else ''}" for c in self.columns))
-        lines.append(f"  EMIT {self.emit or 'CHANGES'} ({self.output_mode} mode)")
+        lines.append(f"  EMIT {self.emit or 'CHANGES'} (one update per input record)")
         return "\n".join(lines)
 
 
@@ -112,6 +153,26 @@ def _ident(name: str) -> exp.Column:
     return exp.Column(this=exp.Identifier(this=name, quoted=True))
 
 
+def _literal_value(node: exp.Expression) -> Any:
+    """The Python value of a literal aggregate parameter (TOPK's k, ignoreNulls, ...)."""
+    if isinstance(node, exp.Paren):
+        return _literal_value(node.this)
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Neg):
+        return -_literal_value(node.this)
+    if isinstance(node, exp.Literal) and not node.is_string:
+        text = node.this
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+    if isinstance(node, exp.Literal):
+        return node.this
+    raise AnalysisError(f"Aggregate parameter {node.sql()} must be a literal")
+
+
+def is_aggregate_call(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Anonymous) and aggregates.get(str(node.this)) is not None
+
+
 class AggregationPlanner:
     def __init__(self, source: Source, alias: str, scope: Scope) -> None:
         self.source = source
@@ -120,14 +181,27 @@ class AggregationPlanner:
         self.compiler = ExpressionCompiler(scope)
         self.key_exprs: list[exp.Expression] = []
         self.keys: list[tuple[str, str, t.SqlType | None]] = []
-        self.aggregates: list[tuple[str, str]] = []
-        self._agg_types: dict[str, t.SqlType | None] = {}
-        self._agg_index: dict[str, str] = {}
+        self.calls: list[AggregateCall] = []
+        self.arguments: list[tuple[str, str]] = []
+        self._call_index: dict[str, str] = {}
 
     def plan(self, query: ast.Query, persistent: bool, sink_name: str | None) -> AggregatePlan:
         where = None
         if query.where is not None:
             where = ExpressionCompiler(self.scope.with_clause("WHERE")).compile(query.where).sql
+        if self.source.value_format.upper() == "KAFKA":
+            raise AnalysisError(f"Source(s) {self.source.name} are using the 'KAFKA' value format. This format does "
+                                f"not yet support GROUP BY.")
+        if query.window is not None and self.source.is_table:
+            raise AnalysisError("Windowed aggregations are not supported on tables: use a stream as the source")
+        for expr in query.group_by:
+            _reject_window_bounds(expr)
+            for call in expr.find_all(exp.Anonymous):
+                if is_aggregate_call(call):
+                    raise AnalysisError(f"GROUP BY does not support aggregate functions: {str(call.this).upper()} "
+                                        f"is an aggregate function.")
+        if query.having is not None:
+            _reject_window_bounds(query.having)
         for i, expr in enumerate(query.group_by):
             compiled = ExpressionCompiler(self.scope.with_clause("GROUP BY")).compile(expr)
             self.key_exprs.append(expr)
@@ -135,11 +209,13 @@ class AggregationPlanner:
         columns: list[AggregateColumn] = []
         generated = 0
         non_aggregate: list[str] = []
-        for item in query.select:
-            if item.star:
-                raise AnalysisError("SELECT * is not supported with GROUP BY: list the grouping columns and aggregates")
+        for item in self._expand_star(query.select):
             assert item.expression is not None
-            post = self._post_expression(item.expression, non_aggregate)
+            missing: list[str] = []
+            post = self._post_expression(item.expression, missing)
+            if missing:  # ksqlDB names the whole SELECT expression (reported after the aggregate check)
+                non_aggregate.append(_shown_expression(item.expression))
+                continue
             compiled = ExpressionCompiler(self._post_scope()).compile(post)
             key_index = self._key_index(item.expression)
             name = item.alias or _implicit_name(item.expression)
@@ -147,17 +223,24 @@ class AggregationPlanner:
                 name = f"KSQL_COL_{generated}"
                 generated += 1
             columns.append(AggregateColumn(name, compiled.sql, compiled.type, key_index is not None))
+        having = None
+        bad: list[str] = []
+        if query.having is not None:
+            post = self._post_expression(query.having, bad)
+        if not self.calls:
+            raise AnalysisError("GROUP BY requires aggregate functions in either the SELECT or HAVING clause.")
         if non_aggregate:
             raise AnalysisError("Non-aggregate SELECT expression(s) not part of GROUP BY: " + ", ".join(non_aggregate))
-        if not self.aggregates and not columns:
-            raise AnalysisError("GROUP BY requires aggregate functions in the SELECT list or HAVING")
-        having = None
         if query.having is not None:
-            bad: list[str] = []
-            post = self._post_expression(query.having, bad)
             if bad:
                 raise AnalysisError("Non-aggregate HAVING expression not part of GROUP BY: " + ", ".join(bad))
             having = ExpressionCompiler(self._post_scope().with_clause("HAVING")).compile(post).sql
+        if self.source.is_table:
+            names = list(dict.fromkeys(c.function.name for c in self.calls if not c.function.undoable))
+            if names:
+                shown = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+                raise AnalysisError(f"The aggregation function{'s' if len(names) > 1 else ''} {shown} cannot be "
+                                    f"applied to a table source, only to a stream source.")
         if persistent:
             self._require_keys(columns, query, sink_name)
         key_cols = sorted([c for c in columns if c.is_key],
@@ -165,8 +248,23 @@ class AggregationPlanner:
         value_cols = [c for c in columns if not c.is_key]
         if persistent and not value_cols:
             raise AnalysisError("The projection contains no value columns.")
-        return AggregatePlan(self.source, self.alias, where, self.keys, self.aggregates, key_cols + value_cols,
-                             having, query.window, query.emit, query.limit)
+        return AggregatePlan(self.source, self.alias, where, self.keys, self.calls, self.arguments,
+                             key_cols + value_cols, having, query.window, query.emit, query.limit)
+
+    def _expand_star(self, select: list[ast.SelectItem]) -> list[ast.SelectItem]:
+        """``SELECT *, COUNT(*) ... GROUP BY <every column>``: the star stands for the source's
+        columns (each must then be a grouping expression, as in ksqlDB)."""
+        out: list[ast.SelectItem] = []
+        for item in select:
+            if not item.star:
+                out.append(item)
+                continue
+            if item.expression is not None:
+                raise AnalysisError("SELECT s.* / struct->* is not supported with GROUP BY: list the columns")
+            for c in self.source.columns:
+                if c.role in ("key", "value"):
+                    out.append(ast.SelectItem(exp.Column(this=exp.Identifier(this=c.name, quoted=False))))
+        return out
 
     def _key_position(self, column: AggregateColumn, query: ast.Query) -> int:
         for i, (name, _, _) in enumerate(self.keys):
@@ -182,7 +280,7 @@ class AggregationPlanner:
 
     def _post_scope(self) -> Scope:
         cols = [ScopeColumn(name, ty, quote(name)) for name, _, ty in self.keys]
-        cols += [ScopeColumn(name, self._agg_types.get(name), quote(name)) for name, _ in self.aggregates]
+        cols += [ScopeColumn(c.name, c.function.result_type, quote(c.name)) for c in self.calls]
         cols += [ScopeColumn(t.WINDOWSTART, t.BIGINT, quote(t.WINDOWSTART)),
                  ScopeColumn(t.WINDOWEND, t.BIGINT, quote(t.WINDOWEND))]
         return Scope(cols, set())
@@ -195,10 +293,11 @@ class AggregationPlanner:
             idx = self._key_index(node)
             if idx is not None:
                 return _ident(f"__K{idx}")
-            if isinstance(node, exp.Anonymous) and REGISTRY.is_aggregate(str(node.this)):
-                return _ident(self._aggregate(node))
-            if isinstance(node, exp.Column) and node.name in (t.WINDOWSTART, t.WINDOWEND) and not node.table:
-                return _ident(node.name)
+            if is_aggregate_call(node):
+                return _ident(self._aggregate(node))  # type: ignore[arg-type]
+            if isinstance(node, exp.Column) and node.name.upper() in (t.WINDOWSTART, t.WINDOWEND) \
+                    and (not node.table or node.table.upper() in (self.alias.upper(), self.source.name.upper())):
+                return _ident(node.name.upper())
             if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
                 non_aggregate.append(node.sql())
                 return node
@@ -207,14 +306,42 @@ class AggregationPlanner:
         return _replace(expr, fn)
 
     def _aggregate(self, call: exp.Anonymous) -> str:
-        compiled = self.compiler.compile(call)
-        if compiled.sql in self._agg_index:
-            return self._agg_index[compiled.sql]
-        name = f"__A{len(self.aggregates)}"
-        self.aggregates.append((name, compiled.sql))
-        self._agg_types[name] = compiled.type
-        self._agg_index[compiled.sql] = name
+        """Bind one aggregate call (the single dispatch point: ``aggregates.get``)."""
+        fn = aggregates.get(str(call.this))
+        assert fn is not None
+        args = [a for a in call.expressions if not isinstance(a, exp.Star)]
+        if len(args) < fn.min_args or len(args) > fn.max_args:
+            shown = ", ".join(self._shown(a) for a in args)
+            raise AnalysisError(f"Function '{fn.name.lower()}' does not accept parameters ({shown}).")
+        n_columns = fn.columns(len(args))
+        for a in args:
+            _reject_window_bounds(a)
+        compiled = []
+        for a in args[:n_columns]:
+            if is_aggregate_call(a):
+                raise AnalysisError(f"Aggregate functions can not be nested: {call.sql()}")
+            compiled.append(self.compiler.compile(a))
+        params = [_literal_value(a) for a in args[n_columns:]]
+        text = f"{fn.name}({', '.join(c.sql for c in compiled)}{''.join(', ' + repr(p) for p in params)})"
+        if text in self._call_index:
+            return self._call_index[text]
+        bound = fn.bind([c.type for c in compiled], params)
+        name = f"__A{len(self.calls)}"
+        arg_columns = []
+        for j, c in enumerate(compiled):
+            col = f"{name}_{j}"
+            self.arguments.append((col, c.sql))
+            arg_columns.append(col)
+        self.calls.append(AggregateCall(name, bound, arg_columns, text))
+        self._call_index[text] = name
         return name
+
+    def _shown(self, node: exp.Expression) -> str:
+        try:
+            ty = self.compiler.compile(node).type
+        except AnalysisError:
+            return "null"
+        return "null" if ty is None else str(ty)
 
     def _require_keys(self, columns: list[AggregateColumn], query: ast.Query, sink_name: str | None) -> None:
         projected = {c.sql for c in columns if c.is_key}
@@ -223,6 +350,20 @@ class AggregationPlanner:
                 shown = expr.sql()
                 raise AnalysisError(f"The query used to build `{sink_name}` must include the grouping expression "
                                     f"{shown} in its projection (eg, SELECT {shown}...).")
+
+
+def _shown_expression(node: exp.Expression) -> str:
+    """An expression as ksqlDB prints it in errors: binary operations in parentheses."""
+    text = node.sql()
+    return f"({text})" if isinstance(node, exp.Binary) else text
+
+
+def _reject_window_bounds(expr: exp.Expression) -> None:
+    """ksqlDB allows WINDOWSTART/WINDOWEND only in the SELECT list, outside aggregate calls."""
+    for col in expr.find_all(exp.Column):
+        if col.name.upper() in (t.WINDOWSTART, t.WINDOWEND):
+            raise AnalysisError(f"Window bounds column {col.name.upper()} can only be used in the SELECT clause of "
+                                f"windowed aggregations and can not be passed to aggregate functions.")
 
 
 def _implicit_name(node: exp.Expression) -> str | None:
@@ -234,39 +375,58 @@ def _implicit_name(node: exp.Expression) -> str | None:
 
 
 def build_dataframe(plan: AggregatePlan, source_df: "DataFrame") -> "DataFrame":
-    """Stages 1–3 on the source's streaming DataFrame. Output: the plan's columns, then ROWTIME,
-    WINDOWSTART/WINDOWEND (windowed plans) and ``__HAVING`` (false: the row must be removed)."""
-    from pyspark.sql import functions as F
-
+    """Stage 1 on the source's streaming DataFrame (stateless): keys, arguments, ROWTIME,
+    ROWPARTITION, ROWOFFSET; over a table also the source key columns and ``__MATCH``."""
+    pre = [f"{sql} AS {quote(name)}" for name, sql, _ in plan.keys]
+    pre += [f"{sql} AS {quote(name)}" for name, sql in plan.arguments]
+    pre += [t.ROWTIME, t.ROWPARTITION, t.ROWOFFSET]
+    if plan.over_table:
+        # every change of the table reaches the processor: a tombstone or a row that stops
+        # matching WHERE retracts the row's previous value
+        match = f"(NOT __TOMBSTONE) AND coalesce({plan.where}, false)" if plan.where else "NOT __TOMBSTONE"
+        pre.append(f"{match} AS {MATCH_COL}")
+        pre += [f"{quote(c.name)} AS {quote(n)}" for c, n in zip(plan.source.key_columns, plan.source_key_columns)]
+        return source_df.selectExpr(*pre)
     df = source_df.where("NOT __TOMBSTONE")
     if plan.where:
         df = df.where(plan.where)
-    pre = [f"{sql} AS {quote(name)}" for name, sql, _ in plan.keys]
-    pre += ["*"]
-    df = df.selectExpr(*pre)
-    for name, _, _ in plan.keys:
-        df = df.where(F.col(quote(name)).isNotNull())
-    group_cols = [F.col(quote(name)) for name, _, _ in plan.keys]
-    if plan.window is not None:
-        df = df.withColumn(EVENT_TIME, F.expr(f"timestamp_millis({t.ROWTIME})"))
-        df = df.withWatermark(EVENT_TIME, f"{plan.grace_ms} milliseconds")
-        w = plan.window
-        if w.type == "SESSION":
-            window = F.session_window(EVENT_TIME, f"{w.size_ms} milliseconds")
-        elif w.type == "HOPPING":
-            window = F.window(EVENT_TIME, f"{w.size_ms} milliseconds", f"{w.advance_ms} milliseconds")
-        else:
-            window = F.window(EVENT_TIME, f"{w.size_ms} milliseconds")
-        group_cols = [window.alias(WINDOW_COL)] + group_cols
-    aggs = [F.expr(sql).alias(name) for name, sql in plan.aggregates]
-    aggs.append(F.max(t.ROWTIME).alias("__MAX_ROWTIME"))
-    df = df.groupBy(*group_cols).agg(*aggs)
-    if plan.window is not None:
-        df = (df.withColumn(t.WINDOWSTART, F.expr(f"unix_millis({WINDOW_COL}.start)"))
-                .withColumn(t.WINDOWEND, F.expr(f"unix_millis({WINDOW_COL}.end)")))
-    else:
-        df = df.withColumn(t.WINDOWSTART, F.lit(None).cast("bigint")).withColumn(t.WINDOWEND, F.lit(None).cast("bigint"))
+    return df.selectExpr(*pre)
+
+
+def post_schema(plan: AggregatePlan) -> "Any":
+    """The Spark schema of the processor's output rows (the post-aggregation scope)."""
+    from pyspark.sql import types as st
+
+    fields = [st.StructField(name, t.to_spark(ty) if ty is not None else st.StringType()) for name, _, ty in plan.keys]
+    fields += [st.StructField(c.name, t.to_spark(c.function.result_type) if c.function.result_type is not None
+                              else st.StringType()) for c in plan.calls]
+    fields += [st.StructField(t.WINDOWSTART, st.LongType()), st.StructField(t.WINDOWEND, st.LongType()),
+               st.StructField(t.ROWTIME, st.LongType())]
+    return st.StructType(fields)
+
+
+def post_select(plan: AggregatePlan) -> list[str]:
     out = [f"{c.sql} AS {quote(c.name)}" for c in plan.columns]
-    out += [f"__MAX_ROWTIME AS {t.ROWTIME}", f"{t.WINDOWSTART} AS __WINDOWSTART", f"{t.WINDOWEND} AS __WINDOWEND"]
+    out += [t.ROWTIME, t.WINDOWSTART, t.WINDOWEND]
     out.append(f"coalesce({plan.having}, false) AS __HAVING" if plan.having else "true AS __HAVING")
-    return df.selectExpr(*out)
+    return out
+
+
+def post_dataframe(plan: AggregatePlan, spark: "SparkSession", rows: list[tuple[Any, ...]]) -> "DataFrame":
+    """Stage 3 over processor output rows (tuples in :func:`post_schema` order)."""
+    return spark.createDataFrame(rows, post_schema(plan)).selectExpr(*post_select(plan))
+
+
+def direct_projection(plan: AggregatePlan) -> list[int] | None:
+    """When every output column is a bare post-scope column and there is no HAVING, the positions
+    of those columns in :func:`post_schema` (stage 3 then needs no Spark job)."""
+    if plan.having:
+        return None
+    names = [f.name for f in post_schema(plan).fields]
+    positions = []
+    for c in plan.columns:
+        found = next((i for i, n in enumerate(names) if quote(n) == c.sql), None)
+        if found is None:
+            return None
+        positions.append(found)
+    return positions

@@ -137,25 +137,6 @@ def _first_type(cs: list["Compiled"]) -> t.SqlType | None:
     return next((c.type for c in cs if c.type is not None), None)
 
 
-def _register_builtins() -> None:
-    # Aggregates: compiled inside an aggregation (groupBy().agg) by the planner.
-    for name, spark, res, lo, hi, desc in [
-        ("COUNT", "count", t.BIGINT, 0, 1, "Counts rows (COUNT(*)) or non-null values."),
-        ("SUM", "sum", _first_type, 1, 1, "Sum of the values."),
-        ("MIN", "min", _first_type, 1, 1, "Smallest value."),
-        ("MAX", "max", _first_type, 1, 1, "Largest value."),
-        ("AVG", "avg", t.DOUBLE, 1, 1, "Mean of the values."),
-    ]:
-        spark_function(name, spark, res, lo, hi, "AGGREGATE", desc, kind="AGGREGATE")
-
-    def count(cs: list["Compiled"]) -> "Compiled":
-        return _c("count(1)" if not cs or cs[0].sql == "*" else f"count({cs[0].sql})", t.BIGINT)
-
-    REGISTRY.register(FunctionDef("COUNT", "AGGREGATE", count, min_args=0, max_args=1, category="AGGREGATE",
-                                  description="Counts rows (COUNT(*)) or non-null values."))
-
-
-_register_builtins()
 
 from streamsql.planner import builtins as _builtins  # noqa: E402 - registers the scalar catalog
 
@@ -164,3 +145,5 @@ _builtins.register_all(REGISTRY)
 from streamsql.planner import table_functions as _table_functions  # noqa: E402 - EXPLODE, CUBE_EXPLODE
 
 _table_functions.register(REGISTRY)
+
+from streamsql.planner import aggregates as _aggregates  # noqa: E402,F401 - registers the aggregates

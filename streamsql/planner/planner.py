@@ -116,9 +116,11 @@ class Planner:
         if query.group_by or self._has_aggregates(query):
             if tf.uses_table_functions(query, REGISTRY):
                 raise AnalysisError(tf.WITH_AGGREGATION)
-            if source.is_table:
-                raise AnalysisError("Not supported yet: aggregating a TABLE (GROUP BY over a table)")
             if not query.group_by:
+                bare = [e.sql() for item in query.select if item.expression is not None
+                        for e in [item.expression] if isinstance(e, exp.Column)]
+                if bare:
+                    raise AnalysisError("Non-aggregate SELECT expression(s) not part of GROUP BY: " + ", ".join(bare))
                 raise AnalysisError("Not supported yet: aggregate functions without GROUP BY")
             return AggregationPlanner(source, alias, scope).plan(query, persistent, sink_name)
         if query.window is not None:

@@ -19,15 +19,19 @@ from streamsql import types as t
 from streamsql.catalog import Source
 from streamsql.kafka.sink import write_arrow
 from streamsql.runtime import io
+from streamsql.runtime.aggregator import AggregationProcessor, project
 from streamsql.runtime.materialized import TableStore
 
 
 class ChangelogWriter:
     """The ``foreachBatch`` function of a CTAS query."""
 
-    def __init__(self, bootstrap_servers: str, table: Source, store: TableStore) -> None:
+    def __init__(self, bootstrap_servers: str, table: Source, store: TableStore,
+                 processor: AggregationProcessor | None = None) -> None:
         self.table = table
         self.store = store
+        #: GROUP BY queries: the batch holds pre-aggregation rows the processor turns into updates
+        self.processor = processor
         self.key_names = [c.name for c in table.key_columns]
         self.value_names = [c.name for c in table.value_columns]
         options = io.kafka_options(bootstrap_servers, table)
@@ -38,10 +42,17 @@ class ChangelogWriter:
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         if batch_id <= self.store.last_batch:
             return  # replay of a batch already applied and written
-        rows = batch_df.toArrow().to_pylist()
-        rows.sort(key=lambda r: (r[t.ROWTIME] or 0, r.get("__WINDOWSTART") or 0))
-        upserts, deletes, out = [], [], []
+        state: list[tuple[str, str, bytes | None]] = []
+        if self.processor is not None:
+            updates = self.processor.process(batch_df.toArrow().to_pylist())
+            rows = project(self.processor.plan, batch_df.sparkSession, updates)  # in processing order
+            state = self.processor.state_changes()
+        else:
+            rows = batch_df.toArrow().to_pylist()
+            rows.sort(key=lambda r: (r[t.ROWTIME] or 0, r.get("__WINDOWSTART") or 0))
+        final: dict[str, tuple[bool, Any]] = {}  # ident -> (present, upsert or delete), last change wins
         present: dict[str, bool] = {}
+        out: list[tuple[dict[str, Any], bool]] = []
         for row in rows:
             key = [row[n] for n in self.key_names]
             window = (row.get("__WINDOWSTART"), row.get("__WINDOWEND"))
@@ -49,16 +60,18 @@ class ChangelogWriter:
             if any(k is None for k in key):
                 continue
             if row["__HAVING"]:
-                upserts.append((key, window, {n: row[n] for n in self.value_names}, row[t.ROWTIME]))
+                final[ident] = (True, (key, window, {n: row[n] for n in self.value_names}, row[t.ROWTIME]))
                 present[ident] = True
                 out.append((row, False))
             elif present.get(ident, self.store.contains(key, window)):
-                deletes.append((key, window))
+                final[ident] = (False, (key, window))
                 present[ident] = False
                 out.append((row, True))
+        upserts = [change for up, change in final.values() if up]
+        deletes = [change for up, change in final.values() if not up]
         if out:
             write_arrow([self._encode(out)], self.options)
-        self.store.apply(batch_id, upserts, deletes)
+        self.store.apply(batch_id, upserts, deletes, state)
 
     def _encode(self, out: list[tuple[dict[str, Any], bool]]) -> pa.RecordBatch:
         arrays: dict[str, pa.Array] = {}

@@ -34,7 +34,9 @@ from streamsql.planner.functions import REGISTRY
 from streamsql.planner import aggregation
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant, source_columns
+from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, project
 from streamsql.runtime.changelog import ChangelogWriter
+from streamsql.runtime.pull import lookup_for
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime import io
 from streamsql.runtime import results as r
@@ -54,6 +56,15 @@ class RunningQuery:
     info: QueryInfo
     handle: Any  # pyspark StreamingQuery
     checkpoint: Path
+    #: starts the query again from its checkpoint (after a failure of the machine, not the query)
+    restart: Any = None
+    restarts: int = 0
+
+
+#: Spark gives each new Python worker 10 s to connect back; an overloaded machine can miss that.
+#: The query itself is fine: it is restarted from its checkpoint (nothing lost or repeated).
+TRANSIENT_FAILURES = ("Python worker failed to connect back",)
+MAX_RESTARTS = 3
 
 
 def _normalize(text: str) -> str:
@@ -73,6 +84,8 @@ class Engine:
         self.variables: dict[str, str] = {}
         self.queries: dict[str, RunningQuery] = {}
         self.stores: dict[str, TableStore] = {}
+        #: the aggregation processor of each running GROUP BY query (late-record and error counts)
+        self.processors: dict[str, AggregationProcessor] = {}
         self._command_log = command_log
         self._spark = spark
         self._admin: Any = None
@@ -205,6 +218,9 @@ class Engine:
 
     def _do_CreateSource(self, stmt: ast.CreateSource, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
         existing = self.catalog.find(stmt.name)
+        if stmt.or_replace and (stmt.is_source or (existing is not None and existing.is_source)):
+            raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': CREATE OR REPLACE is not supported on "
+                               f"source {stmt.kind.lower()}s.")
         if existing is not None:
             if _normalize(existing.statement) == _normalize(stmt.text):
                 return r.CommandStatus(stmt.text, f"{stmt.kind.title()} {stmt.name} already exists (unchanged)")
@@ -258,6 +274,9 @@ class Engine:
             is_source=stmt.is_source, statement=stmt.text,
         )
         self._validate_formats(source)
+        source.window_type, source.window_size_ms = _window_properties(props)
+        if props.get("FORMAT") is not None or props.get("KEY_FORMAT") is not None:
+            source.declared_key_format = key_format
         return source
 
     def _formats(self, props: dict[str, Any], default_key: str | None, default_value: str | None) -> tuple[str, str]:
@@ -376,6 +395,9 @@ class Engine:
                                              f"{existing.kind.lower()} with the same name already exists.")
             raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': A {existing.kind.lower()} "
                                f"with the same name already exists")
+        read = self.catalog.find(stmt.query.source.name)
+        if read is not None and read.window_type and read.is_table:
+            raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
         plan = self.planner.plan_query(stmt.query, persistent=True, sink_name=stmt.name)
         produces_table = isinstance(plan, AggregatePlan) or plan.source.is_table
         if produces_table and stmt.kind == "STREAM":
@@ -407,7 +429,10 @@ class Engine:
     def _sink_source(self, stmt: ast.CreateAsSelect, plan: "QueryPlan | AggregatePlan") -> Source:
         props = stmt.properties
         src = plan.source
-        key_format, value_format = self._formats(props, default_key=src.key_format if src.key_format != "NONE" else "KAFKA",
+        default_key = src.key_format if src.key_format != "NONE" else (src.declared_key_format or "KAFKA")
+        if default_key == "NONE":
+            default_key = "KAFKA"
+        key_format, value_format = self._formats(props, default_key=default_key,
                                                  default_value=src.value_format)
         topic = str(props.get("KAFKA_TOPIC") or (self.prop("ksql.output.topic.name.prefix") + stmt.name))
         has_key = bool(plan.key_columns)
@@ -470,7 +495,8 @@ class Engine:
 
     def _build(self, plan: "QueryPlan | AggregatePlan", df: Any, changelog: bool = False) -> Any:
         if isinstance(plan, AggregatePlan):
-            return aggregation.build_dataframe(plan, df)
+            aggregation.build_dataframe(plan, df)  # Spark analyses the keys and arguments
+            return aggregation.post_dataframe(plan, self.spark, [])  # the output columns and their types
         if changelog:
             return self.planner.to_changelog_dataframe(plan, df)
         return self.planner.to_dataframe(plan, df)
@@ -486,11 +512,16 @@ class Engine:
         checkpoint = self.data_dir / "checkpoints" / query_id
         df = self._source_dataframe(plan.source, query_id, self._offset_reset())
         if sink.is_table:
-            out = self._build(plan, df, changelog=True)
             store = self._store(sink)
-            writer = ChangelogWriter(self.bootstrap_servers, sink, store)
-            mode = plan.output_mode if isinstance(plan, AggregatePlan) else "append"
-            handle = (out.writeStream.foreachBatch(writer).outputMode(mode)
+            if isinstance(plan, AggregatePlan):
+                out = aggregation.build_dataframe(plan, df)
+                processor = AggregationProcessor(plan, store)
+                self.processors[query_id] = processor
+                writer = ChangelogWriter(self.bootstrap_servers, sink, store, processor)
+            else:
+                out = self._build(plan, df, changelog=True)
+                writer = ChangelogWriter(self.bootstrap_servers, sink, store)
+            handle = (out.writeStream.foreachBatch(writer).outputMode("append")
                       .option("checkpointLocation", str(checkpoint)).queryName(query_id).start())
         else:
             out = self.planner.to_dataframe(plan, df)
@@ -498,7 +529,10 @@ class Engine:
                       .option("checkpointLocation", str(checkpoint)).queryName(query_id).outputMode("append"))
             handle = writer.start()
         info = self.catalog.queries[query_id]
-        self.queries[query_id] = RunningQuery(info, handle, checkpoint)
+        previous = self.queries.get(query_id)
+        self.queries[query_id] = RunningQuery(info, handle, checkpoint,
+                                              restart=lambda: self._start_persistent(query_id, plan, stmt, sink),
+                                              restarts=previous.restarts if previous is not None else 0)
 
     def _store(self, table: Source) -> TableStore:
         store = self.stores.get(table.name)
@@ -600,11 +634,15 @@ class Engine:
         if not push and plan.source.is_table:
             return self._pull_table(stmt, plan)
         df = self._source_dataframe(plan.source, query_id, self._offset_reset() if push else "earliest")
+        processor = None
         if isinstance(plan, AggregatePlan):
-            out = aggregation.build_dataframe(plan, df).where("__HAVING")
+            out = aggregation.build_dataframe(plan, df)
+            columns = Planner.output_types(plan, aggregation.post_dataframe(plan, self.spark, []))
+            memory = MemoryState()
+            processor = AggregationProcessor(plan, memory)
         else:
             out = self.planner.to_dataframe(plan, df).where(f"NOT {TOMBSTONE_COL}")
-        columns = Planner.output_types(plan, out)
+            columns = Planner.output_types(plan, out)
         stream = r.RowStream(stmt.text, query_id, [(c.name, str(c.type)) for c in columns],
                              limit=plan.limit, kind="push" if push else "pull")
         names = [c.name for c in plan.columns]
@@ -613,13 +651,18 @@ class Engine:
         def on_batch(batch_df: Any, _batch_id: int) -> None:
             if stream.closed:
                 return
+            if processor is not None:
+                updates = processor.process(batch_df.toArrow().to_pylist())
+                memory.apply(processor.state_changes())  # transient: the state stays in memory
+                for rec in project(plan, batch_df.sparkSession, updates):
+                    if rec["__HAVING"] and not stream.put([_to_python(rec[n]) for n in names]):
+                        break
+                return
             for row in batch_df.select(*[f"`{n}`" for n in names]).collect():
                 if not stream.put([_to_python(v) for v in row]):
                     break
 
         writer = out.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint))
-        if isinstance(plan, AggregatePlan):
-            writer = writer.outputMode(plan.output_mode)
         if not push:
             writer = writer.trigger(availableNow=True)
         handle = writer.start()
@@ -660,7 +703,7 @@ class Engine:
                                + [st.StructField(n, ty) for n, ty in extra])
         key_names = [c.name for c in table.key_columns]
         data = []
-        for key, wstart, wend, value, rowtime in store.rows():
+        for key, wstart, wend, value, rowtime in store.rows(lookup_for(stmt.query.where, table)):
             rec: dict[str, Any] = dict(zip(key_names, key))
             rec.update(value)
             rec.update({t.WINDOWSTART: wstart, t.WINDOWEND: wend, t.ROWTIME: rowtime, TOMBSTONE_COL: False})
@@ -741,6 +784,10 @@ class Engine:
             if progress:
                 stats.update({"batchId": progress.get("batchId"), "inputRowsPerSecond": progress.get("inputRowsPerSecond"),
                               "processedRowsPerSecond": progress.get("processedRowsPerSecond")})
+        processor = self.processors.get(info.id)
+        if processor is not None:  # ksqlDB's dropped-records / processing-error counts of an aggregation
+            stats["numRowsDroppedByWatermark"] = processor.dropped
+            stats["aggregationErrors"] = processor.errors
         return r.QueryDescription(info.id, info.statement, info.sink, info.sources, state, info.kind, stats)
 
     def _do_Describe(self, stmt: ast.Describe) -> r.Result:
@@ -810,11 +857,26 @@ class Engine:
         query's output may be another's input), then return. Raises if a query failed."""
         for _ in range(max_rounds):
             before = self._progress_marks()
-            for q in list(self.queries.values()):
-                self._check_alive(q)
-                q.handle.processAllAvailable()
+            for qid in list(self.queries):
+                self._drain(qid)
             if self._progress_marks() == before:
                 return
+
+    def _drain(self, query_id: str) -> None:
+        """``processAllAvailable`` on one query; a query that fails for a transient reason is
+        restarted from its checkpoint (at most MAX_RESTARTS times) and drained again."""
+        while True:
+            q = self.queries.get(query_id)
+            if q is None:
+                return
+            self._check_alive(q)  # raises for a real failure; replaces q after a restart
+            q = self.queries[query_id]
+            try:
+                q.handle.processAllAvailable()
+                return
+            except Exception:
+                if q.handle.exception() is None:
+                    raise
 
     def _progress_marks(self) -> dict[str, Any]:
         marks = {}
@@ -825,8 +887,22 @@ class Engine:
 
     def _check_alive(self, q: RunningQuery) -> None:
         exc = q.handle.exception()
+        if exc is not None and self._restart_if_transient(q, exc):
+            return
         if exc is not None:
             raise StreamsqlError(f"Query {q.info.id} failed: {_spark_message(exc)}", q.info.statement)
+
+    def _restart_if_transient(self, q: RunningQuery, exc: Any) -> bool:
+        message = _spark_message(exc)
+        if q.restart is None or q.restarts >= MAX_RESTARTS or not any(m in message for m in TRANSIENT_FAILURES):
+            return False
+        log.warning("query %s failed for a transient reason (%s); restarting it from its checkpoint",
+                    q.info.id, message.splitlines()[0][:200])
+        q.restarts += 1
+        self._stop_handle(q.handle)
+        q.restart()
+        self.queries[q.info.id].restarts = q.restarts
+        return True
 
     def failed_queries(self) -> list[tuple[str, str]]:
         out = []
@@ -835,6 +911,35 @@ class Engine:
             if exc is not None:
                 out.append((qid, _spark_message(exc)))
         return out
+
+
+def _window_properties(props: dict[str, Any]) -> tuple[str | None, int | None]:
+    """``WINDOW_TYPE`` / ``WINDOW_SIZE`` of a source over a windowed topic, checked as ksqlDB does."""
+    from streamsql.sql.parser import _UNIT_MS
+
+    kind = props.get("WINDOW_TYPE")
+    size = props.get("WINDOW_SIZE")
+    if kind is None:
+        if size is not None:
+            raise AnalysisError("'WINDOW_SIZE' should only be set for windowed sources (WINDOW_TYPE).")
+        return None, None
+    kind = str(kind).upper()
+    if kind not in ("TUMBLING", "HOPPING", "SESSION"):
+        raise AnalysisError(f"Invalid value {kind} for property WINDOW_TYPE: String must be one of: "
+                            f"SESSION, HOPPING, TUMBLING")
+    if kind == "SESSION":
+        if size is not None:
+            raise AnalysisError("'WINDOW_SIZE' should not be set for SESSION windows.")
+        return kind, None
+    if size is None:
+        raise AnalysisError(f"{kind} windows require 'WINDOW_SIZE' to be provided in the WITH clause. "
+                            f"For example: 'WINDOW_SIZE'='10 SECONDS'")
+    parts = str(size).split()
+    unit = parts[1].upper() if len(parts) == 2 else ""
+    if len(parts) != 2 or not parts[0].isdigit() or unit not in _UNIT_MS:
+        raise AnalysisError(f"Configuration WINDOW_SIZE is invalid: Invalid duration: '{size}'. "
+                            f"Unknown time unit: '{unit}'")
+    return kind, int(parts[0]) * _UNIT_MS[unit]
 
 
 def _source_info(s: Source) -> r.SourceInfo:

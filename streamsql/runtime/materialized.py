@@ -8,6 +8,10 @@ store matches the query's checkpoint. Values are pickled Python values (Decimal,
 nested dicts survive exactly); the file is the engine's own, never read from elsewhere. Why SQLite: point lookups cost well under a millisecond
 (research/spark.md §2h measured < 0.05 ms), it is in the standard library, and any thread of
 the engine (runner, shell, REST server) can read while the query writes.
+
+Pull queries by key (``=``, ``IN``), by a range on a single-column key, or by a WINDOWSTART
+range read only the matching rows through indexes (``key_text``, ``k0``, ``wstart``); anything
+else scans. The query's full WHERE is applied to the rows read either way.
 """
 
 from __future__ import annotations
@@ -16,12 +20,39 @@ import json
 import pickle
 import sqlite3
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 
 def _key_text(key: list[Any], window: tuple[int | None, int | None]) -> str:
     return json.dumps([key, list(window)], separators=(",", ":"), default=str)
+
+
+def _just_key(key: list[Any]) -> str:
+    return json.dumps(key, separators=(",", ":"), default=str)
+
+
+def _sortable(value: Any) -> Any:
+    """The ``k0`` column: a single-column key as SQLite can compare it (numbers, text)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    return value
+
+
+_COLUMNS = ("k", "key_text", "k0", "key_blob", "wstart", "wend", "value_blob", "rowtime")
+
+
+@dataclass
+class Lookup:
+    """Which rows a pull query needs: exact keys, a range on a single-column key and/or a
+    WINDOWSTART range (bounds are (value, inclusive) or None)."""
+
+    keys: list[list[Any]] | None = None
+    key_low: tuple[Any, bool] | None = None
+    key_high: tuple[Any, bool] | None = None
+    wstart_low: tuple[int, bool] | None = None
+    wstart_high: tuple[int, bool] | None = None
 
 
 class TableStore:
@@ -31,9 +62,14 @@ class TableStore:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS rows (k TEXT PRIMARY KEY, key_blob BLOB, wstart INTEGER, "
-                         "wend INTEGER, value_blob BLOB, rowtime INTEGER)")
+        self._db.execute("CREATE TABLE IF NOT EXISTS rows (k TEXT PRIMARY KEY, key_text TEXT, k0, key_blob BLOB, "
+                         "wstart INTEGER, wend INTEGER, value_blob BLOB, rowtime INTEGER)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS rows_key ON rows (key_text, wstart)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS rows_k0 ON rows (k0)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS rows_wstart ON rows (wstart)")
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER)")
+        # the aggregation processor's state (runtime/aggregator.py), committed with the rows
+        self._db.execute("CREATE TABLE IF NOT EXISTS state (ns TEXT, k TEXT, blob BLOB, PRIMARY KEY (ns, k))")
 
     @property
     def last_batch(self) -> int:
@@ -44,19 +80,27 @@ class TableStore:
         return self._db.execute("SELECT 1 FROM rows WHERE k=?", (_key_text(key, window),)).fetchone() is not None
 
     def apply(self, batch_id: int, upserts: Iterable[tuple[list[Any], tuple[int | None, int | None], dict[str, Any], int]],
-              deletes: Iterable[tuple[list[Any], tuple[int | None, int | None]]]) -> None:
-        """Apply one batch atomically (upserts: key, window, value columns, rowtime)."""
+              deletes: Iterable[tuple[list[Any], tuple[int | None, int | None]]],
+              state: Iterable[tuple[str, str, bytes | None]] = ()) -> None:
+        """Apply one batch atomically (upserts: key, window, value columns, rowtime; state:
+        namespace, key, blob or None to delete)."""
         with self._lock:
             cur = self._db.cursor()
             cur.execute("BEGIN")
             try:
                 for key, window, value, rowtime in upserts:
-                    cur.execute("INSERT INTO rows VALUES (?,?,?,?,?,?) ON CONFLICT(k) DO UPDATE SET "
+                    cur.execute("INSERT INTO rows VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(k) DO UPDATE SET "
                                 "value_blob=excluded.value_blob, rowtime=excluded.rowtime",
-                                (_key_text(key, window), pickle.dumps(key), window[0], window[1],
-                                 pickle.dumps(value), rowtime))
+                                (_key_text(key, window), _just_key(key), _sortable(key[0]) if len(key) == 1 else None,
+                                 pickle.dumps(key), window[0], window[1], pickle.dumps(value), rowtime))
                 for key, window in deletes:
                     cur.execute("DELETE FROM rows WHERE k=?", (_key_text(key, window),))
+                for ns, k, blob in state:
+                    if blob is None:
+                        cur.execute("DELETE FROM state WHERE ns=? AND k=?", (ns, k))
+                    else:
+                        cur.execute("INSERT INTO state VALUES (?,?,?) ON CONFLICT(ns, k) DO UPDATE SET blob=excluded.blob",
+                                    (ns, k, blob))
                 cur.execute("INSERT INTO meta VALUES ('batch', ?) ON CONFLICT(name) DO UPDATE SET value=excluded.value",
                             (batch_id,))
                 cur.execute("COMMIT")
@@ -64,13 +108,43 @@ class TableStore:
                 cur.execute("ROLLBACK")
                 raise
 
-    def rows(self) -> list[tuple[list[Any], int | None, int | None, dict[str, Any], int]]:
-        """Every current row: (key values, window start, window end, value columns, rowtime)."""
+    def state_get(self, namespace: str, key: str) -> bytes | None:
+        row = self._db.execute("SELECT blob FROM state WHERE ns=? AND k=?", (namespace, key)).fetchone()
+        return row[0] if row else None
+
+    def rows(self, lookup: Lookup | None = None) -> list[tuple[list[Any], int | None, int | None, dict[str, Any], int]]:
+        """The current rows (all, or a superset of those ``lookup`` selects): (key values,
+        window start, window end, value columns, rowtime), in key order."""
+        where, params = _conditions(lookup or Lookup())
+        sql = "SELECT key_blob, wstart, wend, value_blob, rowtime FROM rows"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         out = []
-        for key_blob, ws, we, value_blob, rowtime in self._db.execute(
-                "SELECT key_blob, wstart, wend, value_blob, rowtime FROM rows ORDER BY k"):
+        for key_blob, ws, we, value_blob, rowtime in self._db.execute(sql + " ORDER BY k", params):
             out.append((pickle.loads(key_blob), ws, we, pickle.loads(value_blob), rowtime))
         return out
 
+    def explain(self, lookup: Lookup) -> str:
+        """SQLite's plan for a lookup (tests check that key lookups use an index)."""
+        where, params = _conditions(lookup)
+        sql = "SELECT k FROM rows" + (" WHERE " + " AND ".join(where) if where else "")
+        return " ".join(str(r[-1]) for r in self._db.execute("EXPLAIN QUERY PLAN " + sql, params))
+
     def close(self) -> None:
         self._db.close()
+
+
+def _conditions(lookup: Lookup) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if lookup.keys is not None:
+        where.append(f"key_text IN ({','.join('?' * len(lookup.keys))})")
+        params += [_just_key(k) for k in lookup.keys]
+    for column, bound, low in (("k0", lookup.key_low, True), ("k0", lookup.key_high, False),
+                               ("wstart", lookup.wstart_low, True), ("wstart", lookup.wstart_high, False)):
+        if bound is not None:
+            value, inclusive = bound
+            op = (">" if low else "<") + ("=" if inclusive else "")
+            where.append(f"{column} {op} ?")
+            params.append(value)
+    return where, params

@@ -285,12 +285,13 @@ def encode_with(spec: Any, value: Any) -> bytes | None:
 
 
 def window_suffix(window: dict[str, Any] | None) -> bytes:
-    """ksqlDB's windowed key: inner key bytes + 8-byte start (+ 8-byte end for session windows)."""
+    """ksqlDB's windowed key: inner key bytes + 8-byte start (time windows), or + 8-byte end and
+    8-byte start (session windows, Kafka Streams' SessionKeySchema order)."""
     if not window:
         return b""
     start = int(window.get("start", 0))
     if str(window.get("type", "time")).lower() == "session":
-        return struct.pack(">qq", start, int(window.get("end", start)))
+        return struct.pack(">qq", int(window.get("end", start)), start)
     return struct.pack(">q", start)
 
 
@@ -893,7 +894,7 @@ class QttRunner:
                 raw_key, window = r.key, None
                 if windowed and raw_key is not None and len(raw_key) >= 8:
                     if source is not None and (source.window_type or "").upper() == "SESSION" and len(raw_key) >= 16:
-                        start, end = struct.unpack(">qq", raw_key[-16:])
+                        end, start = struct.unpack(">qq", raw_key[-16:])
                         raw_key, window = raw_key[:-16], {"start": start, "end": end}
                     else:
                         (start,) = struct.unpack(">q", raw_key[-8:])

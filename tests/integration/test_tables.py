@@ -86,4 +86,5 @@ def test_aggregation_push_query(engine, topic_name):  # type: ignore[no-untyped-
     produce(engine.admin, src, [("a", '{"n":1}', 1), ("a", '{"n":2}', 2), ("b", '{"n":5}', 3)])
     [stream] = engine.execute("SELECT k, SUM(n) AS total FROM pq GROUP BY k EMIT CHANGES LIMIT 2;")
     assert isinstance(stream, r.RowStream)
-    assert sorted(stream.rows(timeout=60)) == [["a", 3], ["b", 5]]
+    # one update per input record (ksqlDB with its record cache off)
+    assert list(stream.rows(timeout=60)) == [["a", 1], ["a", 3]]

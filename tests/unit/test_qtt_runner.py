@@ -62,7 +62,7 @@ def test_encoding_follows_declared_formats() -> None:
     assert qtt.encode_with(FormatSpec("JSON", ()), {"a": 1}) == b'{"a": 1}'
     assert qtt.encode_with(FormatSpec("DELIMITED", ()), "1,x") == b"1,x"
     assert qtt.encode_with(FormatSpec("JSON", ()), None) is None
-    assert qtt.window_suffix({"start": 5, "end": 9, "type": "session"}) == struct.pack(">qq", 5, 9)
+    assert qtt.window_suffix({"start": 5, "end": 9, "type": "session"}) == struct.pack(">qq", 9, 5)  # end, start
     assert qtt.window_suffix({"start": 5, "end": 9, "type": "time"}) == struct.pack(">q", 5)
 
 

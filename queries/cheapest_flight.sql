@@ -1,0 +1,34 @@
+-- Seed pipeline 003: the cheapest quote of each search batch, and quotes per route per minute.
+-- Input: flight searches as DELIMITED lines (no key), one quote per line:
+--   LHR,IST,2020-08-01,169.99,Y,<quote uuid>,<batch uuid>,<epoch millis>
+-- Run it:  streamsql run queries/cheapest_flight.sql --bootstrap-servers HOST:PORT
+-- Then:    SELECT * FROM cflight_cheapest WHERE batchuuid = '<batch uuid>';      (pull query)
+
+SET 'auto.offset.reset' = 'earliest';
+
+CREATE STREAM cflight_searches (
+    origin VARCHAR,
+    destination VARCHAR,
+    departure_date VARCHAR,
+    gbpprice DOUBLE,
+    cabin VARCHAR,
+    uuid VARCHAR,
+    batchuuid VARCHAR,
+    search_ts BIGINT
+) WITH (KAFKA_TOPIC = 'cflight_searches', VALUE_FORMAT = 'DELIMITED', PARTITIONS = 1,
+        TIMESTAMP = 'search_ts');
+
+-- one row per search batch: its cheapest quote so far (updated with every quote)
+CREATE TABLE cflight_cheapest AS
+    SELECT batchuuid, MIN(gbpprice) AS cheapest_quote, COUNT(*) AS quotes
+    FROM cflight_searches
+    GROUP BY batchuuid
+    EMIT CHANGES;
+
+-- quotes per route per 1-minute tumbling window
+CREATE TABLE cflight_route_minute WITH (KEY_FORMAT = 'JSON') AS
+    SELECT origin, destination, COUNT(*) AS quotes, MIN(gbpprice) AS cheapest_quote
+    FROM cflight_searches
+    WINDOW TUMBLING (SIZE 1 MINUTE)
+    GROUP BY origin, destination
+    EMIT CHANGES;

@@ -1,0 +1,372 @@
+"""The aggregation processor: ksqlDB's per-record aggregation semantics over a micro-batch.
+
+A GROUP BY query runs as a stateless Spark stage (keys and arguments, see
+``planner/aggregation.py``) whose micro-batches reach :meth:`AggregationProcessor.process` in
+``foreachBatch``. The processor replays Kafka Streams' aggregate processors record by record:
+
+* **One update per input record** (ksqlDB with its record cache off), whatever the batch size.
+* **Record order**: offset order within a partition; across partitions the record with the
+  smallest timestamp at the head goes first (Kafka Streams' partition-group choice).
+* **Tables**: a changed source row retracts its previous value from its previous group (and the
+  group's update is emitted) before its new value is added; same group: one update.
+* **Windows** (TUMBLING/HOPPING): a record is dropped when its window's end + grace is at or
+  before stream time (max record time seen); **SESSION** windows merge overlapping sessions and
+  emit a tombstone for each merged-away session, as Kafka Streams does.
+* **EMIT FINAL**: each window's last value is held until stream time passes its end + grace.
+
+State (accumulators per group, the previous value of each table row, stream time) lives in the
+table's SQLite store and is saved in the same transaction as the materialized rows and the
+batch id, so a restart resumes exactly where the last committed batch left off.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import pickle
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Protocol
+
+from streamsql import types as t
+from streamsql.planner.aggregation import MATCH_COL, AggregatePlan, direct_projection, post_dataframe
+
+processing_log = logging.getLogger("streamsql.processing_log")
+
+
+class StateBackend(Protocol):
+    def state_get(self, namespace: str, key: str) -> bytes | None: ...
+
+
+class MemoryState:
+    """State for transient (push) queries: kept in memory, nothing survives them."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[tuple[str, str], bytes] = {}
+
+    def state_get(self, namespace: str, key: str) -> bytes | None:
+        return self._blobs.get((namespace, key))
+
+    def apply(self, changes: list[tuple[str, str, bytes | None]]) -> None:
+        for ns, k, blob in changes:
+            if blob is None:
+                self._blobs.pop((ns, k), None)
+            else:
+                self._blobs[(ns, k)] = blob
+
+
+@dataclass
+class Group:
+    """One group's state: unwindowed ``accs``, or its windows (start -> [end, accs, rowtime])."""
+
+    accs: list[Any] | None = None
+    rowtime: int | None = None
+    windows: dict[int, list[Any]] = field(default_factory=dict)
+    sessions: list[list[Any]] = field(default_factory=list)  # [start, end, accs, rowtime]
+
+
+@dataclass
+class Update:
+    """One output change: key values, window, aggregate results, rowtime; ``removed``: a tombstone."""
+
+    key: tuple[Any, ...]
+    window: tuple[int | None, int | None]
+    results: list[Any] | None
+    rowtime: int
+    removed: bool = False
+
+
+def _key_text(key: Any) -> str:
+    return json.dumps(key, default=repr, separators=(",", ":"))
+
+
+class AggregationProcessor:
+    def __init__(self, plan: AggregatePlan, state: StateBackend) -> None:
+        self.plan = plan
+        self.state = state
+        self.key_names = [name for name, _, _ in plan.keys]
+        self.window = plan.window
+        self.grace = plan.grace_ms
+        self.final = plan.emit == "FINAL"
+        self._groups: dict[str, Group] = {}
+        self._texts: dict[tuple[Any, ...], str] = {}  # key values -> state key text (saves json per record)
+        self._rows: dict[str, Any] = {}  # table source: source key -> (group key, args) or None
+        self._dirty_groups: set[str] = set()
+        self._dirty_rows: set[str] = set()
+        meta = pickle.loads(state.state_get("meta", "") or pickle.dumps({}))
+        self.stream_time: int = meta.get("stream_time", -1)
+        self.final_time: int = meta.get("final_time", -1)
+        self.pending_final: dict[str, Update] = meta.get("pending_final", {})
+        self.dropped: int = meta.get("dropped", 0)
+        self.errors: int = meta.get("errors", 0)
+        self.last_error: str | None = None
+
+    # --- state -----------------------------------------------------------------------------
+
+    def _group(self, key: tuple[Any, ...]) -> tuple[str, Group]:
+        try:
+            text = self._texts.get(key) or self._texts.setdefault(key, _key_text(key))
+        except TypeError:  # unhashable key values (ARRAY, MAP, STRUCT)
+            text = _key_text(key)
+        group = self._groups.get(text)
+        if group is None:
+            blob = self.state.state_get("group", text)
+            group = pickle.loads(blob) if blob is not None else Group()
+            self._groups[text] = group
+        self._dirty_groups.add(text)
+        return text, group
+
+    def _previous_row(self, source_key: tuple[Any, ...]) -> tuple[str, Any]:
+        text = _key_text(source_key)
+        if text not in self._rows:
+            blob = self.state.state_get("row", text)
+            self._rows[text] = pickle.loads(blob) if blob is not None else None
+        return text, self._rows[text]
+
+    def state_changes(self) -> list[tuple[str, str, bytes | None]]:
+        """The state written since the last call: (namespace, key, blob or None to delete)."""
+        out: list[tuple[str, str, bytes | None]] = []
+        for text in self._dirty_groups:
+            g = self._groups[text]
+            empty = g.accs is None and not g.windows and not g.sessions
+            out.append(("group", text, None if empty else pickle.dumps(g)))
+        for text in self._dirty_rows:
+            row = self._rows[text]
+            out.append(("row", text, None if row is None else pickle.dumps(row)))
+        meta = {"stream_time": self.stream_time, "final_time": self.final_time,
+                "pending_final": self.pending_final, "dropped": self.dropped, "errors": self.errors}
+        out.append(("meta", "", pickle.dumps(meta)))
+        self._dirty_groups.clear()
+        self._dirty_rows.clear()
+        if len(self._groups) > 100_000:  # bound the cache; the store has everything
+            self._groups.clear()
+            self._rows.clear()
+            self._texts.clear()
+        return out
+
+    # --- processing ------------------------------------------------------------------------
+
+    def process(self, rows: list[dict[str, Any]]) -> list[Update]:
+        out: list[Update] = []
+        for row in ordered(rows):
+            try:
+                self._process_one(row, out)
+            except Exception as e:  # a bad value (e.g. DECIMAL overflow) drops the record, not the query
+                self.errors += 1
+                self.last_error = (f"record partition={row.get(t.ROWPARTITION)} offset={row.get(t.ROWOFFSET)}: "
+                                   f"{type(e).__name__}: {e}")
+                processing_log.error("aggregation dropped a record: %s", self.last_error)
+        return out
+
+    def _args(self, row: dict[str, Any]) -> list[list[Any]]:
+        return [[row[c] for c in call.arg_columns] for call in self.plan.calls]
+
+    def _process_one(self, row: dict[str, Any], out: list[Update]) -> None:
+        key = tuple(row[n] for n in self.key_names)
+        rowtime = row[t.ROWTIME] if row[t.ROWTIME] is not None else 0
+        if self.plan.over_table:
+            self._process_table_row(row, key, rowtime, out)
+            return
+        if any(k is None for k in key):
+            return  # ksqlDB drops records whose grouping key is null
+        args = self._args(row)
+        if self.window is None:
+            self._add(key, args, rowtime, out)
+        elif self.window.type == "SESSION":
+            self._add_session(key, args, rowtime, out)
+        else:
+            self._add_windowed(key, args, rowtime, out)
+
+    def _new_accs(self) -> list[Any]:
+        return [call.function.create() for call in self.plan.calls]
+
+    def _results(self, accs: list[Any]) -> list[Any]:
+        return [a.result() for a in accs]
+
+    def _add(self, key: tuple[Any, ...], args: list[list[Any]], rowtime: int, out: list[Update]) -> None:
+        _, group = self._group(key)
+        if group.accs is None:
+            group.accs = self._new_accs()
+        for acc, a in zip(group.accs, args):
+            acc.add(a)
+        group.rowtime = max(rowtime, group.rowtime if group.rowtime is not None else rowtime)
+        out.append(Update(key, (None, None), self._results(group.accs), group.rowtime))
+
+    def _process_table_row(self, row: dict[str, Any], key: tuple[Any, ...], rowtime: int, out: list[Update]) -> None:
+        source_key = tuple(row[c] for c in self.plan.source_key_columns)
+        text, previous = self._previous_row(source_key)
+        new = None
+        if row[MATCH_COL] and not any(k is None for k in key):
+            new = (key, self._args(row))
+        if previous is None and new is None:
+            return
+        self._rows[text] = new
+        self._dirty_rows.add(text)
+        if previous is not None:
+            old_key, old_args = previous
+            _, group = self._group(old_key)
+            if group.accs is not None:
+                for acc, a in zip(group.accs, old_args):
+                    acc.remove(a)
+                group.rowtime = max(rowtime, group.rowtime or rowtime)
+                if new is None or new[0] != old_key:
+                    out.append(Update(old_key, (None, None), self._results(group.accs), group.rowtime))
+                else:  # same group: the retraction and the addition make one update
+                    for acc, a in zip(group.accs, new[1]):
+                        acc.add(a)
+                    out.append(Update(old_key, (None, None), self._results(group.accs), group.rowtime))
+                    return
+        if new is not None:
+            self._add(new[0], new[1], rowtime, out)
+
+    def _advance(self, rowtime: int) -> int:
+        self.stream_time = max(self.stream_time, rowtime)
+        return self.stream_time - self.grace
+
+    def _add_windowed(self, key: tuple[Any, ...], args: list[list[Any]], rowtime: int, out: list[Update]) -> None:
+        assert self.window is not None
+        close = self._advance(rowtime)
+        size = self.window.size_ms
+        advance = self.window.advance_ms or size
+        _, group = self._group(key)
+        start = max(0, rowtime - size + advance) // advance * advance
+        accepted = False
+        while start <= rowtime:
+            end = start + size
+            if end <= close:
+                start += advance
+                continue
+            accepted = True
+            entry = group.windows.get(start)
+            if entry is None:
+                entry = group.windows[start] = [end, self._new_accs(), rowtime]
+            for acc, a in zip(entry[1], args):
+                acc.add(a)
+            entry[2] = max(entry[2], rowtime)
+            self._emit(Update(key, (start, end), self._results(entry[1]), entry[2]), out)
+            start += advance
+        if not accepted:
+            self.dropped += 1
+            if self.final:
+                self._emit_closed(out)
+        for ws in [ws for ws, e in group.windows.items() if e[0] <= close]:
+            del group.windows[ws]  # closed: no record can change it any more
+
+    def _add_session(self, key: tuple[Any, ...], args: list[list[Any]], rowtime: int, out: list[Update]) -> None:
+        assert self.window is not None
+        close = self._advance(rowtime)
+        gap = self.window.size_ms
+        _, group = self._group(key)
+        merged = [s for s in group.sessions if s[1] >= rowtime - gap and s[0] <= rowtime + gap]
+        start = min([rowtime] + [s[0] for s in merged])
+        end = max([rowtime] + [s[1] for s in merged])
+        if end < close:
+            self.dropped += 1
+            return
+        accs = self._new_accs()
+        for s in sorted(merged, key=lambda s: s[0]):
+            for acc, other in zip(accs, s[2]):
+                acc.merge(other)
+        for s in merged:
+            group.sessions.remove(s)
+            if (start, end) != (rowtime, rowtime):  # Kafka Streams forwards a tombstone per merged session
+                self._emit(Update(key, (s[0], s[1]), None, s[1], removed=True), out)
+        for acc, a in zip(accs, args):
+            acc.add(a)
+        group.sessions.append([start, end, accs, end])
+        self._emit(Update(key, (start, end), self._results(accs), end), out)
+        group.sessions = [s for s in group.sessions if s[1] + gap >= close]
+
+    def _emit(self, update: Update, out: list[Update]) -> None:
+        if not self.final:
+            out.append(update)
+            return
+        # EMIT FINAL: hold the window's latest value until stream time passes its end + grace
+        ident = _key_text([update.key, list(update.window)])
+        if update.removed:
+            self.pending_final.pop(ident, None)
+        else:
+            self.pending_final[ident] = update
+        self.final_time = max(self.final_time, update.rowtime)
+        self._emit_closed(out)
+
+    def _expired(self, window_start: int, now: int) -> bool:
+        """Kafka Streams' segmented window store: segments of retention/2; a segment older than
+        the one holding ``now - retention`` is dropped with its windows."""
+        retention = self.plan.retention_ms
+        segment = max(retention // 2, 1)
+        return window_start // segment < max(now - retention, 0) // segment
+
+    def _emit_closed(self, out: list[Update]) -> None:
+        """EMIT FINAL: emit the held windows whose end + grace is at or before stream time.
+        Time windows follow Kafka Streams' emit-on-window-close: stream time is the records'
+        (late ones included), and a window whose store segment expired (``_expired``) has
+        left the store unemitted. Session windows follow its
+        suppression buffer: stream time is that of the aggregation's output records."""
+        assert self.window is not None
+        session = self.window.type == "SESSION"
+        now = self.final_time if session else self.stream_time
+        expiry = now - self.grace
+        ready = []
+        for i, (k, u) in enumerate(list(self.pending_final.items())):
+            start, end = u.window
+            if start is None or end is None:
+                continue
+            if not session and self._expired(start, now):
+                del self.pending_final[k]  # expired from the window store before it could be emitted
+            elif end <= expiry:
+                ready.append((end if session else start, i, k))
+        for _, _, k in sorted(ready):
+            out.append(self.pending_final.pop(k))
+
+
+def ordered(rows: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    """Offset order within each partition; across partitions, smallest head timestamp first."""
+    by_partition: dict[Any, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_partition.setdefault(row.get(t.ROWPARTITION), []).append(row)
+    if len(by_partition) <= 1:
+        return sorted(rows, key=lambda r: r.get(t.ROWOFFSET) or 0)
+    queues = [sorted(part, key=lambda r: r.get(t.ROWOFFSET) or 0) for _, part in sorted(by_partition.items(),
+                                                                                       key=lambda kv: kv[0] or 0)]
+    return heapq.merge(*queues, key=lambda r: r.get(t.ROWTIME) or 0)
+
+
+def project(plan: AggregatePlan, spark: Any, updates: list[Update]) -> list[dict[str, Any]]:
+    """Stage 3: output rows (plan columns + ROWTIME, __WINDOWSTART/__WINDOWEND, __HAVING) for the
+    updates, in order. A removed update (a merged-away session) has ``__HAVING`` false."""
+    if not updates:
+        return []
+    positions = direct_projection(plan)
+    tuples = [tuple(u.key) + tuple(u.results if u.results is not None else [None] * len(plan.calls))
+              + (u.window[0], u.window[1], u.rowtime) for u in updates]
+    names = [c.name for c in plan.columns]
+    out: list[dict[str, Any]] = []
+    if positions is not None:
+        for u, tup in zip(updates, tuples):
+            rec = {n: tup[p] for n, p in zip(names, positions)}
+            rec.update({t.ROWTIME: u.rowtime, "__WINDOWSTART": u.window[0], "__WINDOWEND": u.window[1],
+                        "__HAVING": not u.removed})
+            out.append(rec)
+        return out
+    rows = post_dataframe(plan, spark, tuples).collect()
+    for u, row in zip(updates, rows):
+        d = row.asDict(recursive=False)
+        rec = {n: _plain(d[n]) for n in names}
+        rec.update({t.ROWTIME: u.rowtime, "__WINDOWSTART": u.window[0], "__WINDOWEND": u.window[1],
+                    "__HAVING": bool(d["__HAVING"]) and not u.removed})
+        out.append(rec)
+    return out
+
+
+def _plain(v: Any) -> Any:
+    """Spark Row/struct values to plain Python (dicts), as the sink encoders expect."""
+    from pyspark.sql import Row
+
+    if isinstance(v, Row):
+        return {k: _plain(x) for k, x in v.asDict(recursive=False).items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v

@@ -1,0 +1,140 @@
+"""The aggregation processor and the aggregate functions, record by record (no Spark, no Kafka):
+rows are given as the pre-aggregation stage would produce them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streamsql import types as t
+from streamsql.catalog import Catalog, Source
+from streamsql.errors import AnalysisError
+from streamsql.planner.aggregation import MATCH_COL, AggregatePlan
+from streamsql.planner.planner import Planner
+from streamsql.runtime.aggregator import AggregationProcessor, MemoryState
+from streamsql.sql import parse
+
+
+@pytest.fixture
+def catalog() -> Catalog:
+    c = Catalog()
+    c.add(Source("S", "STREAM", [t.Column("ID", t.BIGINT, "key"), t.Column("V", t.INTEGER), t.Column("NAME", t.STRING)],
+                 topic="s", key_format="KAFKA", value_format="JSON"))
+    c.add(Source("T", "TABLE", [t.Column("K", t.STRING, "key"), t.Column("REGION", t.STRING), t.Column("V", t.INTEGER)],
+                 topic="t", key_format="KAFKA", value_format="JSON"))
+    return c
+
+
+def plan(catalog: Catalog, sql: str) -> AggregatePlan:
+    [stmt] = parse(sql)
+    result = Planner(catalog).plan_query(stmt.query, persistent=True, sink_name=stmt.name)
+    assert isinstance(result, AggregatePlan)
+    return result
+
+
+def feed(p: AggregatePlan, records: list[dict[str, Any]], processor: AggregationProcessor | None = None,
+         ) -> list[tuple[Any, ...]]:
+    """Records as {key/arg values by source column, ts}; returns (key, window, results or None)."""
+    proc = processor or AggregationProcessor(p, MemoryState())
+    rows = []
+    for offset, rec in enumerate(records):
+        row: dict[str, Any] = {t.ROWTIME: rec["ts"], t.ROWPARTITION: 0, t.ROWOFFSET: offset}
+        for name, _, _ in p.keys:
+            row[name] = rec.get("key")
+        for call in p.calls:
+            for j, col in enumerate(call.arg_columns):
+                row[col] = rec.get("args", {}).get(call.name, [None])[j] if call.name in rec.get("args", {}) \
+                    else rec.get("v")
+        if p.over_table:
+            row[MATCH_COL] = rec.get("v") is not None or rec.get("match", False)
+            row[p.source_key_columns[0]] = rec["sk"]
+        rows.append(row)
+    return [(u.key[0] if len(u.key) == 1 else u.key, u.window if u.window != (None, None) else None,
+             None if u.removed else (u.results[0] if len(u.results) == 1 else u.results)) for u in proc.process(rows)]
+
+
+def test_one_update_per_record_and_null_keys_dropped(catalog: Catalog) -> None:
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, SUM(v) AS s FROM s GROUP BY id;")
+    out = feed(p, [{"key": 1, "v": 5, "ts": 1}, {"key": None, "v": 1, "ts": 2}, {"key": 1, "v": None, "ts": 3},
+                   {"key": 2, "v": 7, "ts": 4}])
+    assert out == [(1, None, 5), (1, None, 5), (2, None, 7)]
+
+
+def test_table_aggregation_retracts_the_previous_value(catalog: Catalog) -> None:
+    p = plan(catalog, "CREATE TABLE o AS SELECT region, COUNT(*) AS n, SUM(v) AS total FROM t GROUP BY region;")
+    out = feed(p, [
+        {"sk": "a", "key": "east", "v": 1, "ts": 1},
+        {"sk": "b", "key": "east", "v": 2, "ts": 2},
+        {"sk": "a", "key": "east", "v": 10, "ts": 3},  # same group: one update
+        {"sk": "b", "key": "west", "v": 2, "ts": 4},   # moves: retract from east, then add to west
+        {"sk": "a", "key": None, "v": None, "ts": 5},  # tombstone: retract only
+    ])
+    assert out == [("east", None, [1, 1]), ("east", None, [2, 3]), ("east", None, [2, 12]),
+                   ("east", None, [1, 10]), ("west", None, [1, 2]), ("east", None, [0, 0])]
+
+
+def test_functions_that_cannot_retract_are_rejected_over_tables(catalog: Catalog) -> None:
+    with pytest.raises(AnalysisError, match="function MAX cannot be applied to a table"):
+        plan(catalog, "CREATE TABLE o AS SELECT region, MAX(v) AS m FROM t GROUP BY region;")
+
+
+def test_tumbling_window_drops_late_records_against_stream_time(catalog: Catalog) -> None:
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s "
+                      "WINDOW TUMBLING (SIZE 10 SECONDS, GRACE PERIOD 5 SECONDS) GROUP BY id;")
+    proc = AggregationProcessor(p, MemoryState())
+    out = feed(p, [{"key": 1, "ts": 1000}, {"key": 1, "ts": 16000}, {"key": 1, "ts": 9000}, {"key": 1, "ts": 12000}],
+               proc)
+    assert out == [(1, (0, 10000), 1), (1, (10000, 20000), 1), (1, (10000, 20000), 2)]
+    assert proc.dropped == 1
+
+
+def test_hopping_windows_each_get_the_record(catalog: Catalog) -> None:
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s "
+                      "WINDOW HOPPING (SIZE 10 SECONDS, ADVANCE BY 5 SECONDS) GROUP BY id;")
+    assert feed(p, [{"key": 1, "ts": 7000}]) == [(1, (0, 10000), 1), (1, (5000, 15000), 1)]
+
+
+def test_session_windows_merge_and_tombstone_the_merged_sessions(catalog: Catalog) -> None:
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s WINDOW SESSION (30 SECONDS) GROUP BY id;")
+    out = feed(p, [{"key": 0, "ts": 0}, {"key": 0, "ts": 70010}, {"key": 0, "ts": 10009}])
+    assert out == [(0, (0, 0), 1), (0, (70010, 70010), 1), (0, (0, 0), None), (0, (0, 10009), 2)]
+
+
+def test_emit_final_holds_windows_until_they_close(catalog: Catalog) -> None:
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s "
+                      "WINDOW TUMBLING (SIZE 2 MILLISECONDS, GRACE PERIOD 1 MILLISECONDS) GROUP BY id EMIT FINAL;")
+    out = feed(p, [{"key": 1, "ts": 0}, {"key": 1, "ts": 1}, {"key": 2, "ts": 2}, {"key": 1, "ts": 3}])
+    assert out == [(1, (0, 2), 2)]
+
+
+def test_collection_and_offset_functions(catalog: Catalog) -> None:
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, TOPK(v, name, 2) AS top, EARLIEST_BY_OFFSET(v, 2, false) AS e, "
+                      "LATEST_BY_OFFSET(v) AS l, COLLECT_SET(name) AS names, HISTOGRAM(name) AS h, "
+                      "COUNT_DISTINCT(name) AS d FROM s GROUP BY id;")
+    args = [("a", None), ("b", 3), ("a", 5)]
+    rows = [{"key": 1, "ts": i, "args": {c.name: ([v, n] if c.function.name == "TOPK" else
+                                                  [n] if c.function.name in ("COLLECT_SET", "HISTOGRAM", "COUNT_DISTINCT")
+                                                  else [v]) for c in p.calls}} for i, (n, v) in enumerate(args)]
+    out = feed(p, rows)
+    assert out[-1][2] == [[{"sort_col": 5, "col0": "a"}, {"sort_col": 3, "col0": "b"}], [None, 3], 5, ["a", "b"],
+                          {"a": 2, "b": 1}, 2]
+
+
+def test_emit_final_follows_emit_on_window_close(catalog: Catalog) -> None:
+    """ksqlDB's suppress QTT cases: default grace 0 for EMIT FINAL; windows whose store segment
+    expired (Kafka Streams' segments of retention/2) are never emitted."""
+    no_grace = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s "
+                             "WINDOW TUMBLING (SIZE 2 MILLISECONDS) GROUP BY id EMIT FINAL;")
+    assert feed(no_grace, [{"key": 1, "ts": 0}, {"key": 1, "ts": 1}, {"key": 1, "ts": 2}]) == [(1, (0, 2), 2)]
+    grace = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s "
+                          "WINDOW TUMBLING (SIZE 2 MILLISECONDS, GRACE PERIOD 1 MILLISECONDS) GROUP BY id EMIT FINAL;")
+    out = feed(grace, [{"key": 1, "ts": ts} for ts in (0, 1, 2, 1, 0, 5, 0)])
+    assert out == [(1, (2, 4), 1)]
+    jump = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s "
+                         "WINDOW TUMBLING (SIZE 2 MILLISECONDS, GRACE PERIOD 2 MILLISECONDS) GROUP BY id EMIT FINAL;")
+    assert feed(jump, [{"key": 1, "ts": ts} for ts in (0, 1, 2, 0, 3, 0, 10, 0, 30)]) == []
+    session = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s "
+                            "WINDOW SESSION (5 MILLISECONDS, GRACE PERIOD 6 MILLISECONDS) GROUP BY id EMIT FINAL;")
+    out = feed(session, [{"key": 1, "ts": ts} for ts in (0, 4, 8, 12, 14, 30, 29, 17, 42)])
+    assert out == [(1, (0, 14), 5), (1, (29, 30), 2)]
