@@ -8,7 +8,7 @@ output topic:
 * ``python-row``    ``SELECT PY_UPPER(msg) ...``             (Arrow-optimised Python UDF, per row)
 * ``python-pandas`` ``SELECT PY_UPPER_VEC(msg) ...``         (pandas UDF, per Arrow batch)
 * ``builtin-agg``   ``COUNT(*)`` per word per 1-minute window after SPLIT + EXPLODE
-* ``python-udaf``   ``HEAVY_HITTERS(word, 10)`` per 1-minute window (collect_list + finaliser)
+* ``python-udaf``   ``HEAVY_HITTERS(word, 10)`` per 1-minute window (an accumulator of the aggregation processor)
 
 Reported: records/s end to end (execute → output holds every record) and steady-state rows/s
 from Spark's progress (first batch excluded). Numbers move with the machine's load (printed).

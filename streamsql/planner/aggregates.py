@@ -73,6 +73,8 @@ class AggregateFunction:
     max_args: int
     description: str = ""
     signatures: list[str] = field(default_factory=list)
+    #: SHOW FUNCTIONS' category (Python UDAFs list as PYTHON)
+    category: str = "AGGREGATE"
 
 
 _FUNCTIONS: dict[str, AggregateFunction] = {}
@@ -88,8 +90,15 @@ def register(fn: AggregateFunction) -> None:
         raise AnalysisError(f"Aggregate function {fn.name} can only be used with GROUP BY")
 
     REGISTRY.register(FunctionDef(fn.name.upper(), "AGGREGATE", not_here, signatures=fn.signatures,
-                                  description=fn.description, category="AGGREGATE",
+                                  description=fn.description, category=fn.category,
                                   min_args=fn.min_args, max_args=fn.max_args))
+
+
+def unregister(name: str) -> None:
+    from streamsql.planner.functions import REGISTRY
+
+    if _FUNCTIONS.pop(name.upper(), None) is not None:
+        REGISTRY.unregister(name)
 
 
 def get(name: str) -> AggregateFunction | None:
@@ -562,6 +571,28 @@ def _bind_corr(types: list[t.SqlType | None], params: list[Any]) -> BoundAggrega
     return BoundAggregate("CORRELATION", types, params, t.DOUBLE, lambda b: Correlation())
 
 
+_NUM = "INTEGER | BIGINT | DOUBLE | DECIMAL"
+_ORDERED = "INTEGER | BIGINT | DOUBLE | DECIMAL | STRING | BYTES | DATE | TIME | TIMESTAMP"
+#: DESCRIBE FUNCTION's variants ("params -> returns"; T is the argument's type)
+SIGNATURES: dict[str, list[str]] = {
+    "COUNT": [" -> BIGINT", "T -> BIGINT"],
+    "COUNT_DISTINCT": ["T -> BIGINT"],
+    "SUM": [f"{_NUM} -> the argument type"],
+    "AVG": [f"{_NUM} -> DOUBLE"],
+    "MIN": [f"{_ORDERED} -> the argument type"],
+    "MAX": [f"{_ORDERED} -> the argument type"],
+    "COLLECT_LIST": ["T -> ARRAY<T>"],
+    "COLLECT_SET": ["T -> ARRAY<T>"],
+    "HISTOGRAM": ["STRING -> MAP<STRING, BIGINT>"],
+    "TOPK": ["T, INTEGER -> ARRAY<T>", "T, INTEGER, U... -> ARRAY<STRUCT<SORT_COL T, COL0 U, ...>>"],
+    "TOPKDISTINCT": ["T, INTEGER -> ARRAY<T>"],
+    "EARLIEST_BY_OFFSET": ["T -> T", "T, BOOLEAN -> T", "T, INTEGER -> ARRAY<T>", "T, INTEGER, BOOLEAN -> ARRAY<T>"],
+    "LATEST_BY_OFFSET": ["T -> T", "T, BOOLEAN -> T", "T, INTEGER -> ARRAY<T>", "T, INTEGER, BOOLEAN -> ARRAY<T>"],
+    "STDDEV_SAMP": [f"{_NUM} -> DOUBLE"],
+    "CORRELATION": ["DOUBLE, DOUBLE -> DOUBLE"],
+}
+
+
 def _register_builtins() -> None:
     one = _fixed(1)
     for fn in [
@@ -585,6 +616,7 @@ def _register_builtins() -> None:
         AggregateFunction("STDDEV_SAMP", _bind_stddev, one, 1, 1, "Sample standard deviation."),
         AggregateFunction("CORRELATION", _bind_corr, _fixed(2), 2, 2, "Pearson correlation of two columns."),
     ]:
+        fn.signatures = SIGNATURES[fn.name]
         register(fn)
 
 

@@ -8,10 +8,8 @@ DOUBLE when it picks an overload; a cast makes Spark hand the Python code the de
 * UDF: ``spark_fn(args)`` typed as ``returns``.
 * UDTF: ``spark_fn(args)`` typed ``ARRAY<returns>``; the planner's table-function step turns the
   array into rows (:mod:`streamsql.planner.table_functions`).
-* UDAF: ``spark_fn(collect_list(struct(args)), literals...)``: Spark's ``collect_list`` keeps
-  the group's inputs in the streaming state store and the Python finaliser folds them through
-  initialize/aggregate/map when the group's row is emitted. Why this shape, and not a pandas
-  grouped-aggregate UDF, is in :mod:`streamsql.udf.runtime` (measured).
+* UDAF: not a Spark function at all: GROUP BY runs in the aggregation processor, record by record,
+  and a UDAF is one more accumulator there (:mod:`streamsql.udf.aggregate`).
 """
 
 from __future__ import annotations
@@ -45,7 +43,7 @@ def declared(text: str) -> t.SqlType | None:
     return parse_sql_type(text)
 
 
-def _accepts(param: t.SqlType | None, arg: t.SqlType | None) -> bool:
+def accepts(param: t.SqlType | None, arg: t.SqlType | None) -> bool:
     if param is None or arg is None:
         return True
     if param == arg:
@@ -72,7 +70,7 @@ class PythonFunction:
 
     def overload(self, cs: list[Compiled]) -> int | None:
         for i, params in enumerate(self.params):
-            if len(params) == len(cs) and all(_accepts(p, c.type) for p, c in zip(params, cs)):
+            if len(params) == len(cs) and all(accepts(p, c.type) for p, c in zip(params, cs)):
                 return i
         return None
 
@@ -86,12 +84,6 @@ class PythonFunction:
         result = declared(spec.returns)
         if self.kind == "TABLE":
             return Compiled(f"{fn}({', '.join(args)})", t.Array(result))
-        if self.kind == "AGGREGATE":
-            n = len(spec.params)
-            values = ", ".join(f"{a} AS v{j}" for j, a in enumerate(args[:n]))
-            literals = args[n:]
-            # literals must be constants: Spark rejects a column outside an aggregate here
-            return Compiled(f"{fn}(collect_list(struct({values}))" + "".join(f", {x}" for x in literals) + ")", result)
         return Compiled(f"{fn}({', '.join(args)})", result)
 
     def definition(self) -> FunctionDef:
@@ -113,8 +105,11 @@ def register(registry: FunctionRegistry, specs: Sequence["FunctionSpec"]) -> lis
     """Register ``specs`` (grouped by name) in ``registry``. Returns problems, one per name that
     clashes with a built-in function (those are not registered)."""
     problems: list[str] = []
+    from streamsql.udf import aggregate
+
     for old in list(_python_names):  # a reload replaces the previous set of Python functions
         registry.unregister(old)
+        aggregate.unregister(old)
         _python_names.discard(old)
     by_name: dict[str, list["FunctionSpec"]] = {}
     for s in specs:
@@ -130,7 +125,10 @@ def register(registry: FunctionRegistry, specs: Sequence["FunctionSpec"]) -> lis
             problems.append(f"{group[0].source_file}: function {name} is declared as more than one kind "
                             f"({', '.join(sorted(kinds))})")
             continue
-        registry.register(PythonFunction(group).definition())
+        if kinds == {"AGGREGATE"}:
+            aggregate.register(name, group, PYTHON_CATEGORY)
+        else:
+            registry.register(PythonFunction(group).definition())
         _python_names.add(name)
     return problems
 

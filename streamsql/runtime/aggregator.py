@@ -26,7 +26,7 @@ import json
 import logging
 import pickle
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from streamsql import types as t
 from streamsql.planner.aggregation import MATCH_COL, AggregatePlan, direct_projection, post_dataframe
@@ -81,8 +81,11 @@ def _key_text(key: Any) -> str:
 
 
 class AggregationProcessor:
-    def __init__(self, plan: AggregatePlan, state: StateBackend) -> None:
+    def __init__(self, plan: AggregatePlan, state: StateBackend,
+                 on_error: "Callable[[dict[str, Any], BaseException], None] | None" = None) -> None:
         self.plan = plan
+        #: told about every record an error dropped (the engine writes it to the processing log)
+        self.on_error = on_error
         self.state = state
         self.key_names = [name for name, _, _ in plan.keys]
         self.window = plan.window
@@ -156,6 +159,8 @@ class AggregationProcessor:
                 self.last_error = (f"record partition={row.get(t.ROWPARTITION)} offset={row.get(t.ROWOFFSET)}: "
                                    f"{type(e).__name__}: {e}")
                 processing_log.error("aggregation dropped a record: %s", self.last_error)
+                if self.on_error is not None:
+                    self.on_error(row, e)
         return out
 
     def _args(self, row: dict[str, Any]) -> list[list[Any]]:

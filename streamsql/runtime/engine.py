@@ -515,7 +515,7 @@ class Engine:
             store = self._store(sink)
             if isinstance(plan, AggregatePlan):
                 out = aggregation.build_dataframe(plan, df)
-                processor = AggregationProcessor(plan, store)
+                processor = AggregationProcessor(plan, store, self._aggregation_errors())
                 self.processors[query_id] = processor
                 writer = ChangelogWriter(self.bootstrap_servers, sink, store, processor)
             else:
@@ -533,6 +533,21 @@ class Engine:
         self.queries[query_id] = RunningQuery(info, handle, checkpoint,
                                               restart=lambda: self._start_persistent(query_id, plan, stmt, sink),
                                               restarts=previous.restarts if previous is not None else 0)
+
+    def _aggregation_errors(self) -> Any:
+        """Where an aggregation processor reports a record it dropped: the processing log topic,
+        naming the failing function (a Python UDAF) or the aggregation."""
+        from streamsql.udf.aggregate import FunctionError
+        from streamsql.udf.runtime import ErrorLog
+
+        errors = ErrorLog(self.bootstrap_servers, self.processing_log_topic)
+
+        def report(row: dict[str, Any], error: BaseException) -> None:
+            function = error.function if isinstance(error, FunctionError) else "aggregation"
+            cause = error.error if isinstance(error, FunctionError) else error
+            errors.report(function, cause, [{k: v for k, v in row.items() if not k.startswith("__")}])
+
+        return report
 
     def _store(self, table: Source) -> TableStore:
         store = self.stores.get(table.name)
@@ -639,7 +654,7 @@ class Engine:
             out = aggregation.build_dataframe(plan, df)
             columns = Planner.output_types(plan, aggregation.post_dataframe(plan, self.spark, []))
             memory = MemoryState()
-            processor = AggregationProcessor(plan, memory)
+            processor = AggregationProcessor(plan, memory, self._aggregation_errors())
         else:
             out = self.planner.to_dataframe(plan, df).where(f"NOT {TOMBSTONE_COL}")
             columns = Planner.output_types(plan, out)

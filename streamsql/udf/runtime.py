@@ -8,14 +8,8 @@ Execution shapes (all through Arrow, never Spark's pickled row-at-a-time path):
 * UDF with ``vectorized=True``: a pandas UDF (Series in, Series out), one call per Arrow batch. If
   the batch call raises, the batch is retried row by row to find the failing rows.
 * UDTF: an Arrow-optimised UDF returning the list of values; the planner explodes it.
-* UDAF: Spark's ``collect_list`` holds the group's inputs in the streaming state store; an
-  Arrow-optimised finaliser folds them through ``initialize``/``aggregate``/``map``. Measured on
-  Spark 4.3 (benchmarks/README.md, "UDAF execution"): a grouped-aggregate pandas UDF is rejected
-  in a streaming aggregation at analysis time, so the alternatives were this and
-  ``applyInPandasWithState`` (a whole-query operator that cannot share a GROUP BY with built-in
-  aggregates nor express ksqlDB's windows/EMIT modes). The price of collect+finalise: state
-  grows with a group's inputs (a window bounds it), and ``merge`` is not called (the fold is
-  sequential); it is still required so the class has ksqlDB's full shape.
+* UDAF: not run by Spark: GROUP BY runs in the aggregation processor record by record, where a
+  UDAF is one more accumulator (:mod:`streamsql.udf.aggregate`).
 
 Errors (ksqlDB's behaviour): a function raising on a row writes a RECORD_PROCESSING_ERROR to the
 processing log (function name, error, the arguments) and the row continues with NULL for that
@@ -147,29 +141,6 @@ def _table_function(name: str, fn: Callable[..., Any], errors: ErrorLog) -> Call
     return call
 
 
-def _aggregate_function(name: str, cls: type, errors: ErrorLog) -> Callable[..., Any]:
-    def call(rows: Sequence[Any] | None, *literals: Any) -> Any:
-        try:
-            agg = cls(*literals)
-            acc = agg.initialize()
-        except Exception as e:  # noqa: BLE001
-            errors.report(name, e, literals)
-            return None
-        for row in rows or ():
-            value = row[0] if len(row) == 1 else tuple(row)
-            try:
-                acc = agg.aggregate(value, acc)
-            except Exception as e:  # noqa: BLE001 - skip this input, keep the others
-                errors.report(name, e, [value])
-        try:
-            return agg.map(acc)
-        except Exception as e:  # noqa: BLE001
-            errors.report(name, e, [])
-            return None
-
-    return call
-
-
 def spark_udf(spec: FunctionSpec, errors: ErrorLog) -> Any:
     """The Spark UDF object that runs ``spec``."""
     from pyspark.sql.functions import pandas_udf, udf
@@ -180,8 +151,6 @@ def spark_udf(spec: FunctionSpec, errors: ErrorLog) -> Any:
     assert result is not None
     if spec.kind == TABLE:
         return udf(_table_function(spec.name, spec.impl, errors), t.to_spark(t.Array(result)), useArrow=True)
-    if spec.kind == AGGREGATE:
-        return udf(_aggregate_function(spec.name, spec.impl, errors), t.to_spark(result), useArrow=True)
     if spec.vectorized:
         import warnings
 
@@ -210,5 +179,6 @@ def install(spark: Any, specs_by_name: dict[str, list[FunctionSpec]], generation
             return
         for name, specs in specs_by_name.items():
             for i, spec in enumerate(specs):
-                spark.udf.register(spark_name(name, i), spark_udf(spec, errors))
+                if spec.kind != AGGREGATE:  # UDAFs run in the aggregation processor, not in Spark
+                    spark.udf.register(spark_name(name, i), spark_udf(spec, errors))
         _installed[id(spark)] = (generation, errors)
