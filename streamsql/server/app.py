@@ -154,6 +154,21 @@ class Response:
         await self.end(json.dumps(body))
 
 
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+
+
+def client_message(text: str) -> str:
+    """A query error as a client may see it: the exception's own message, never a Python or JVM
+    trace (Spark wraps Python tracebacks from foreachBatch into its messages)."""
+    if "Traceback (most recent call last)" in text:
+        found = [m.group(2) for m in map(_EXCEPTION_LINE.match, text.splitlines()) if m is not None]
+        if found:
+            text = found[-1]
+    for marker in ("\n=== Streaming Query", "\n\tat ", "\nJVM stacktrace:", "Traceback (most recent"):
+        text = text.split(marker)[0]
+    return re.sub(r"(\s*SQLSTATE: \w+)+\s*$", "", text.strip()) or SANITIZED_SERVER_ERROR
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
@@ -428,8 +443,8 @@ class KsqlApp:
                 try:
                     item = await self.run(stream.poll, 0.5)
                 except Exception as e:
-                    message = getattr(e, "message", None) or str(e)
-                    return ServerError(SERVER_ERROR, message)
+                    log.warning("query %s failed: %s", handle.query_id, e)
+                    return ServerError(SERVER_ERROR, client_message(getattr(e, "message", None) or str(e)))
                 if item is r.RowStream.TIMEOUT:
                     continue
                 if item is None:

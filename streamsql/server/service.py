@@ -163,8 +163,20 @@ class KsqlService:
                 with self._applied:
                     self._applied.notify_all()
 
+    def _pin_session(self) -> None:
+        """Make the engine's SparkSession the JVM thread's active session before Spark calls.
+
+        Requests run on a pool of worker threads; a JVM thread can be left with a stream's cloned
+        session active (foreachBatch callbacks), where the streamsql data source is not registered,
+        and Spark looks Python data sources up in the *active* session.
+        """
+        spark = self.engine._spark
+        if spark is not None:
+            spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+
     def _execute_all(self, text: str) -> list[dict[str, Any]]:
         engine = self.engine
+        self._pin_session()
         try:
             statements = parse(text, variables=engine.variables, custom_types=engine.catalog.types)
         except ParseError as e:
@@ -220,6 +232,7 @@ class KsqlService:
             saved = engine.session_properties, engine.variables
             engine.session_properties, engine.variables = dict(overrides), dict(variables)
             try:
+                self._pin_session()
                 try:
                     statements = parse(text, variables=engine.variables, custom_types=engine.catalog.types)
                 except StreamsqlError as e:

@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--tls-key", help="PEM private key for --tls-cert")
     server.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024,
                         help="larger request bodies are refused with 413")
+    server.add_argument("--command-timeout-ms", type=int, default=5000,
+                        help="how long a request waits for its commandSequenceNumber (503 after)")
     _common(server)
 
     test = sub.add_parser("test", help="run ksqlDB query-validation tests (QTT) or a ksql-test-runner trio")
@@ -178,7 +180,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     if bool(args.tls_cert) != bool(args.tls_key):
         print("Error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
-    settings = ServerSettings(max_request_bytes=args.max_request_bytes,
+    settings = ServerSettings(max_request_bytes=args.max_request_bytes, command_wait_s=args.command_timeout_ms / 1000,
                               users=load_users(args.auth_file) if args.auth_file else {})
     with kafka_cluster(_config(args)) as config:
         return serve(config, ListenOptions(args.host, args.port, args.tls_cert, args.tls_key), settings)
