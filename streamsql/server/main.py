@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 import threading
@@ -34,6 +35,10 @@ def build_service(config: EngineConfig):  # type: ignore[no-untyped-def]
     from streamsql.server.service import KsqlService
 
     assert config.bootstrap_servers
+    if not config.spark_master and not os.environ.get("STREAMSQL_SPARK_MASTER"):
+        # a long-lived server runs many short transient queries; a task whose Python worker was
+        # torn down by a stopped query is retried instead of failing the next query
+        config.spark_master = "local[2,4]"
     service_id = config.property("ksql.service.id")
     command_log = KafkaCommandLog(config.bootstrap_servers, command_topic_name(service_id))
     return KsqlService(Engine(config, command_log=command_log), command_log, service_id)

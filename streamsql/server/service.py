@@ -172,7 +172,7 @@ class KsqlService:
         """
         spark = self.engine._spark
         if spark is not None:
-            spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+            spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
     def _execute_all(self, text: str) -> list[dict[str, Any]]:
         engine = self.engine
@@ -193,7 +193,9 @@ class KsqlService:
                 result = engine.execute_statement(stmt)
             except StreamsqlError as e:
                 raise statement_error(e.message, _text(stmt), out) from None
-            except Exception:
+            except Exception as e:
+                if _is_analysis_error(e):
+                    raise statement_error(_clean(e), _text(stmt), out) from None
                 log.exception("statement failed unexpectedly: %s", stmt.text)
                 raise statement_error("The server could not execute the statement; see the server log for "
                                       "details.", _text(stmt), out) from None
@@ -247,6 +249,11 @@ class KsqlService:
                     result = engine.execute_statement(stmt)
                 except StreamsqlError as e:
                     raise statement_error(e.message, _text(stmt)) from None
+                except Exception as e:
+                    if _is_analysis_error(e):
+                        log.warning("query rejected by Spark's analyser: %s", e)
+                        raise statement_error(_clean(e), _text(stmt)) from None
+                    raise
             finally:
                 engine.session_properties, engine.variables = saved
         assert isinstance(result, r.RowStream)
@@ -347,6 +354,19 @@ class KsqlService:
 
     def rows(self, handle: QueryHandle, timeout: float) -> Iterator[Any]:  # pragma: no cover - helper
         return handle.stream.rows(timeout)
+
+
+def _is_analysis_error(e: BaseException) -> bool:
+    """Spark's analyser rejected the statement (a type or name problem the planner did not
+    catch): the client's statement is at fault, so it is a 400 with Spark's message."""
+    return type(e).__name__ in ("AnalysisException", "ParseException")
+
+
+def _clean(e: BaseException) -> str:
+    from streamsql.server.app import client_message
+
+    text = client_message(getattr(e, "desc", None) or str(e))
+    return text.split("; line ")[0].split("\n")[0]
 
 
 def _text(stmt: ast.Statement) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.server_process import ServerProcess
+from streamsql.testing.server_process import ServerProcess
 
 pytestmark = pytest.mark.integration
 

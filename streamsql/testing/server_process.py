@@ -1,4 +1,5 @@
-"""Start and stop a real ``streamsql server`` subprocess for HTTP tests (and the RQTT runner)."""
+"""A real ``streamsql server`` subprocess: what the HTTP tests and the RQTT runner talk to, so the
+REST surface is always exercised through the real listener, never in-process."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import httpx
 
 from streamsql.kafka.broker import free_port
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]  # so the child imports this checkout
 
 
 class ServerProcess:
@@ -59,7 +60,7 @@ class ServerProcess:
 
     def kill(self) -> None:
         """SIGKILL: no shutdown hooks, as a crash."""
-        import psutil
+        import psutil  # the test extra; the runner only kills when asked
 
         if self.proc is None or self.proc.poll() is not None:
             return
