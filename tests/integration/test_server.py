@@ -39,7 +39,7 @@ def server(bootstrap: str, tmp_path_factory: pytest.TempPathFactory):  # type: i
 
 @pytest.fixture(scope="module")
 def client(server: ServerProcess):  # type: ignore[no-untyped-def]
-    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=120) as c:
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=600) as c:
         yield c
 
 
@@ -200,7 +200,7 @@ def _read_lines(resp: httpx.Response) -> list[str]:
 
 
 def test_query_stream_over_http2_cleartext(server: ServerProcess) -> None:
-    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), http1=False, http2=True, timeout=120) as h2:
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), http1=False, http2=True, timeout=600) as h2:
         name = make_stream(h2, rows=3)
         resp = h2.post("/query-stream", json={"sql": f"SELECT * FROM {name} EMIT CHANGES LIMIT 3;",
                                               "properties": {"auto.offset.reset": "earliest"}})
@@ -248,7 +248,7 @@ def test_query_stream_over_http2_cleartext(server: ServerProcess) -> None:
 
 
 def test_inserts_stream(server: ServerProcess) -> None:
-    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), http1=False, http2=True, timeout=120) as h2:
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), http1=False, http2=True, timeout=600) as h2:
         name = make_stream(h2, rows=0)
         body = "\n".join([json.dumps({"target": name.lower()}), json.dumps({"id": "a", "v": 1}),
                           json.dumps({"ID": "b", "V": 2, "ROWTIME": 1000}), ""])
@@ -269,7 +269,7 @@ def test_inserts_stream(server: ServerProcess) -> None:
         rows = [e["row"]["columns"] for e in json.loads(pull.text) if "row" in e]
         assert sorted(rows)[0][:2] == ["a", 1] and sorted(rows)[1] == ["b", 2, 1000] and len(rows) == 2
 
-    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=60) as h1:
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=600) as h1:
         http1 = h1.post("/inserts-stream", content=json.dumps({"target": name}).encode())
         assert http1.status_code == 400 and http1.json()["error_code"] == 40004
 
@@ -335,7 +335,7 @@ def test_restart_after_sigkill_keeps_catalog_queries_and_data(server: ServerProc
                               service_id=server.service_id, scheme="https")
     restarted.start()
     try:
-        with httpx.Client(base_url=restarted.url, verify=False, timeout=120) as anon:  # auth off now, TLS on
+        with httpx.Client(base_url=restarted.url, verify=False, timeout=600) as anon:  # auth off now, TLS on
             listing = ok(ksql(anon, "SHOW STREAMS; SHOW TABLES; SHOW QUERIES;"))
             assert {src, evens} <= {s["name"] for s in listing[0]["streams"]}
             assert counts in {t["name"] for t in listing[1]["tables"]}
