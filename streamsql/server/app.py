@@ -164,6 +164,8 @@ def client_message(text: str) -> str:
         found = [m.group(2) for m in map(_EXCEPTION_LINE.match, text.splitlines()) if m is not None]
         if found:
             text = found[-1]
+    if "terminated with exception: " in text:  # Spark's wrapper: keep the cause
+        text = text.split("terminated with exception: ", 1)[1]
     for marker in ("\n=== Streaming Query", "\n\tat ", "\nJVM stacktrace:", "Traceback (most recent"):
         text = text.split(marker)[0]
     return re.sub(r"(\s*SQLSTATE: \w+)+\s*$", "", text.strip()) or SANITIZED_SERVER_ERROR
@@ -439,7 +441,7 @@ class KsqlApp:
 
         watcher = asyncio.create_task(watch_disconnect()) if req.body_done else None
         try:
-            while not gone.is_set():
+            while not gone.is_set() and stream.limit != 0:  # LIMIT 0: header and final message only
                 try:
                     item = await self.run(stream.poll, 0.5)
                 except Exception as e:

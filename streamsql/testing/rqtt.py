@@ -29,7 +29,7 @@ from streamsql.testing.qtt import (CaseResult, QttCase, _substitute, data_equal,
 QUERY_START = re.compile(r"^\s*(SELECT|PRINT)\b", re.IGNORECASE)
 DEFAULT_CASE_TIMEOUT_S = 60.0
 INFRA_FAILURE = re.compile(r"Python worker|CANNOT_OPEN_SOCKET|ReadTimeout|timed out|collectToPython|"
-                           r"internal error when processing", re.IGNORECASE)
+                           r"internal error when processing|STREAM_FAILED|failed to connect", re.IGNORECASE)
 
 
 @dataclass
