@@ -95,6 +95,7 @@ class KsqlService:
         self._queries: dict[str, QueryHandle] = {}
         self._queries_lock = threading.Lock()
         self._applied = threading.Condition()
+        self.supervisor: Any = None
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -111,6 +112,10 @@ class KsqlService:
                             self._statuses[cid] = {"status": "SUCCESS", "message": "Executed during restore"}
                 except StreamsqlError:
                     continue
+            from streamsql.server.supervisor import QuerySupervisor
+
+            self.supervisor = QuerySupervisor(self.engine, self.command_log)
+            self.supervisor.start()
             self.ready.set()
             return notices
         except Exception as e:
@@ -118,6 +123,8 @@ class KsqlService:
             raise
 
     def close(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop()
         with self._queries_lock:
             handles = list(self._queries.values())
             self._queries.clear()
