@@ -489,6 +489,11 @@ class Engine:
 
     def _start_persistent(self, query_id: str, plan: QueryPlan, stmt: ast.Statement, sink: Source) -> None:
         checkpoint = self.data_dir / "checkpoints" / query_id
+        commits = checkpoint / "commits"
+        if checkpoint.exists() and not (commits.exists() and any(p.name.isdigit() for p in commits.iterdir())):
+            # killed before its first batch committed: Spark refuses such a checkpoint ("offsets
+            # should be empty on batch 0"); nothing was committed, so starting afresh loses nothing
+            shutil.rmtree(checkpoint, ignore_errors=True)
         df = self._source_dataframe(plan.source, query_id, self._offset_reset())
         if sink.is_table:
             out = self._build(plan, df, changelog=True)
