@@ -273,7 +273,9 @@ class Planner:
             if c.is_key and plan.repartitioned:
                 sql = f"CASE WHEN {TOMBSTONE_COL} THEN NULL ELSE {c.sql} END"
             exprs.append(f"{sql} AS {quote(c.name)}")
-        exprs += [f"{plan.rowtime_sql} AS {t.ROWTIME}", HEADERS_COL, TOMBSTONE_COL]
+        if not any(c.name == t.ROWTIME for c in plan.columns):  # a transient query may select ROWTIME itself
+            exprs.append(f"{plan.rowtime_sql} AS {t.ROWTIME}")
+        exprs += [HEADERS_COL, TOMBSTONE_COL]
         return df.selectExpr(*exprs)
 
     def to_changelog_dataframe(self, plan: QueryPlan, source_df: "DataFrame") -> "DataFrame":

@@ -147,9 +147,13 @@ class Engine:
     def _replay(self) -> int:
         commands = self.command_log.read_all()
         deferred: list[tuple[str, QueryPlan, ast.Statement, str]] = []
+        #: each query restarts under the properties its statement ran with (auto.offset.reset
+        #: decides where a query with no committed checkpoint offsets begins)
+        properties_of: dict[str, dict[str, str]] = {}
         for cmd in commands:
             saved = dict(self.session_properties)
             self.session_properties = dict(cmd.properties)
+            started = len(deferred)
             try:
                 for stmt in parse(cmd.statement, custom_types=self.catalog.types):
                     self._execute(stmt, replay_seq=cmd.seq, deferred=deferred)
@@ -157,9 +161,16 @@ class Engine:
                 log.warning("could not replay command %s (%s): %s", cmd.seq, cmd.statement, e)
             finally:
                 self.session_properties = saved
+                for entry in deferred[started:]:
+                    properties_of[entry[0]] = dict(cmd.properties)
         for query_id, plan, stmt, sink in deferred:
             if query_id in self.catalog.queries:
-                self._start_persistent(query_id, plan, stmt, self.catalog.get(sink))
+                saved = self.session_properties
+                self.session_properties = properties_of.get(query_id, {})
+                try:
+                    self._start_persistent(query_id, plan, stmt, self.catalog.get(sink))
+                finally:
+                    self.session_properties = saved
         return len(commands)
 
     def close(self) -> None:
@@ -510,6 +521,11 @@ class Engine:
 
     def _start_persistent(self, query_id: str, plan: QueryPlan, stmt: ast.Statement, sink: Source) -> None:
         checkpoint = self.data_dir / "checkpoints" / query_id
+        commits = checkpoint / "commits"
+        if checkpoint.exists() and not (commits.exists() and any(p.name.isdigit() for p in commits.iterdir())):
+            # killed before its first batch committed: Spark refuses such a checkpoint ("offsets
+            # should be empty on batch 0"); nothing was committed, so starting afresh loses nothing
+            shutil.rmtree(checkpoint, ignore_errors=True)
         df = self._source_dataframe(plan.source, query_id, self._offset_reset())
         if sink.is_table:
             store = self._store(sink)

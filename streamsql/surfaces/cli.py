@@ -6,6 +6,7 @@
     streamsql run FILE.sql [--until-idle]  headless runner
     streamsql broker [--port N]            the embedded Kafka-compatible broker, in the foreground
     streamsql produce SAMPLE --topic T     write deterministic sample records
+    streamsql server [--port 8088]         ksqlDB-compatible REST server (command log in Kafka)
 
 Every command that needs Kafka and is given no bootstrap servers (flag, environment variable
 ``STREAMSQL_BOOTSTRAP_SERVERS``, or config file) starts an embedded broker for its own lifetime,
@@ -69,6 +70,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="define a variable for ${NAME} substitution (repeatable)")
     shell.add_argument("--output", choices=["TABULAR", "JSON"], type=str.upper, default="TABULAR")
     _common(shell)
+    server = sub.add_parser("server", help="serve ksqlDB's REST API (statements durable in a Kafka command topic)")
+    server.add_argument("--port", type=int, default=8088)
+    server.add_argument("--host", default="0.0.0.0")
+    server.add_argument("--auth-file", help="users for HTTP basic auth, 'user: password' per line")
+    server.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (needs --tls-key)")
+    server.add_argument("--tls-key", help="PEM private key for --tls-cert")
+    server.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024,
+                        help="larger request bodies are refused with 413")
+    server.add_argument("--command-timeout-ms", type=int, default=5000,
+                        help="how long a request waits for its commandSequenceNumber (503 after)")
+    _common(server)
 
     test = sub.add_parser("test", help="run ksqlDB query-validation tests (QTT) or a ksql-test-runner trio")
     from streamsql.testing.command import add_arguments as _test_arguments
@@ -178,6 +190,19 @@ def cmd_shell(args: argparse.Namespace) -> int:
     return run_shell(args)
 
 
+def cmd_server(args: argparse.Namespace) -> int:
+    from streamsql.server.app import ServerSettings, load_users
+    from streamsql.server.main import ListenOptions, serve
+
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("Error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    settings = ServerSettings(max_request_bytes=args.max_request_bytes, command_wait_s=args.command_timeout_ms / 1000,
+                              users=load_users(args.auth_file) if args.auth_file else {})
+    with kafka_cluster(_config(args)) as config:
+        return serve(config, ListenOptions(args.host, args.port, args.tls_cert, args.tls_key), settings)
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     """QTT conformance runner: a line per file, then ``N passed, M failed``; exit 1 if any failed."""
     from streamsql.testing.command import run_command
@@ -192,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     commands = {"run": cmd_run, "demo": cmd_demo, "broker": cmd_broker, "produce": cmd_produce, "test": cmd_test,
-                "shell": cmd_shell}
+                "shell": cmd_shell, "server": cmd_server}
     if args.command is None:
         args = parser.parse_args(["shell"])
     try:

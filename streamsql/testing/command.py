@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from streamsql.testing.rqtt import is_rqtt_path
 from streamsql.testing.qtt import (
     DEFAULT_TIMEOUT_S,
     CaseResult,
@@ -59,6 +60,10 @@ def select(cases: list[QttCase], filters: list[str], ids: list[str] | None) -> l
 
 def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     trio = args.sql_file is not None
+    if not trio and args.paths and all(is_rqtt_path(Path(p)) for p in args.paths):
+        from streamsql.testing.rqtt import run_rqtt_command  # REST tests: through a real server
+
+        return run_rqtt_command(args, out)
     if trio:
         if args.output_file is None:
             print("Error: --sql needs --output (and usually --input)", file=sys.stderr)

@@ -1,0 +1,1 @@
+"""The ksqlDB-compatible REST server (``streamsql server``)."""

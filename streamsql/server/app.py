@@ -1,0 +1,541 @@
+"""The HTTP surface: a small ASGI application with ksqlDB's routes, served by hypercorn
+(HTTP/1.1, HTTP/2 cleartext with prior knowledge or upgrade, and TLS with ALPN).
+
+Handlers parse the request, call :class:`~streamsql.server.service.KsqlService` on worker threads
+(engine calls block on Spark and Kafka, and must not stall the event loop that streams other
+clients' rows), and write ksqlDB's wire formats. Every failure answers with ksqlDB's error
+envelope (``errors.py``); an unexpected exception is logged with its trace and the client gets
+the sanitized 50000 message, never a stack trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hmac
+import json
+import logging
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from streamsql.runtime import results as r
+from streamsql.server import entities
+from streamsql.server.errors import (BAD_REQUEST, HTTP2_ONLY, METHOD_NOT_ALLOWED, NOT_FOUND, PAYLOAD_TOO_LARGE,
+                                     SANITIZED_SERVER_ERROR, SERVER_ERROR, SERVER_NOT_READY, UNAUTHORIZED,
+                                     ServerError, bad_request)
+from streamsql.server.service import KsqlService, QueryHandle, normalize_overrides, normalize_variables
+
+log = logging.getLogger("streamsql.server")
+
+KSQL_JSON = "application/vnd.ksql.v1+json"
+JSON = "application/json"
+DELIMITED = "application/vnd.ksqlapi.delimited.v1"
+#: the ksqlDB version clients see in /info (the CLI and Java client compare it); streamsql speaks 0.29's API
+KSQL_API_VERSION = "0.29.0"
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass
+class ServerSettings:
+    max_request_bytes: int = 4 * 1024 * 1024
+    #: user -> password for HTTP basic auth; empty = no authentication
+    users: dict[str, str] = field(default_factory=dict)
+    #: seconds a request with commandSequenceNumber waits for that command
+    command_wait_s: float = 5.0
+
+
+def load_users(path: str) -> dict[str, str]:
+    """A users file as Jetty's/ksqlDB's ``PropertyFileLoginModule`` reads it: ``user: password[,role…]``
+    per line (``user=password`` also accepted); ``#`` comments."""
+    users: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for number, raw in enumerate(f, start=1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            m = re.match(r"([^:=\s]+)\s*[:=]\s*(.*)$", line)
+            if m is None or not m.group(2):
+                from streamsql.errors import ConfigError
+
+                raise ConfigError(f"{path}:{number}: expected 'user: password[,role...]'")
+            users[m.group(1)] = m.group(2).split(",")[0].strip()
+    return users
+
+
+class Request:
+    def __init__(self, scope: Scope, receive: Receive, settings: ServerSettings) -> None:
+        self.scope = scope
+        self.receive = receive
+        self.settings = settings
+        self.method: str = scope["method"]
+        self.path: str = scope["path"].rstrip("/") or "/"
+        self.headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        self.body_done = False
+
+    @property
+    def http2(self) -> bool:
+        return str(self.scope.get("http_version", "1.1")).startswith("2")
+
+    def accepts(self, *types: str) -> str | None:
+        """The first of ``types`` the Accept header lists (None if it lists none of them)."""
+        accept = self.headers.get("accept", "")
+        listed = [part.split(";")[0].strip().lower() for part in accept.split(",") if part.strip()]
+        for ty in listed:
+            if ty in types:
+                return ty
+        return None
+
+    async def body(self) -> bytes:
+        limit = self.settings.max_request_bytes
+        declared = self.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise ServerError(PAYLOAD_TOO_LARGE, f"Request body of {declared} bytes exceeds the limit of {limit} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while not self.body_done:
+            msg = await self.receive()
+            if msg["type"] == "http.disconnect":
+                raise ConnectionAbortedError("client went away")
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise ServerError(PAYLOAD_TOO_LARGE, f"Request body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+            self.body_done = not msg.get("more_body", False)
+        return b"".join(chunks)
+
+    async def json(self) -> dict[str, Any]:
+        raw = await self.body()
+        try:
+            data = json.loads(raw or b"{}")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise bad_request(f"Invalid JSON in request: {e}") from None
+        if not isinstance(data, dict):
+            raise bad_request("Invalid JSON in request: expected a JSON object")
+        return data
+
+
+class Response:
+    """Writes one response: headers once, then body chunks (chunked on HTTP/1.1)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.closed = False
+
+    async def start(self, status: int, content_type: str, extra: list[tuple[str, str]] | None = None) -> None:
+        headers = [(b"content-type", content_type.encode())]
+        headers += [(k.encode(), v.encode()) for k, v in (extra or [])]
+        self.started = True
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def write(self, data: str | bytes) -> None:
+        if self.closed:
+            return
+        await self._send({"type": "http.response.body", "body": data.encode() if isinstance(data, str) else data,
+                          "more_body": True})
+
+    async def end(self, data: str | bytes = b"") -> None:
+        if self.closed:
+            return
+        self.closed = True
+        await self._send({"type": "http.response.body", "body": data.encode() if isinstance(data, str) else data,
+                          "more_body": False})
+
+    async def json(self, status: int, body: Any, content_type: str = JSON,
+                   extra: list[tuple[str, str]] | None = None) -> None:
+        await self.start(status, content_type, extra)
+        await self.end(json.dumps(body))
+
+
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+
+
+def client_message(text: str) -> str:
+    """A query error as a client may see it: the exception's own message, never a Python or JVM
+    trace (Spark wraps Python tracebacks from foreachBatch into its messages)."""
+    if "Traceback (most recent call last)" in text:
+        found = [m.group(2) for m in map(_EXCEPTION_LINE.match, text.splitlines()) if m is not None]
+        if found:
+            text = found[-1]
+    if "terminated with exception: " in text:  # Spark's wrapper: keep the cause
+        text = text.split("terminated with exception: ", 1)[1]
+    for marker in ("\n=== Streaming Query", "\n\tat ", "\nJVM stacktrace:", "Traceback (most recent"):
+        text = text.split(marker)[0]
+    return re.sub(r"(\s*SQLSTATE: \w+)+\s*$", "", text.strip()) or SANITIZED_SERVER_ERROR
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+class KsqlApp:
+    """The ASGI application."""
+
+    def __init__(self, service: KsqlService, settings: ServerSettings | None = None) -> None:
+        self.service = service
+        self.settings = settings or ServerSettings()
+        self.pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="ksql-http")
+        self.routes: dict[tuple[str, str], Callable[[Request, Response], Awaitable[None]]] = {
+            ("GET", "/"): self.root, ("GET", "/info"): self.info, ("GET", "/healthcheck"): self.healthcheck,
+            ("GET", "/chc/ready"): self.empty, ("GET", "/chc/live"): self.empty, ("GET", "/status"): self.statuses,
+            ("GET", "/v1/metadata"): self.metadata, ("GET", "/v1/metadata/id"): self.metadata_id,
+            ("POST", "/ksql"): self.ksql, ("POST", "/ksql/terminate"): self.terminate, ("POST", "/query"): self.query,
+            ("POST", "/query-stream"): self.query_stream, ("POST", "/close-query"): self.close_query,
+            ("POST", "/inserts-stream"): self.inserts_stream,
+        }
+        self.open_paths = {"/healthcheck", "/chc/ready", "/chc/live"}
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+
+    # --- dispatch ------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                msg = await receive()
+                if msg["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif msg["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        req = Request(scope, receive, self.settings)
+        resp = Response(send)
+        try:
+            await self.dispatch(req, resp)
+        except ServerError as e:
+            if not resp.started:
+                extra = [("WWW-Authenticate", 'Basic realm="KsqlServer"')] if e.status == 401 else []
+                if e.error_code == SERVER_NOT_READY:
+                    extra.append(("Retry-After", "10"))
+                await resp.json(e.status, e.envelope(), extra=extra)
+            else:
+                await resp.end()
+        except ConnectionAbortedError:
+            pass
+        except Exception:
+            log.exception("%s %s failed", req.method, req.path)
+            if not resp.started:
+                await resp.json(500, ServerError(SERVER_ERROR, SANITIZED_SERVER_ERROR).envelope())
+            else:
+                await resp.end()
+
+    async def dispatch(self, req: Request, resp: Response) -> None:
+        if self.settings.users and req.path not in self.open_paths:
+            self.authenticate(req)
+        handler = self.routes.get((req.method, req.path))
+        if handler is None and req.method == "GET" and req.path.startswith("/status/"):
+            handler = self.status_one
+        if handler is None and req.method == "GET" and req.path.startswith("/is_valid_property/"):
+            handler = self.is_valid_property
+        if handler is None:
+            if any(path == req.path for _, path in self.routes):
+                raise ServerError(METHOD_NOT_ALLOWED, f"Method {req.method} is not allowed on {req.path}")
+            raise ServerError(NOT_FOUND, f"Not Found: {req.path}")
+        if not self.service.ready.is_set() and req.path not in self.open_paths:
+            raise ServerError(SERVER_NOT_READY, self.service.start_error and
+                              f"Server failed to start: {self.service.start_error}" or "Server initializing")
+        await handler(req, resp)
+
+    def authenticate(self, req: Request) -> None:
+        header = req.headers.get("authorization", "")
+        if header[:6].lower() == "basic ":
+            try:
+                user, _, password = base64.b64decode(header[6:].strip()).decode("utf-8").partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                user, password = "", ""
+            expected = self.settings.users.get(user)
+            if expected is not None and hmac.compare_digest(expected.encode(), password.encode()):
+                return
+        raise ServerError(UNAUTHORIZED, "Unauthorized")
+
+    # --- simple endpoints ----------------------------------------------------------------------
+
+    async def root(self, req: Request, resp: Response) -> None:
+        await resp.start(307, "text/plain", [("Location", "/info")])
+        await resp.end()
+
+    async def empty(self, req: Request, resp: Response) -> None:
+        await resp.json(200, {})
+
+    async def info(self, req: Request, resp: Response) -> None:
+        await resp.json(200, {"KsqlServerInfo": {"version": KSQL_API_VERSION, "kafkaClusterId": self.service.cluster_id,
+                                                 "ksqlServiceId": self.service.service_id, "serverStatus": "RUNNING"}},
+                        self._json_type(req))
+
+    async def healthcheck(self, req: Request, resp: Response) -> None:
+        ready = self.service.ready.is_set()
+        kafka_ok = False
+        if ready:
+            try:
+                kafka_ok = bool(await self.run(self.service.engine.admin.cluster_id))
+            except Exception as e:
+                log.warning("healthcheck: Kafka unreachable: %s", e)
+        healthy = ready and kafka_ok
+        await resp.json(200, {"isHealthy": healthy,
+                              "details": {"metastore": {"isHealthy": ready}, "kafka": {"isHealthy": kafka_ok},
+                                          "commandRunner": {"isHealthy": ready}},
+                              "serverState": "READY" if ready else "STARTING"}, self._json_type(req))
+
+    async def statuses(self, req: Request, resp: Response) -> None:
+        await resp.json(200, {"commandStatuses": self.service.statuses()}, self._json_type(req))
+
+    async def status_one(self, req: Request, resp: Response) -> None:
+        parts = req.path.split("/")[2:]
+        if len(parts) != 3:
+            raise ServerError(NOT_FOUND, "Expected /status/<type>/<entity>/<action>")
+        status = self.service.status(*parts)
+        if status is None:
+            raise ServerError(NOT_FOUND, f"Command not found: {'/'.join(parts)}")
+        await resp.json(200, status, self._json_type(req))
+
+    async def metadata(self, req: Request, resp: Response) -> None:
+        await resp.json(200, {"version": KSQL_API_VERSION, "clusterId": self._cluster_id()})
+
+    async def metadata_id(self, req: Request, resp: Response) -> None:
+        await resp.json(200, {"clusterId": self._cluster_id()})
+
+    def _cluster_id(self) -> dict[str, Any]:
+        return {"scope": {"path": [], "clusters": {"kafka-cluster": self.service.cluster_id,
+                                                   "ksql-cluster": self.service.service_id}}}
+
+    async def is_valid_property(self, req: Request, resp: Response) -> None:
+        name = req.path.split("/", 2)[2]
+        normalize_overrides({name: ""})
+        await resp.json(200, True)
+
+    @staticmethod
+    def _json_type(req: Request) -> str:
+        return req.accepts(KSQL_JSON, JSON) or JSON
+
+    # --- /ksql ---------------------------------------------------------------------------------
+
+    async def ksql(self, req: Request, resp: Response) -> None:
+        data = await req.json()
+        overrides = normalize_overrides(data.get("streamsProperties"))
+        variables = normalize_variables(data.get("sessionVariables"))
+        if data.get("commandSequenceNumber") is not None:
+            await self.run(self.service.wait_for_seq, data["commandSequenceNumber"], self.settings.command_wait_s)
+        result = await self.run(self.service.execute_statements, data.get("ksql"), overrides, variables)
+        await resp.json(200, result, self._json_type(req))
+
+    async def terminate(self, req: Request, resp: Response) -> None:
+        data = await req.json()
+        topics = data.get("deleteTopicList")
+        if topics is not None and not isinstance(topics, list):
+            raise bad_request("'deleteTopicList' must be a list of topic names or patterns")
+        result = await self.run(self.service.terminate_cluster, topics)
+        await resp.json(200, result, self._json_type(req))
+
+    # --- queries -------------------------------------------------------------------------------
+
+    async def _start(self, text: Any, overrides: Any, variables: Any, seq: Any = None) -> QueryHandle:
+        props = normalize_overrides(overrides)
+        session = normalize_variables(variables)
+        if seq is not None:
+            await self.run(self.service.wait_for_seq, seq, self.settings.command_wait_s)
+        return await self.run(self.service.start_query, text, props, session)
+
+    async def query(self, req: Request, resp: Response) -> None:
+        """Legacy ``/query``: a chunked JSON array of header, rows and a final message."""
+        data = await req.json()
+        handle = await self._start(data.get("ksql"), data.get("streamsProperties"), data.get("sessionVariables"),
+                                   data.get("commandSequenceNumber"))
+        await self._stream_ksql_json(req, resp, handle, req.accepts(KSQL_JSON, JSON) or KSQL_JSON)
+
+    async def query_stream(self, req: Request, resp: Response) -> None:
+        """``/query-stream``: delimited (default) or JSON array; ``application/vnd.ksql.v1+json`` gets
+        the ``/query`` format."""
+        data = await req.json()
+        handle = await self._start(data.get("sql"), data.get("properties"), data.get("sessionVariables"))
+        if req.accepts(KSQL_JSON):
+            await self._stream_ksql_json(req, resp, handle, KSQL_JSON)
+            return
+        if handle.stream.kind == "print":
+            await self._stream_print(req, resp, handle, DELIMITED)
+            return
+        as_json = req.accepts(JSON, DELIMITED) == JSON
+        meta = {"queryId": handle.query_id, "columnNames": [n for n, _ in handle.stream.columns],
+                "columnTypes": [entities.plain_type(ty) for _, ty in handle.stream.columns]}
+        await resp.start(200, JSON if as_json else DELIMITED)
+        await resp.write(("[" if as_json else "") + _dumps(meta) + ("" if as_json else "\n"))
+
+        async def on_row(row: list[Any]) -> None:
+            line = _dumps(entities.json_value(row))
+            await resp.write("," + line if as_json else line + "\n")
+
+        error = await self._pump(req, resp, handle, on_row)
+        if error is not None:
+            envelope = _dumps(error.envelope())
+            await resp.write("," + envelope if as_json else envelope + "\n")
+        await resp.end("]" if as_json else b"")
+
+    async def _stream_ksql_json(self, req: Request, resp: Response, handle: QueryHandle, content_type: str) -> None:
+        """ksqlDB's StreamedRow array: ``[{header},\\n{row},\\n…{finalMessage}]``; pull results are
+        written whole (they are complete when the query starts), push rows as they arrive."""
+        if handle.stream.kind == "print":
+            await self._stream_print(req, resp, handle, content_type)
+            return
+        stream = handle.stream
+        header = {"header": {"queryId": handle.query_id,
+                             "schema": entities.header_schema(stream.columns, handle.key_columns)}}
+        await resp.start(200, content_type)
+        rows: list[str] = [_dumps(header)]
+        if handle.is_pull:
+            async def collect(row: list[Any]) -> None:
+                rows.append(_dumps({"row": {"columns": entities.json_value(row)}}))
+
+            error = await self._pump(req, resp, handle, collect)
+            if error is not None:
+                rows.append(_dumps({"errorMessage": error.envelope()}))
+            elif not handle.over_table:
+                rows.append(_dumps({"finalMessage": "Query Completed"}))
+            await resp.end("[" + ",\n".join(rows) + "]")
+            return
+        await resp.write("[" + rows[0] + ",\n")
+
+        async def on_row(row: list[Any]) -> None:
+            await resp.write(_dumps({"row": {"columns": entities.json_value(row)}}) + ",\n")
+
+        error = await self._pump(req, resp, handle, on_row)
+        if error is not None:
+            await resp.end(_dumps({"errorMessage": error.envelope()}) + "]")
+        else:
+            final = "Limit Reached" if stream.limit_reached else "Query Completed"
+            await resp.end(_dumps({"finalMessage": final}) + "]")
+
+    async def _stream_print(self, req: Request, resp: Response, handle: QueryHandle, content_type: str) -> None:
+        await resp.start(200, "text/plain" if content_type != DELIMITED else DELIMITED)
+
+        async def on_line(row: list[Any]) -> None:
+            await resp.write(str(row[0]) + "\n")
+
+        await self._pump(req, resp, handle, on_line)
+        await resp.end()
+
+    async def _pump(self, req: Request, resp: Response, handle: QueryHandle,
+                    on_row: Callable[[list[Any]], Awaitable[None]]) -> ServerError | None:
+        """Feed the stream's rows to ``on_row`` until it ends or the client goes away (which
+        closes the query). Returns the query's error, if it failed, as an envelope-ready error."""
+        stream = handle.stream
+        gone = asyncio.Event()
+
+        async def watch_disconnect() -> None:
+            try:
+                while True:
+                    msg = await req.receive()
+                    if msg["type"] == "http.disconnect":
+                        gone.set()
+                        return
+            except Exception:
+                gone.set()
+
+        watcher = asyncio.create_task(watch_disconnect()) if req.body_done else None
+        try:
+            while not gone.is_set() and stream.limit != 0:  # LIMIT 0: header and final message only
+                try:
+                    item = await self.run(stream.poll, 0.5)
+                except Exception as e:
+                    log.warning("query %s failed: %s", handle.query_id, e)
+                    return ServerError(SERVER_ERROR, client_message(getattr(e, "message", None) or str(e)))
+                if item is r.RowStream.TIMEOUT:
+                    continue
+                if item is None:
+                    return None
+                try:
+                    await on_row(item)
+                except Exception:  # the client went away mid-write
+                    gone.set()
+            return None
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            if gone.is_set() or not stream.closed:
+                stream.close()
+            self.service.finished(handle)
+
+    async def close_query(self, req: Request, resp: Response) -> None:
+        data = await req.json()
+        await self.run(self.service.close_query, data.get("queryId"))
+        await resp.start(200, JSON)
+        await resp.end()
+
+    # --- /inserts-stream -----------------------------------------------------------------------
+
+    async def inserts_stream(self, req: Request, resp: Response) -> None:
+        """Newline-delimited JSON: ``{"target": …}`` then one row per line; one ack per row."""
+        if not req.http2:
+            raise ServerError(HTTP2_ONLY, "This endpoint is only available when using HTTP2")
+        lines = _LineReader(req)
+        first = await lines.next()
+        if first is None:
+            raise bad_request("Insert stream request must start with {\"target\": \"<stream>\"}")
+        try:
+            args = json.loads(first)
+        except ValueError as e:
+            raise bad_request(f"Invalid JSON in inserts stream: {e}") from None
+        if not isinstance(args, dict):
+            raise bad_request("Invalid JSON in inserts stream: expected a JSON object")
+        source = await self.run(self.service.insert_target, args.get("target"))
+        as_json = req.accepts(JSON, DELIMITED) == JSON
+        await resp.start(200, JSON if as_json else DELIMITED)
+        sep = "[" if as_json else ""
+        seq = 0
+        while True:
+            line = await lines.next()
+            if line is None:
+                break
+            try:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    raise bad_request("Invalid JSON in inserts stream") from None
+                await self.run(self.service.insert_row, source, row)
+                ack: dict[str, Any] = {"status": "ok", "seq": seq}
+            except ServerError as e:
+                ack = {"status": "error", "seq": seq, "error_code": e.error_code, "message": e.message}
+            except Exception as e:
+                message = getattr(e, "message", None) or str(e)
+                ack = {"status": "error", "seq": seq, "error_code": BAD_REQUEST, "message": message}
+            await resp.write(sep + _dumps(ack) + ("" if as_json else "\n"))
+            sep = "," if as_json else ""
+            seq += 1
+            if ack["status"] == "error":
+                break
+        await resp.end(("[" if sep == "[" else "") + "]" if as_json else b"")
+
+
+class _LineReader:
+    """Lines of a streamed request body (each bounded by the request size limit)."""
+
+    def __init__(self, req: Request) -> None:
+        self.req = req
+        self.buffer = b""
+
+    async def next(self) -> str | None:
+        limit = self.req.settings.max_request_bytes
+        while True:
+            if b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                if line.strip():
+                    return line.decode("utf-8", "replace")
+                continue
+            if self.req.body_done:
+                line, self.buffer = self.buffer, b""
+                return line.decode("utf-8", "replace") if line.strip() else None
+            msg = await self.req.receive()
+            if msg["type"] == "http.disconnect":
+                raise ConnectionAbortedError("client went away")
+            self.buffer += msg.get("body", b"")
+            self.req.body_done = not msg.get("more_body", False)
+            if len(self.buffer) > limit:
+                raise ServerError(PAYLOAD_TOO_LARGE, f"An inserts-stream line exceeds the limit of {limit} bytes")

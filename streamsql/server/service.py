@@ -1,0 +1,381 @@
+"""What the REST endpoints do, without HTTP: statements, queries, inserts, command statuses.
+
+One :class:`KsqlService` wraps one :class:`~streamsql.runtime.engine.Engine`. Engine calls block
+(Spark, Kafka), so the HTTP layer calls these methods on worker threads. The engine keeps one
+set of session properties and variables; each request's ``streamsProperties`` and
+``sessionVariables`` are swapped in under the engine's lock for the duration of that request only,
+so requests never see each other's overrides (SET inside a request affects the rest of that
+request, as in ksqlDB).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from streamsql import types as t
+from streamsql.errors import ParseError, StreamsqlError
+from streamsql.runtime import results as r
+from streamsql.server import entities
+from streamsql.server.errors import (BAD_REQUEST, COMMAND_QUEUE_CATCHUP_TIMEOUT, QUERY_ENDPOINT, ServerError,
+                                     bad_request, statement_error)
+from streamsql.sql import ast, parse
+
+log = logging.getLogger("streamsql.server")
+
+#: overrides a request may not set (ksqlDB's denylist holds the service id too)
+PROHIBITED_OVERRIDES = {"ksql.service.id", "bootstrap.servers"}
+QUERY_ENDPOINT_MESSAGE = ("The following statement types should be issued to the websocket endpoint '/query':\n"
+                          "\t* PRINT\n\t* SELECT")
+
+
+def normalize_overrides(props: Any) -> dict[str, str]:
+    """Request properties as the engine names them: ``ksql.streams.auto.offset.reset`` and
+    ``auto.offset.reset`` are the same setting; values become strings."""
+    if props is None:
+        return {}
+    if not isinstance(props, dict):
+        raise bad_request("'streamsProperties' must be a JSON object")
+    out: dict[str, str] = {}
+    prohibited = []
+    for key, value in props.items():
+        name = str(key)
+        if name.startswith("ksql.streams."):
+            name = name[len("ksql.streams."):]
+        if name in PROHIBITED_OVERRIDES:
+            prohibited.append(str(key))
+            continue
+        out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    if prohibited:
+        raise ServerError(BAD_REQUEST, "One or more properties overrides set locally are prohibited by the KSQL "
+                                       f"server (use UNSET to reset their default value): {prohibited}")
+    return out
+
+
+def normalize_variables(variables: Any) -> dict[str, str]:
+    if variables is None:
+        return {}
+    if not isinstance(variables, dict):
+        raise bad_request("'sessionVariables' must be a JSON object")
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in variables.items()}
+
+
+@dataclass
+class QueryHandle:
+    """A running query as the server serves it: the engine's row stream plus the header facts."""
+
+    stream: r.RowStream
+    key_columns: set[str]
+    #: a pull query over a materialized table (its response has no final message, as in ksqlDB)
+    over_table: bool = False
+
+    @property
+    def query_id(self) -> str:
+        return self.stream.query_id
+
+    @property
+    def is_pull(self) -> bool:
+        return self.stream.kind == "pull"
+
+
+class KsqlService:
+    def __init__(self, engine: Any, command_log: Any, service_id: str = "default_") -> None:
+        self.engine = engine
+        self.command_log = command_log
+        self.service_id = service_id
+        self.ready = threading.Event()
+        self.start_error: str | None = None
+        self.cluster_id = ""
+        self._statuses: dict[str, dict[str, Any]] = {}
+        self._queries: dict[str, QueryHandle] = {}
+        self._queries_lock = threading.Lock()
+        self._applied = threading.Condition()
+        self.supervisor: Any = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> list[str]:
+        """Connect, replay the command log (catalog + persistent queries), then accept requests."""
+        try:
+            notices = self.engine.start()
+            self.cluster_id = self.engine.admin.cluster_id()
+            for cmd in self.command_log.read_all():
+                try:
+                    for stmt in parse(cmd.statement, custom_types=self.engine.catalog.types):
+                        cid = entities.command_id(stmt)
+                        if cid:
+                            self._statuses[cid] = {"status": "SUCCESS", "message": "Executed during restore"}
+                except StreamsqlError:
+                    continue
+            from streamsql.server.supervisor import QuerySupervisor
+
+            self.supervisor = QuerySupervisor(self.engine, self.command_log)
+            self.supervisor.start()
+            self.ready.set()
+            return notices
+        except Exception as e:
+            self.start_error = str(e)
+            raise
+
+    def close(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop()
+        with self._queries_lock:
+            handles = list(self._queries.values())
+            self._queries.clear()
+        for h in handles:
+            h.stream.close()
+        self.engine.close()
+
+    # --- command sequence ----------------------------------------------------------------------
+
+    def applied_seq(self) -> int:
+        return self.command_log.next_seq() - 1
+
+    def wait_for_seq(self, seq: Any, timeout_s: float = 5.0) -> None:
+        """Block until command ``seq`` has been applied locally (ksqlDB's ``commandSequenceNumber``)."""
+        if seq is None:
+            return
+        try:
+            wanted = int(seq)
+        except (TypeError, ValueError):
+            raise bad_request(f"'commandSequenceNumber' must be a number, got {seq!r}") from None
+        deadline = time.monotonic() + timeout_s
+        with self._applied:
+            while self.applied_seq() < wanted:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ServerError(COMMAND_QUEUE_CATCHUP_TIMEOUT, "Timed out while waiting for a previous "
+                                      f"command to execute. command sequence number: {wanted}")
+                self._applied.wait(min(left, 0.1))
+
+    # --- /ksql ---------------------------------------------------------------------------------
+
+    def execute_statements(self, text: Any, overrides: dict[str, str], variables: dict[str, str]) -> list[dict[str, Any]]:
+        if not isinstance(text, str) or not text.strip():
+            raise bad_request("'ksql' must be a non-empty string of statements")
+        engine = self.engine
+        with engine._lock:
+            saved = engine.session_properties, engine.variables
+            engine.session_properties, engine.variables = dict(overrides), dict(variables)
+            try:
+                return self._execute_all(text)
+            finally:
+                engine.session_properties, engine.variables = saved
+                with self._applied:
+                    self._applied.notify_all()
+
+    def _pin_session(self) -> None:
+        """Make the engine's SparkSession the JVM thread's active session before Spark calls.
+
+        Requests run on a pool of worker threads; a JVM thread can be left with a stream's cloned
+        session active (foreachBatch callbacks), where the streamsql data source is not registered,
+        and Spark looks Python data sources up in the *active* session.
+        """
+        spark = self.engine._spark
+        if spark is not None:
+            spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+    def _execute_all(self, text: str) -> list[dict[str, Any]]:
+        engine = self.engine
+        self._pin_session()
+        try:
+            statements = parse(text, variables=engine.variables, custom_types=engine.catalog.types)
+        except ParseError as e:
+            raise statement_error(e.message, e.statement or text.strip()) from None
+        except StreamsqlError as e:
+            raise statement_error(e.message, e.statement or text.strip()) from None
+        for stmt in statements:
+            if isinstance(stmt, (ast.SelectStatement, ast.Print)):
+                raise ServerError(QUERY_ENDPOINT, QUERY_ENDPOINT_MESSAGE, _text(stmt), [])
+        out: list[dict[str, Any]] = []
+        for stmt in statements:
+            before = self.command_log.next_seq()
+            try:
+                result = engine.execute_statement(stmt)
+            except StreamsqlError as e:
+                raise statement_error(e.message, _text(stmt), out) from None
+            except Exception as e:
+                if _is_analysis_error(e):
+                    raise statement_error(_clean(e), _text(stmt), out) from None
+                log.exception("statement failed unexpectedly: %s", stmt.text)
+                raise statement_error("The server could not execute the statement; see the server log for "
+                                      "details.", _text(stmt), out) from None
+            after = self.command_log.next_seq()
+            seq = getattr(result, "command_seq", None)
+            if seq is None and after > before:
+                seq = after - 1
+            entity = entities.to_entity(stmt, result, engine.catalog, seq)
+            if entity is None:
+                continue
+            if entity["@type"] == "currentStatus" and entity["commandId"]:
+                self._statuses[entity["commandId"]] = dict(entity["commandStatus"])
+            out.append(entity)
+        return out
+
+    # --- /status -------------------------------------------------------------------------------
+
+    def statuses(self) -> dict[str, str]:
+        return {cid: s["status"] for cid, s in self._statuses.items()}
+
+    def status(self, kind: str, entity: str, action: str) -> dict[str, Any] | None:
+        for cid in (f"{kind}/{entity}/{action}", f"{kind}/`{entity.strip('`')}`/{action}",
+                    f"{kind}/`{entity.strip('`').upper()}`/{action}"):
+            if cid in self._statuses:
+                return self._statuses[cid]
+        return None
+
+    # --- /query, /query-stream -----------------------------------------------------------------
+
+    def start_query(self, text: Any, overrides: dict[str, str], variables: dict[str, str]) -> QueryHandle:
+        """Start one SELECT (push or pull) or PRINT; rows are then read from the handle's stream."""
+        if not isinstance(text, str) or not text.strip():
+            raise bad_request("the request must hold one SELECT or PRINT statement")
+        engine = self.engine
+        with engine._lock:
+            saved = engine.session_properties, engine.variables
+            engine.session_properties, engine.variables = dict(overrides), dict(variables)
+            try:
+                self._pin_session()
+                try:
+                    statements = parse(text, variables=engine.variables, custom_types=engine.catalog.types)
+                except StreamsqlError as e:
+                    raise statement_error(e.message, e.statement or text.strip()) from None
+                if len(statements) != 1:
+                    raise statement_error(f"Expected exactly one statement, got {len(statements)}", text.strip())
+                stmt = statements[0]
+                if not isinstance(stmt, (ast.SelectStatement, ast.Print)):
+                    raise statement_error("The query endpoints only run SELECT and PRINT statements; send "
+                                          f"{type(stmt).__name__} statements to /ksql.", _text(stmt))
+                try:
+                    result = engine.execute_statement(stmt)
+                except StreamsqlError as e:
+                    raise statement_error(e.message, _text(stmt)) from None
+                except Exception as e:
+                    if _is_analysis_error(e):
+                        log.warning("query rejected by Spark's analyser: %s", e)
+                        raise statement_error(_clean(e), _text(stmt)) from None
+                    raise
+            finally:
+                engine.session_properties, engine.variables = saved
+        assert isinstance(result, r.RowStream)
+        source = self.engine.catalog.find(stmt.query.source.name) if isinstance(stmt, ast.SelectStatement) else None
+        handle = QueryHandle(result, self._key_columns(stmt, result),
+                             over_table=result.kind == "pull" and source is not None and source.is_table)
+        with self._queries_lock:
+            self._queries[handle.query_id] = handle
+        result.on_close(lambda: self._forget(handle.query_id))
+        return handle
+
+    def _key_columns(self, stmt: ast.Statement, stream: r.RowStream) -> set[str]:
+        """Pull queries mark the source's key columns (and window bounds) in their header."""
+        if stream.kind != "pull" or not isinstance(stmt, ast.SelectStatement):
+            return set()
+        source = self.engine.catalog.find(stmt.query.source.name)
+        if source is None:
+            return set()
+        keys = {c.name for c in source.key_columns}
+        if source.window_type:
+            keys |= {t.WINDOWSTART, t.WINDOWEND}
+        return keys & {name for name, _ in stream.columns}
+
+    def _forget(self, query_id: str) -> None:
+        with self._queries_lock:
+            self._queries.pop(query_id, None)
+
+    def finished(self, handle: QueryHandle) -> None:
+        self._forget(handle.query_id)
+
+    def close_query(self, query_id: Any) -> None:
+        if not isinstance(query_id, str):
+            raise bad_request("'queryId' must be a string")
+        with self._queries_lock:
+            handle = self._queries.pop(query_id, None)
+        if handle is None:
+            raise bad_request(f"No query with id {query_id}")
+        handle.stream.close()
+
+    def active_queries(self) -> list[str]:
+        with self._queries_lock:
+            return list(self._queries)
+
+    # --- /inserts-stream -----------------------------------------------------------------------
+
+    def insert_target(self, target: Any) -> Any:
+        if not isinstance(target, str) or not target:
+            raise bad_request("Insert stream request must name a 'target' stream")
+        source = self.engine.catalog.find(target.upper()) or self.engine.catalog.find(target)
+        if source is None:
+            raise bad_request(f"Cannot insert values into an unknown stream: {target}")
+        if source.is_table:
+            raise bad_request(f"Cannot insert values into a table using the inserts stream endpoint: {source.name}")
+        if source.is_source:
+            raise bad_request(f"Cannot insert values into read-only stream: {source.name}")
+        return source
+
+    def insert_row(self, source: Any, row: Any) -> None:
+        """Encode one JSON row with the stream's formats and produce it (column names are
+        case-insensitive; a ``ROWTIME`` field sets the record timestamp)."""
+        from streamsql.server.inserts import encode_row
+
+        if not isinstance(row, dict):
+            raise bad_request("Each inserted row must be a JSON object")
+        key, value, rowtime = encode_row(source, row)
+        self.engine.admin.produce(source.topic, key, value, rowtime)
+
+    # --- /ksql/terminate -----------------------------------------------------------------------
+
+    def terminate_cluster(self, delete_topics: Any) -> list[dict[str, Any]]:
+        """TERMINATE CLUSTER: stop every query, drop every source (deleting the topics whose
+        source name matches a ``deleteTopicList`` pattern) and empty the command log."""
+        patterns = [re.compile(str(p), re.IGNORECASE) for p in (delete_topics or [])]
+        engine = self.engine
+        with engine._lock:
+            engine.execute("TERMINATE ALL;") if engine.catalog.queries else None
+            for name in list(engine.catalog.sources):
+                source = engine.catalog.find(name)
+                if source is None:
+                    continue
+                delete = any(p.fullmatch(name) or p.fullmatch(source.topic) for p in patterns)
+                try:
+                    engine.admin.delete_topic(source.topic) if delete and not source.is_source else None
+                except StreamsqlError as e:
+                    log.warning("could not delete topic %s: %s", source.topic, e)
+                engine.catalog.remove(name)
+            truncate = getattr(self.command_log, "truncate", None) or self.command_log.reset
+            truncate()
+            for sub in ("checkpoints", "tables"):  # query ids restart with the log: no stale state
+                shutil.rmtree(engine.data_dir / sub, ignore_errors=True)
+            engine.stores.clear()
+            self._statuses.clear()
+        return [{"@type": "currentStatus", "statementText": "TERMINATE CLUSTER;",
+                 "commandId": "cluster/CLUSTER/terminate",
+                 "commandStatus": {"status": "SUCCESS", "message": "Cluster terminated: every query stopped, every "
+                                                                   "source dropped, the command log emptied."},
+                 "commandSequenceNumber": -1, "warnings": []}]
+
+    def rows(self, handle: QueryHandle, timeout: float) -> Iterator[Any]:  # pragma: no cover - helper
+        return handle.stream.rows(timeout)
+
+
+def _is_analysis_error(e: BaseException) -> bool:
+    """Spark's analyser rejected the statement (a type or name problem the planner did not
+    catch): the client's statement is at fault, so it is a 400 with Spark's message."""
+    return type(e).__name__ in ("AnalysisException", "ParseException")
+
+
+def _clean(e: BaseException) -> str:
+    from streamsql.server.app import client_message
+
+    text = client_message(getattr(e, "desc", None) or str(e))
+    return text.split("; line ")[0].split("\n")[0]
+
+
+def _text(stmt: ast.Statement) -> str:
+    text = stmt.text.strip()
+    return text if text.endswith(";") else text + ";"

@@ -1,0 +1,363 @@
+"""The REST server over real HTTP: one real ``streamsql server`` process (auth on) shared by the
+module, on the session's real broker; the last test SIGKILLs it mid-stream and restarts it on the
+same data directory with TLS and without auth.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from streamsql.testing.server_process import ServerProcess
+
+pytestmark = pytest.mark.integration
+
+USER, PASSWORD = "fred", "letmein"
+
+
+@pytest.fixture(scope="module")
+def server(bootstrap: str, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("server")
+    users = root / "users.properties"
+    users.write_text(f"# basic auth users\n{USER}: {PASSWORD},admin\n")
+    proc = ServerProcess(bootstrap, root / "data", ["--auth-file", str(users), "--max-request-bytes", "65536",
+                                                     "--command-timeout-ms", "500"],
+                         service_id=f"srv{uuid.uuid4().hex[:8]}_")
+    proc.start(auth=(USER, PASSWORD))
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server: ServerProcess):  # type: ignore[no-untyped-def]
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=600) as c:
+        yield c
+
+
+def uniq(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}".upper()
+
+
+def ksql(client: httpx.Client, text: str, **extra: Any) -> httpx.Response:
+    return client.post("/ksql", json={"ksql": text, **extra},
+                       headers={"Accept": "application/vnd.ksql.v1+json", "Content-Type": "application/vnd.ksql.v1+json"})
+
+
+def ok(resp: httpx.Response) -> Any:
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def query(client: httpx.Client, text: str, **props: str) -> list[dict[str, Any]]:
+    resp = client.post("/query", json={"ksql": text, "streamsProperties": props})
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["content-type"].startswith("application/vnd.ksql.v1+json")
+    return json.loads(resp.text)
+
+
+def make_stream(client: httpx.Client, rows: int = 3) -> str:
+    name = uniq("s")
+    body = ok(ksql(client, f"CREATE STREAM {name} (ID VARCHAR KEY, V INT) WITH (KAFKA_TOPIC='{name.lower()}', "
+                           f"VALUE_FORMAT='JSON', PARTITIONS=1);"))
+    assert body[0]["@type"] == "currentStatus"
+    if rows:
+        inserts = " ".join(f"INSERT INTO {name} (ID, V) VALUES ('k{i}', {i});" for i in range(rows))
+        assert ok(ksql(client, inserts)) == []  # INSERT VALUES answers with no entity, as in ksqlDB
+    return name
+
+
+def test_info_healthcheck_and_small_endpoints(client: httpx.Client, server: ServerProcess) -> None:
+    info = ok(client.get("/info"))["KsqlServerInfo"]
+    assert info["serverStatus"] == "RUNNING" and info["ksqlServiceId"] == server.service_id
+    assert info["kafkaClusterId"]
+    health = ok(client.get("/healthcheck"))
+    assert health["isHealthy"] is True and health["details"]["kafka"]["isHealthy"] is True
+    assert ok(client.get("/chc/live")) == {}
+    assert client.get("/", follow_redirects=False).status_code == 307
+    meta = ok(client.get("/v1/metadata"))
+    assert meta["clusterId"]["scope"]["clusters"]["ksql-cluster"] == server.service_id
+    assert ok(client.get("/is_valid_property/auto.offset.reset")) is True
+    bad = client.get("/is_valid_property/ksql.service.id")
+    assert bad.status_code == 400 and bad.json()["error_code"] == 40000
+
+
+def test_ksql_entities_status_and_sequence_numbers(client: httpx.Client) -> None:
+    name = uniq("src")
+    sink = uniq("sink")
+    created = ok(ksql(client, f"CREATE STREAM {name} (ID VARCHAR KEY, V INT) WITH (KAFKA_TOPIC='{name.lower()}', "
+                              f"VALUE_FORMAT='JSON', PARTITIONS=2); SHOW STREAMS; SET 'auto.offset.reset'='earliest';"
+                              f"CREATE STREAM {sink} AS SELECT ID, V * 2 AS V2 FROM {name};"))
+    assert [e["@type"] for e in created] == ["currentStatus", "streams", "currentStatus"]  # SET: no entity
+    status = created[0]
+    assert status["commandId"] == f"stream/`{name}`/create"
+    assert status["commandStatus"]["status"] == "SUCCESS" and status["commandStatus"]["message"] == "Stream created"
+    assert status["statementText"].startswith("CREATE STREAM") and status["warnings"] == []
+    assert {"type": "STREAM", "name": name, "topic": name.lower(), "keyFormat": "KAFKA", "valueFormat": "JSON",
+            "isWindowed": False} in created[1]["streams"]
+    csas = created[2]
+    query_id = csas["commandStatus"]["queryId"]
+    assert query_id.startswith(f"CSAS_{sink}_") and csas["commandSequenceNumber"] > status["commandSequenceNumber"]
+
+    # commandSequenceNumber: a done command is waited for instantly, a future one times out with 50301
+    seq = csas["commandSequenceNumber"]
+    assert ok(ksql(client, "SHOW QUERIES;", commandSequenceNumber=seq))[0]["@type"] == "queries"
+    late = ksql(client, "SHOW QUERIES;", commandSequenceNumber=seq + 1000)
+    assert late.status_code == 503 and late.json()["error_code"] == 50301
+
+    listing = ok(ksql(client, f"SHOW QUERIES; DESCRIBE {sink}; DESCRIBE {name} EXTENDED; SHOW TOPICS; "
+                              f"SHOW PROPERTIES; SHOW FUNCTIONS; SHOW TABLES; EXPLAIN {query_id};"))
+    types = [e["@type"] for e in listing]
+    assert types == ["queries", "sourceDescription", "sourceDescription", "kafka_topics", "properties",
+                     "function_names", "tables", "queryDescription"]
+    running = next(q for q in listing[0]["queries"] if q["id"] == query_id)
+    assert running["sinks"] == [sink] and running["queryType"] == "PERSISTENT" and running["state"] == "RUNNING"
+    desc = listing[1]["sourceDescription"]
+    assert desc["name"] == sink and desc["type"] == "STREAM" and desc["writeQueries"][0]["id"] == query_id
+    assert desc["fields"] == [{"name": "ID", "schema": {"type": "STRING", "fields": None, "memberSchema": None},
+                               "type": "KEY"},
+                              {"name": "V2", "schema": {"type": "INTEGER", "fields": None, "memberSchema": None}}]
+    extended = listing[2]["sourceDescription"]
+    assert extended["extended"] is True and extended["partitions"] == 2 and extended["fields"][0]["name"] == "ROWTIME"
+    assert {"name": name.lower(), "replicaInfo": [1, 1]} in listing[3]["topics"]
+    assert any(p["name"] == "auto.offset.reset" for p in listing[4]["properties"])
+    assert any(f["name"] == "UCASE" for f in listing[5]["functions"])
+
+    # per-request streamsProperties show up as overrides, and do not leak into later requests
+    props = ok(ksql(client, "SHOW PROPERTIES;", streamsProperties={"ksql.streams.auto.offset.reset": "earliest"}))[0]
+    assert "auto.offset.reset" in props["overwrittenProperties"]
+    assert ok(ksql(client, "SHOW PROPERTIES;"))[0]["overwrittenProperties"] == []
+
+    statuses = ok(client.get("/status"))["commandStatuses"]
+    assert statuses[f"stream/`{sink}`/create"] == "SUCCESS"
+    one = ok(client.get(f"/status/stream/{sink}/create"))
+    assert one["status"] == "SUCCESS" and one["queryId"] == query_id
+    assert client.get("/status/stream/NOPE/create").status_code == 404
+
+    dropped = ok(ksql(client, f"DROP STREAM {sink};"))[0]
+    assert dropped["commandId"] == f"stream/`{sink}`/drop" and dropped["commandSequenceNumber"] > seq
+
+
+def test_errors_use_the_envelope(client: httpx.Client) -> None:
+    name = make_stream(client, rows=0)
+    bad_json = client.post("/ksql", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert bad_json.status_code == 400
+    assert bad_json.json()["@type"] == "generic_error" and bad_json.json()["error_code"] == 40000
+
+    unknown = ksql(client, "FROBNICATE ALL THE THINGS;")
+    body = unknown.json()
+    assert unknown.status_code == 400 and body["@type"] == "statement_error" and body["error_code"] == 40001
+    assert "line 1:" in body["message"] and body["statementText"] and body["entities"] == []
+
+    # a later statement fails: the earlier statements' entities come back with the error
+    partial = ksql(client, f"SHOW STREAMS; SELECT * FROM {name} EMIT CHANGES;")
+    assert partial.status_code == 400 and partial.json()["error_code"] == 40002
+    failing = ksql(client, f"SHOW STREAMS; DESCRIBE NO_SUCH_{name};")
+    body = failing.json()
+    assert failing.status_code == 400 and body["error_code"] == 40001
+    assert body["statementText"] == f"DESCRIBE NO_SUCH_{name};" and body["entities"][0]["@type"] == "streams"
+    assert "Traceback" not in failing.text
+
+    prohibited = ksql(client, "SHOW STREAMS;", streamsProperties={"ksql.service.id": "other"})
+    assert prohibited.status_code == 400 and prohibited.json()["error_code"] == 40000
+
+    too_big = ksql(client, "SHOW STREAMS; -- " + "x" * 70000)
+    assert too_big.status_code == 413 and too_big.json()["error_code"] == 41300
+
+    assert client.get("/no/such/path").json()["error_code"] == 40400
+    wrong_method = client.get("/ksql")
+    assert wrong_method.status_code == 405 and wrong_method.json()["@type"] == "generic_error"
+
+    bad_query = client.post("/query", json={"ksql": "SELECT * FROM NOPE_NOT_THERE EMIT CHANGES;"})
+    assert bad_query.status_code == 400 and bad_query.json()["error_code"] == 40001
+    close_unknown = client.post("/close-query", json={"queryId": "no-such-query"})
+    assert close_unknown.status_code == 400 and close_unknown.json()["message"] == "No query with id no-such-query"
+
+
+def test_query_endpoint_push_and_pull(client: httpx.Client) -> None:
+    name = make_stream(client, rows=3)
+    push = query(client, f"SELECT ID, V FROM {name} EMIT CHANGES LIMIT 2;", **{"auto.offset.reset": "earliest"})
+    assert push[0]["header"]["schema"] == "`ID` STRING, `V` INTEGER" and push[0]["header"]["queryId"]
+    assert [e["row"]["columns"] for e in push[1:3]] == [["k0", 0], ["k1", 1]]
+    assert push[3] == {"finalMessage": "Limit Reached"} and len(push) == 4
+
+    pull = query(client, f"SELECT * FROM {name} WHERE V > 0;")
+    assert pull[0]["header"]["schema"] == "`ID` STRING KEY, `V` INTEGER"
+    assert sorted(e["row"]["columns"][1] for e in pull[1:-1]) == [1, 2]
+    assert pull[-1] == {"finalMessage": "Query Completed"}
+
+
+def _read_lines(resp: httpx.Response) -> list[str]:
+    return [line for line in resp.text.split("\n") if line]
+
+
+def test_query_stream_over_http2_cleartext(server: ServerProcess) -> None:
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), http1=False, http2=True, timeout=600) as h2:
+        name = make_stream(h2, rows=3)
+        resp = h2.post("/query-stream", json={"sql": f"SELECT * FROM {name} EMIT CHANGES LIMIT 3;",
+                                              "properties": {"auto.offset.reset": "earliest"}})
+        assert resp.http_version == "HTTP/2" and resp.status_code == 200, resp.text
+        assert resp.headers["content-type"] == "application/vnd.ksqlapi.delimited.v1"
+        lines = _read_lines(resp)
+        meta = json.loads(lines[0])
+        assert meta["columnNames"] == ["ID", "V"] and meta["columnTypes"] == ["STRING", "INTEGER"]
+        assert meta["queryId"].startswith("transient_")
+        assert [json.loads(line) for line in lines[1:]] == [["k0", 0], ["k1", 1], ["k2", 2]]
+
+        as_json = h2.post("/query-stream", json={"sql": f"SELECT V FROM {name} WHERE V = 2;"},
+                          headers={"Accept": "application/json"})
+        assert as_json.headers["content-type"] == "application/json"
+        body = as_json.json()
+        assert body[0]["columnNames"] == ["V"] and body[1:] == [[2]]
+
+        # a push query without LIMIT runs until /close-query ends it
+        first_line: dict[str, Any] = {}
+        got_line = threading.Event()
+        rows: list[list[Any]] = []
+
+        def consume() -> None:
+            with h2.stream("POST", "/query-stream", json={"sql": f"SELECT V FROM {name} EMIT CHANGES;",
+                                                          "properties": {"auto.offset.reset": "earliest"}}) as r:
+                for line in r.iter_lines():
+                    if not line:
+                        continue
+                    if not first_line:
+                        first_line.update(json.loads(line))
+                        got_line.set()
+                    else:
+                        rows.append(json.loads(line))
+
+        reader = threading.Thread(target=consume)
+        reader.start()
+        assert got_line.wait(120)
+        deadline = time.monotonic() + 120
+        while len(rows) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        closed = h2.post("/close-query", json={"queryId": first_line["queryId"]})
+        assert closed.status_code == 200
+        reader.join(60)
+        assert not reader.is_alive() and sorted(r[0] for r in rows) == [0, 1, 2]
+
+
+def test_inserts_stream(server: ServerProcess) -> None:
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), http1=False, http2=True, timeout=600) as h2:
+        name = make_stream(h2, rows=0)
+        body = "\n".join([json.dumps({"target": name.lower()}), json.dumps({"id": "a", "v": 1}),
+                          json.dumps({"ID": "b", "V": 2, "ROWTIME": 1000}), ""])
+        resp = h2.post("/inserts-stream", content=body.encode())
+        assert resp.status_code == 200 and resp.http_version == "HTTP/2"
+        assert [json.loads(x) for x in _read_lines(resp)] == [{"status": "ok", "seq": 0}, {"status": "ok", "seq": 1}]
+
+        bad = "\n".join([json.dumps({"target": name}), json.dumps({"ID": "c", "V": "not a number"}),
+                         json.dumps({"ID": "d", "V": 4})])
+        acks = [json.loads(x) for x in _read_lines(h2.post("/inserts-stream", content=bad.encode()))]
+        assert acks[0]["status"] == "error" and acks[0]["seq"] == 0 and acks[0]["error_code"] == 40000
+        assert "V" in acks[0]["message"] and len(acks) == 1  # the response ends at the first bad row
+
+        unknown = h2.post("/inserts-stream", content=json.dumps({"target": "NO_SUCH_STREAM"}).encode())
+        assert unknown.status_code == 400 and unknown.json()["error_code"] == 40000
+
+        pull = h2.post("/query", json={"ksql": f"SELECT ID, V, ROWTIME FROM {name};"})
+        rows = [e["row"]["columns"] for e in json.loads(pull.text) if "row" in e]
+        assert sorted(rows)[0][:2] == ["a", 1] and sorted(rows)[1] == ["b", 2, 1000] and len(rows) == 2
+
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=600) as h1:
+        http1 = h1.post("/inserts-stream", content=json.dumps({"target": name}).encode())
+        assert http1.status_code == 400 and http1.json()["error_code"] == 40004
+
+
+def test_basic_auth(server: ServerProcess) -> None:
+    anonymous = httpx.post(server.url + "/ksql", json={"ksql": "SHOW STREAMS;"})
+    assert anonymous.status_code == 401 and anonymous.json() == {"@type": "generic_error", "error_code": 40100,
+                                                                 "message": "Unauthorized"}
+    assert anonymous.headers["www-authenticate"].startswith("Basic")
+    wrong = httpx.get(server.url + "/info", auth=(USER, "nope"))
+    assert wrong.status_code == 401
+    garbage = httpx.get(server.url + "/info", headers={"Authorization": "Basic " + base64.b64encode(b"x").decode()})
+    assert garbage.status_code == 401
+    assert httpx.get(server.url + "/healthcheck").status_code == 200  # health probes need no credentials
+    assert httpx.get(server.url + "/info", auth=(USER, PASSWORD)).status_code == 200
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+def test_restart_after_sigkill_keeps_catalog_queries_and_data(server: ServerProcess, client: httpx.Client,
+                                                               bootstrap: str) -> None:
+    """Runs last: kills the module's server. Restarted on the same data dir and command topic with
+    TLS and without auth; everything comes back and no record is lost."""
+    from streamsql.kafka.admin import KafkaAdmin
+
+    src, evens, counts = uniq("orders"), uniq("evens"), uniq("counts")
+    topic = src.lower()
+    ok(ksql(client, f"CREATE STREAM {src} (ID VARCHAR KEY, CUST VARCHAR, AMOUNT INT) WITH (KAFKA_TOPIC='{topic}', "
+                    f"VALUE_FORMAT='JSON', PARTITIONS=2);"))
+    props = {"auto.offset.reset": "earliest"}
+    ok(ksql(client, f"CREATE STREAM {evens} AS SELECT ID, CUST, AMOUNT FROM {src} WHERE AMOUNT % 2 = 0;",
+            streamsProperties=props))
+    ok(ksql(client, f"CREATE TABLE {counts} AS SELECT CUST, COUNT(*) AS N, SUM(AMOUNT) AS TOTAL FROM {src} "
+                    f"GROUP BY CUST;", streamsProperties=props))
+    admin = KafkaAdmin(bootstrap)
+    expected_evens: set[str] = set()
+    totals: dict[str, list[int]] = {}
+
+    def produce(start: int, n: int) -> None:
+        for i in range(start, start + n):
+            cust = f"c{i % 5}"
+            admin.produce(topic, f"o{i}".encode(), json.dumps({"CUST": cust, "AMOUNT": i}).encode(), flush=False)
+            if i % 2 == 0:
+                expected_evens.add(f"o{i}")
+            totals.setdefault(cust, [0, 0])
+            totals[cust][0] += 1
+            totals[cust][1] += i
+        admin.flush()
+
+    produce(0, 300)
+    time.sleep(2)  # the queries are mid-way through the data when the server dies
+    produce(300, 200)
+    server.kill()
+    produce(500, 100)  # written while no server runs
+
+    cert, key = _self_signed(server.data_dir.parent)
+    restarted = ServerProcess(bootstrap, server.data_dir, ["--tls-cert", str(cert), "--tls-key", str(key)],
+                              service_id=server.service_id, scheme="https")
+    restarted.start()
+    try:
+        with httpx.Client(base_url=restarted.url, verify=False, timeout=600) as anon:  # auth off now, TLS on
+            listing = ok(ksql(anon, "SHOW STREAMS; SHOW TABLES; SHOW QUERIES;"))
+            assert {src, evens} <= {s["name"] for s in listing[0]["streams"]}
+            assert counts in {t["name"] for t in listing[1]["tables"]}
+            assert {evens, counts} <= {q["sinks"][0] for q in listing[2]["queries"]}  # (a failed one is retried)
+            produce(600, 50)  # and the restored queries keep processing new data
+
+            deadline = time.monotonic() + 240
+            while True:
+                got = {rec.key.decode() for rec in admin.read_all(evens)}
+                table = query(anon, f"SELECT * FROM {counts};")
+                state = {row["row"]["columns"][0]: row["row"]["columns"][1:] for row in table[1:]}
+                if (got >= expected_evens and state == totals) or time.monotonic() > deadline:
+                    break
+                time.sleep(2)
+            assert got == expected_evens, f"missing {sorted(expected_evens - got)[:10]}"
+            assert state == totals  # exact: restored from the checkpoint, not double counted
+
+            terminated = ok(anon.post("/ksql/terminate", json={"deleteTopicList": [evens]}))
+            assert terminated[0]["commandStatus"]["status"] == "SUCCESS"
+            after = ok(ksql(anon, "SHOW STREAMS; SHOW QUERIES;"))
+            assert after[0]["streams"] == [] and after[1]["queries"] == []
+            assert evens not in admin.topics() and topic in admin.topics()
+    finally:
+        restarted.stop()
+        admin.close()

@@ -1,0 +1,96 @@
+"""Pure parts of the REST server and the RQTT runner: entity shapes, envelopes, value encoding,
+override rules, response matching. (The HTTP behaviour is tested against a real server in
+tests/integration/test_server.py.)"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pytest
+
+from streamsql import types as t
+from streamsql.runtime import results as r
+from streamsql.server import entities
+from streamsql.server.app import client_message, load_users
+from streamsql.server.errors import ServerError, statement_error
+from streamsql.server.service import normalize_overrides
+from streamsql.sql import parse
+from streamsql.testing.rqtt import is_rqtt_path, partial_match, query_mismatch
+
+
+def test_error_envelopes_follow_ksqldb() -> None:
+    generic = ServerError(40000, "bad").envelope()
+    assert generic == {"@type": "generic_error", "error_code": 40000, "message": "bad"}
+    err = statement_error("line 1:1: Syntax error", "SELEC 1;", [{"@type": "streams"}])
+    assert err.status == 400 and err.envelope()["statementText"] == "SELEC 1;"
+    assert err.envelope()["entities"] == [{"@type": "streams"}]
+    assert ServerError(50301, "late").status == 503
+
+
+def test_command_ids_and_current_status() -> None:
+    create, = parse("CREATE STREAM s (id INT KEY, v INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');")
+    assert entities.command_id(create) == "stream/`S`/create"
+    term, = parse("TERMINATE csas_x_1;")
+    assert entities.command_id(term) == "terminate/CSAS_X_1/execute"
+    entity = entities.to_entity(create, r.CommandStatus(create.text, "Stream created"), None, 7)  # type: ignore[arg-type]
+    assert entity == {"@type": "currentStatus", "statementText": create.text.rstrip(";") + ";",
+                      "commandId": "stream/`S`/create", "commandStatus": {"status": "SUCCESS", "message": "Stream created"},
+                      "commandSequenceNumber": 7, "warnings": []}
+    set_stmt, = parse("SET 'auto.offset.reset'='earliest';")
+    assert entities.to_entity(set_stmt, r.CommandStatus(set_stmt.text, "ok"), None, None) is None  # type: ignore[arg-type]
+
+
+def test_schema_info_and_headers() -> None:
+    ty = t.Struct((t.StructField("A", t.Array(t.INTEGER)), t.StructField("D", t.Decimal(4, 2))))
+    info = entities.schema_info(ty)
+    assert info["type"] == "STRUCT" and info["fields"][0]["schema"]["memberSchema"]["type"] == "INTEGER"
+    assert info["fields"][1]["schema"]["parameters"] == {"precision": 4, "scale": 2}
+    cols = [("ID", "STRING"), ("S", "STRUCT<`F1` STRING>")]
+    assert entities.header_schema(cols, {"ID"}) == "`ID` STRING KEY, `S` STRUCT<`F1` STRING>"
+    assert entities.plain_type("STRUCT<`F1` STRING>") == "STRUCT<F1 STRING>"
+
+
+def test_row_values_as_ksqldb_writes_them() -> None:
+    ts = dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=dt.timezone.utc)
+    assert entities.json_value([ts, dt.date(2024, 1, 2), decimal.Decimal("1.50"), b"\x01", {"k": [1]}]) == [
+        "2024-01-02T03:04:05.678", "2024-01-02", 1.5, "AQ==", {"k": [1]}]
+
+
+def test_overrides_are_normalized_and_the_denylist_holds() -> None:
+    assert normalize_overrides({"ksql.streams.auto.offset.reset": "earliest", "x": True}) == {
+        "auto.offset.reset": "earliest", "x": "true"}
+    with pytest.raises(ServerError) as e:
+        normalize_overrides({"ksql.service.id": "other"})
+    assert e.value.error_code == 40000 and "prohibited" in e.value.message
+
+
+def test_client_message_never_shows_a_trace() -> None:
+    wrapped = ("[STREAM_FAILED] Query [id = 1] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] "
+               "Return Message: Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n"
+               "pyspark.errors.exceptions.captured.AnalysisException: [AMBIGUOUS_REFERENCE] Reference `X` is "
+               "ambiguous. SQLSTATE: 42704\n=== Streaming Query ===\nIdentifier: x")
+    assert client_message(wrapped) == "[AMBIGUOUS_REFERENCE] Reference `X` is ambiguous."
+
+
+def test_users_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "users"
+    path.write_text("# users\nfred: letmein,admin\nann=secret\n")
+    assert load_users(str(path)) == {"fred": "letmein", "ann": "secret"}
+    path.write_text("nobody\n")
+    with pytest.raises(Exception, match="expected 'user: password"):
+        load_users(str(path))
+
+
+def test_rqtt_matching(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert partial_match({"@type": "currentStatus"}, {"@type": "currentStatus", "commandId": "x"})
+    assert not partial_match({"@type": "streams"}, {"@type": "currentStatus"})
+    expected = [{"header": {"schema": "`ID` STRING KEY, `N` BIGINT"}}, {"row": {"columns": ["a", 1]}},
+                {"row": {"columns": ["b", 2]}}]
+    actual = [{"header": {"queryId": "q", "schema": "`ID` STRING KEY, `N` BIGINT"}}, {"row": {"columns": ["b", 2]}},
+              {"row": {"columns": ["a", 1]}}]
+    assert query_mismatch(expected, actual) is None  # pull rows in any order
+    assert "schema" in (query_mismatch([{"header": {"schema": "`X` INTEGER"}}], [{"header": {"schema": "`Y` INTEGER"}}]) or "")
+    assert query_mismatch(expected, actual[:2]) is not None
+    assert is_rqtt_path(tmp_path / "rqtt" / "push-queries.json")
+    assert not is_rqtt_path(tmp_path / "qtt" / "sum.json")
