@@ -153,14 +153,3 @@ def test_table_function_misuse_is_rejected(catalog: Catalog, sql: str, message: 
     with pytest.raises(AnalysisError) as info:
         plan(catalog, sql)
     assert message in str(info.value)
-
-
-def test_describe_function_renders_each_signature() -> None:
-    from streamsql.runtime import results as r
-    from streamsql.surfaces.render import render
-
-    info = r.FunctionInfo("SPLIT_WORDS", "SCALAR", "PYTHON", "Splits text.",
-                          ["SPLIT_WORDS(VARCHAR) -> ARRAY<VARCHAR>", "SPLIT_WORDS(VARCHAR, BOOLEAN) -> ARRAY<VARCHAR>"])
-    text = render(r.FunctionList("DESCRIBE FUNCTION split_words;", [info]))
-    assert "Name        : SPLIT_WORDS" in text
-    assert "Variation   : SPLIT_WORDS(VARCHAR, BOOLEAN) -> ARRAY<VARCHAR>" in text
