@@ -408,6 +408,11 @@ class Engine:
         sink = self._sink_source(stmt, plan)
         df = self._plan_dataframe(plan, "planning")
         sink.columns = Planner.output_types(plan, df)
+        if isinstance(plan, AggregatePlan) and sink.value_format == "DELIMITED" and any(
+                c.function.result_type is not None and c.function.result_type.kind in (t.Kind.ARRAY, t.Kind.MAP, t.Kind.STRUCT)
+                for c in plan.calls):
+            raise AnalysisError("One of the functions used in the statement has an intermediate type that the value "
+                                "format can not handle. Please remove the function or change the format.")
         self._validate_formats(sink)
         if replay_seq is None:
             config = {"cleanup.policy": "compact"} if sink.is_table and not sink.window_type else None
