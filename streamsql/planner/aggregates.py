@@ -244,9 +244,10 @@ class Extreme(Accumulator):
 class CollectList(Accumulator):
     def __init__(self) -> None:
         self.items: list[Any] = []
+        self.limit = COLLECTION_LIMIT
 
     def add(self, args: Sequence[Any]) -> None:
-        if args[0] is not None and len(self.items) < COLLECTION_LIMIT:
+        if args[0] is not None and len(self.items) < self.limit:
             self.items.append(args[0])
 
     def remove(self, args: Sequence[Any]) -> None:
@@ -254,23 +255,31 @@ class CollectList(Accumulator):
             self.items.remove(args[0])
 
     def merge(self, other: Accumulator) -> None:
-        self.items = (self.items + other.items)[:COLLECTION_LIMIT]  # type: ignore[attr-defined]
+        self.items = (self.items + other.items)[:self.limit]  # type: ignore[attr-defined]
 
     def result(self) -> Any:
         return list(self.items)
 
 
 class CollectSet(Accumulator):
+    """Distinct values (null included, as ksqlDB), in first-seen order; maps compare as maps."""
+
     def __init__(self) -> None:
         self.items: list[Any] = []
+        self.seen: list[Any] = []  # canonical forms of ``items``
+        self.limit = COLLECTION_LIMIT
 
     def add(self, args: Sequence[Any]) -> None:
-        if args[0] is not None and args[0] not in self.items and len(self.items) < COLLECTION_LIMIT:
+        canon = _hashable(args[0])
+        if canon not in self.seen and len(self.items) < self.limit:
             self.items.append(args[0])
+            self.seen.append(canon)
 
     def remove(self, args: Sequence[Any]) -> None:
-        if args[0] in self.items:
-            self.items.remove(args[0])
+        canon = _hashable(args[0])
+        if canon in self.seen:
+            i = self.seen.index(canon)
+            del self.items[i], self.seen[i]
 
     def merge(self, other: Accumulator) -> None:
         for v in other.items:  # type: ignore[attr-defined]
@@ -440,10 +449,14 @@ class Correlation(Accumulator):
 
 
 def _hashable(v: Any) -> Any:
+    """A canonical, hashable form: MAP values (lists of key/value pairs from Arrow, or dicts)
+    compare regardless of entry order."""
+    if isinstance(v, list) and v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
+        return ("map", tuple(sorted(((_hashable(k), _hashable(x)) for k, x in v), key=repr)))
     if isinstance(v, list):
         return tuple(_hashable(x) for x in v)
     if isinstance(v, dict):
-        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+        return ("map", tuple(sorted(((_hashable(k), _hashable(x)) for k, x in v.items()), key=repr)))
     return v
 
 

@@ -81,8 +81,10 @@ def _key_text(key: Any) -> str:
 
 
 class AggregationProcessor:
-    def __init__(self, plan: AggregatePlan, state: StateBackend) -> None:
+    def __init__(self, plan: AggregatePlan, state: StateBackend, limits: dict[str, int] | None = None) -> None:
         self.plan = plan
+        #: per-function collection limits (ksql.functions.collect_list.limit, ...collect_set.limit)
+        self.limits = {k.upper(): v for k, v in (limits or {}).items()}
         self.state = state
         self.key_names = [name for name, _, _ in plan.keys]
         self.window = plan.window
@@ -178,7 +180,12 @@ class AggregationProcessor:
             self._add_windowed(key, args, rowtime, out)
 
     def _new_accs(self) -> list[Any]:
-        return [call.function.create() for call in self.plan.calls]
+        accs = [call.function.create() for call in self.plan.calls]
+        for acc, call in zip(accs, self.plan.calls):
+            limit = self.limits.get(call.function.name)
+            if limit is not None and hasattr(acc, "limit"):
+                acc.limit = limit
+        return accs
 
     def _results(self, accs: list[Any]) -> list[Any]:
         return [a.result() for a in accs]

@@ -514,7 +514,7 @@ class Engine:
             store = self._store(sink)
             if isinstance(plan, AggregatePlan):
                 out = aggregation.build_dataframe(plan, df)
-                processor = AggregationProcessor(plan, store)
+                processor = AggregationProcessor(plan, store, self._collection_limits())
                 self.processors[query_id] = processor
                 writer = ChangelogWriter(self.bootstrap_servers, sink, store, processor)
             else:
@@ -532,6 +532,15 @@ class Engine:
         self.queries[query_id] = RunningQuery(info, handle, checkpoint,
                                               restart=lambda: self._start_persistent(query_id, plan, stmt, sink),
                                               restarts=previous.restarts if previous is not None else 0)
+
+    def _collection_limits(self) -> dict[str, int]:
+        """``ksql.functions.collect_list.limit`` / ``collect_set.limit`` when set."""
+        out = {}
+        for name in ("collect_list", "collect_set"):
+            value = self.session_properties.get(f"ksql.functions.{name}.limit")
+            if value is not None and str(value).lstrip("-").isdigit():
+                out[name] = int(value)
+        return out
 
     def _store(self, table: Source) -> TableStore:
         store = self.stores.get(table.name)
@@ -638,7 +647,7 @@ class Engine:
             out = aggregation.build_dataframe(plan, df)
             columns = Planner.output_types(plan, aggregation.post_dataframe(plan, self.spark, []))
             memory = MemoryState()
-            processor = AggregationProcessor(plan, memory)
+            processor = AggregationProcessor(plan, memory, self._collection_limits())
         else:
             out = self.planner.to_dataframe(plan, df).where(f"NOT {TOMBSTONE_COL}")
             columns = Planner.output_types(plan, out)
