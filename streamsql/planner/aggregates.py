@@ -11,8 +11,8 @@ retracts the old value of a changed table row (``remove``), merges session windo
 and drops late records against stream time; Spark's streaming aggregations do none of these.
 
 Accumulators are plain picklable objects; their state is saved in the table's state store.
-Null handling follows ksqlDB: null inputs are skipped except by COUNT(*) and the *_BY_OFFSET
-functions without ``ignoreNulls``.
+Null handling follows ksqlDB: null inputs are skipped except by COUNT(*), COLLECT_LIST,
+COLLECT_SET and the *_BY_OFFSET functions without ``ignoreNulls``.
 """
 
 from __future__ import annotations
@@ -247,11 +247,11 @@ class CollectList(Accumulator):
         self.limit = COLLECTION_LIMIT
 
     def add(self, args: Sequence[Any]) -> None:
-        if args[0] is not None and len(self.items) < self.limit:
+        if len(self.items) < self.limit:  # nulls are collected too (ksqlDB)
             self.items.append(args[0])
 
     def remove(self, args: Sequence[Any]) -> None:
-        if args[0] is not None and args[0] in self.items:
+        if args[0] in self.items:
             self.items.remove(args[0])
 
     def merge(self, other: Accumulator) -> None:
@@ -585,9 +585,9 @@ def _register_builtins() -> None:
         AggregateFunction("MIN", _bind_extreme(False), one, 1, 1, "Smallest non-null value."),
         AggregateFunction("MAX", _bind_extreme(True), one, 1, 1, "Largest non-null value."),
         AggregateFunction("COLLECT_LIST", _bind_collect("COLLECT_LIST", CollectList), one, 1, 1,
-                          "Array of the non-null values, in arrival order (at most 1000)."),
+                          "Array of the values (nulls included), in arrival order (at most 1000)."),
         AggregateFunction("COLLECT_SET", _bind_collect("COLLECT_SET", CollectSet), one, 1, 1,
-                          "Array of the distinct non-null values (at most 1000)."),
+                          "Array of the distinct values (null included) (at most 1000)."),
         AggregateFunction("HISTOGRAM", _bind_histogram, one, 1, 1, "Map of each value to its count."),
         AggregateFunction("TOPK", _bind_topk(False), lambda n: n - 1, 2, 100, "The k largest values."),
         AggregateFunction("TOPKDISTINCT", _bind_topk(True), lambda n: n - 1, 2, 2, "The k largest distinct values."),
