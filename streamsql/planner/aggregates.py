@@ -11,8 +11,8 @@ retracts the old value of a changed table row (``remove``), merges session windo
 and drops late records against stream time; Spark's streaming aggregations do none of these.
 
 Accumulators are plain picklable objects; their state is saved in the table's state store.
-Null handling follows ksqlDB: null inputs are skipped except by COUNT(*) and the *_BY_OFFSET
-functions without ``ignoreNulls``.
+Null handling follows ksqlDB: null inputs are skipped except by COUNT(*), COLLECT_LIST,
+COLLECT_SET and the *_BY_OFFSET functions without ``ignoreNulls``.
 """
 
 from __future__ import annotations
@@ -253,33 +253,42 @@ class Extreme(Accumulator):
 class CollectList(Accumulator):
     def __init__(self) -> None:
         self.items: list[Any] = []
+        self.limit = COLLECTION_LIMIT
 
     def add(self, args: Sequence[Any]) -> None:
-        if args[0] is not None and len(self.items) < COLLECTION_LIMIT:
+        if len(self.items) < self.limit:  # nulls are collected too (ksqlDB)
             self.items.append(args[0])
 
     def remove(self, args: Sequence[Any]) -> None:
-        if args[0] is not None and args[0] in self.items:
+        if args[0] in self.items:
             self.items.remove(args[0])
 
     def merge(self, other: Accumulator) -> None:
-        self.items = (self.items + other.items)[:COLLECTION_LIMIT]  # type: ignore[attr-defined]
+        self.items = (self.items + other.items)[:self.limit]  # type: ignore[attr-defined]
 
     def result(self) -> Any:
         return list(self.items)
 
 
 class CollectSet(Accumulator):
+    """Distinct values (null included, as ksqlDB), in first-seen order; maps compare as maps."""
+
     def __init__(self) -> None:
         self.items: list[Any] = []
+        self.seen: list[Any] = []  # canonical forms of ``items``
+        self.limit = COLLECTION_LIMIT
 
     def add(self, args: Sequence[Any]) -> None:
-        if args[0] is not None and args[0] not in self.items and len(self.items) < COLLECTION_LIMIT:
+        canon = _hashable(args[0])
+        if canon not in self.seen and len(self.items) < self.limit:
             self.items.append(args[0])
+            self.seen.append(canon)
 
     def remove(self, args: Sequence[Any]) -> None:
-        if args[0] in self.items:
-            self.items.remove(args[0])
+        canon = _hashable(args[0])
+        if canon in self.seen:
+            i = self.seen.index(canon)
+            del self.items[i], self.seen[i]
 
     def merge(self, other: Accumulator) -> None:
         for v in other.items:  # type: ignore[attr-defined]
@@ -449,10 +458,14 @@ class Correlation(Accumulator):
 
 
 def _hashable(v: Any) -> Any:
+    """A canonical, hashable form: MAP values (lists of key/value pairs from Arrow, or dicts)
+    compare regardless of entry order."""
+    if isinstance(v, list) and v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
+        return ("map", tuple(sorted(((_hashable(k), _hashable(x)) for k, x in v), key=repr)))
     if isinstance(v, list):
         return tuple(_hashable(x) for x in v)
     if isinstance(v, dict):
-        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+        return ("map", tuple(sorted(((_hashable(k), _hashable(x)) for k, x in v.items()), key=repr)))
     return v
 
 
@@ -603,9 +616,9 @@ def _register_builtins() -> None:
         AggregateFunction("MIN", _bind_extreme(False), one, 1, 1, "Smallest non-null value."),
         AggregateFunction("MAX", _bind_extreme(True), one, 1, 1, "Largest non-null value."),
         AggregateFunction("COLLECT_LIST", _bind_collect("COLLECT_LIST", CollectList), one, 1, 1,
-                          "Array of the non-null values, in arrival order (at most 1000)."),
+                          "Array of the values (nulls included), in arrival order (at most 1000)."),
         AggregateFunction("COLLECT_SET", _bind_collect("COLLECT_SET", CollectSet), one, 1, 1,
-                          "Array of the distinct non-null values (at most 1000)."),
+                          "Array of the distinct values (null included) (at most 1000)."),
         AggregateFunction("HISTOGRAM", _bind_histogram, one, 1, 1, "Map of each value to its count."),
         AggregateFunction("TOPK", _bind_topk(False), lambda n: n - 1, 2, 100, "The k largest values."),
         AggregateFunction("TOPKDISTINCT", _bind_topk(True), lambda n: n - 1, 2, 2, "The k largest distinct values."),

@@ -81,9 +81,11 @@ def _key_text(key: Any) -> str:
 
 
 class AggregationProcessor:
-    def __init__(self, plan: AggregatePlan, state: StateBackend,
+    def __init__(self, plan: AggregatePlan, state: StateBackend, limits: dict[str, int] | None = None,
                  on_error: "Callable[[dict[str, Any], BaseException], None] | None" = None) -> None:
         self.plan = plan
+        #: per-function collection limits (ksql.functions.collect_list.limit, ...collect_set.limit)
+        self.limits = {k.upper(): v for k, v in (limits or {}).items()}
         #: told about every record an error dropped (the engine writes it to the processing log)
         self.on_error = on_error
         self.state = state
@@ -183,7 +185,12 @@ class AggregationProcessor:
             self._add_windowed(key, args, rowtime, out)
 
     def _new_accs(self) -> list[Any]:
-        return [call.function.create() for call in self.plan.calls]
+        accs = [call.function.create() for call in self.plan.calls]
+        for acc, call in zip(accs, self.plan.calls):
+            limit = self.limits.get(call.function.name)
+            if limit is not None and hasattr(acc, "limit"):
+                acc.limit = limit
+        return accs
 
     def _results(self, accs: list[Any]) -> list[Any]:
         return [a.result() for a in accs]

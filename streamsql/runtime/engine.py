@@ -422,6 +422,11 @@ class Engine:
         sink = self._sink_source(stmt, plan)
         df = self._plan_dataframe(plan, "planning")
         sink.columns = Planner.output_types(plan, df)
+        if isinstance(plan, AggregatePlan) and sink.value_format == "DELIMITED" and any(
+                c.function.result_type is not None and c.function.result_type.kind in (t.Kind.ARRAY, t.Kind.MAP, t.Kind.STRUCT)
+                for c in plan.calls):
+            raise AnalysisError("One of the functions used in the statement has an intermediate type that the value "
+                                "format can not handle. Please remove the function or change the format.")
         self._validate_formats(sink)
         if replay_seq is None:
             config = {"cleanup.policy": "compact"} if sink.is_table and not sink.window_type else None
@@ -531,7 +536,7 @@ class Engine:
             store = self._store(sink)
             if isinstance(plan, AggregatePlan):
                 out = aggregation.build_dataframe(plan, df)
-                processor = AggregationProcessor(plan, store, self._aggregation_errors())
+                processor = AggregationProcessor(plan, store, self._collection_limits(), self._aggregation_errors())
                 self.processors[query_id] = processor
                 writer = ChangelogWriter(self.bootstrap_servers, sink, store, processor)
             else:
@@ -564,6 +569,15 @@ class Engine:
             errors.report(function, cause, [{k: v for k, v in row.items() if not k.startswith("__")}])
 
         return report
+
+    def _collection_limits(self) -> dict[str, int]:
+        """``ksql.functions.collect_list.limit`` / ``collect_set.limit`` when set."""
+        out = {}
+        for name in ("collect_list", "collect_set"):
+            value = self.session_properties.get(f"ksql.functions.{name}.limit")
+            if value is not None and str(value).lstrip("-").isdigit():
+                out[name] = int(value)
+        return out
 
     def _store(self, table: Source) -> TableStore:
         store = self.stores.get(table.name)
@@ -670,7 +684,7 @@ class Engine:
             out = aggregation.build_dataframe(plan, df)
             columns = Planner.output_types(plan, aggregation.post_dataframe(plan, self.spark, []))
             memory = MemoryState()
-            processor = AggregationProcessor(plan, memory, self._aggregation_errors())
+            processor = AggregationProcessor(plan, memory, self._collection_limits(), self._aggregation_errors())
         else:
             out = self.planner.to_dataframe(plan, df).where(f"NOT {TOMBSTONE_COL}")
             columns = Planner.output_types(plan, out)
