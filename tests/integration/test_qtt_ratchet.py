@@ -29,6 +29,7 @@ def corpus_dir() -> Path:
     return Path("/work/shared/ksqldb-qtt")
 
 
+@pytest.mark.timeout(2400)  # ~415 cases, two at a time: about 12-15 minutes on 2 idle cores
 def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     root = corpus_dir() / "qtt"
     assert root.is_dir(), f"the QTT corpus is missing: expected it at {root} (shared/ksqldb-qtt beside the repo)"
