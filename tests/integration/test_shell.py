@@ -158,6 +158,10 @@ def test_interactive_session(bootstrap, topic_name, tmp_path):  # type: ignore[n
         sh.expect(r"Output format set to JSON")
         sh.line("SHOW STREAMS;")
         sh.expect(r'"@type": "streams"')
+        # wait for the next prompt: a Ctrl-D typed while output is still printing reaches a terminal in
+        # cooked mode, where the line discipline eats it as end-of-file before the prompt can see it
+        sh.expect(r'"warnings": \[\]\s*\}')
+        sh.expect(r"streamsql>")
         sh.send("\x04")  # Ctrl-D at an empty prompt leaves
         sh.expect(r"Exiting streamsql.")
         assert sh.wait() == 0
