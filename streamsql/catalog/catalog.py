@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from streamsql.errors import CatalogError
+from streamsql.formats.schema_registry import SchemaBinding
 from streamsql.types import Column, SqlType
 
 
@@ -39,6 +40,9 @@ class Source:
     declared_key_format: str | None = None
     statement: str = ""
     writer_query: str | None = None  # the CSAS/CTAS query populating it
+    #: Schema Registry subjects of the key and value (AVRO, JSON_SR, PROTOBUF formats)
+    key_schema: SchemaBinding | None = None
+    value_schema: SchemaBinding | None = None
 
     @property
     def key_columns(self) -> list[Column]:

@@ -5,15 +5,16 @@ ksqlDB's wording, so a query never starts with a serde that cannot work."""
 from __future__ import annotations
 
 from streamsql.errors import ConfigError
+from streamsql.formats.avro_format import AvroSerde
 from streamsql.formats.base import FormatSpec, Serde
 from streamsql.formats.delimited import DelimitedSerde
 from streamsql.formats.json_format import JsonSerde
 from streamsql.formats.kafka_format import KafkaSerde
 from streamsql.formats.none_format import NoneSerde
 
-SUPPORTED = ("JSON", "DELIMITED", "KAFKA", "NONE")
+SUPPORTED = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO")
 #: ksqlDB formats that need a Schema Registry or a schema language streamsql does not speak.
-_KNOWN_UNSUPPORTED = ("AVRO", "JSON_SR", "PROTOBUF", "PROTOBUF_NOSR")
+_KNOWN_UNSUPPORTED = ("JSON_SR", "PROTOBUF", "PROTOBUF_NOSR")
 
 
 def serde_for(spec: FormatSpec) -> Serde:
@@ -27,6 +28,8 @@ def serde_for(spec: FormatSpec) -> Serde:
         return NoneSerde()
     if name == "JSON":
         return JsonSerde(spec)
+    if name == "AVRO":
+        return AvroSerde(spec)
     if name in ("KAFKA", "DELIMITED") and not spec.columns:
         return NoneSerde()  # ksqlDB's void serde: keyless sources declared with these formats
     if name == "KAFKA":

@@ -264,18 +264,29 @@ def write_exact_timestamps(opts: SinkOptions, keys: list[bytes | None], values: 
         producer = _EXACT_PRODUCERS.get(opts.bootstrap)
         if producer is None:
             producer = KafkaProducer(bootstrap_servers=opts.bootstrap.split(","), acks="all",
-                                     enable_idempotence=True, linger_ms=5)
+                                     enable_idempotence=True, linger_ms=5, key_serializer=_key_bytes)
             _EXACT_PRODUCERS[opts.bootstrap] = producer
     futures = []
     try:
         for k, v, ts, h in zip(keys, values, timestamps, headers):
-            futures.append(producer.send(opts.topic, key=k, value=v, timestamp_ms=ts, headers=list(h) if h else None))
+            key = _NULL_KEY if k is None and v is None else k
+            futures.append(producer.send(opts.topic, key=key, value=v, timestamp_ms=ts, headers=list(h) if h else None))
         producer.flush(FLUSH_TIMEOUT_S)
         for f in futures:
             f.get(timeout=FLUSH_TIMEOUT_S)
     except KPError as e:
         raise KafkaError(f"cannot write to topic '{opts.topic}': {e}") from None
     return len(futures)
+
+
+#: kafka-python refuses a record whose key and value are both null, which Kafka allows and ksqlDB
+#: writes (a stream record with a null value and no key): it is sent with this key, which the
+#: key serializer turns back into null.
+_NULL_KEY = object()
+
+
+def _key_bytes(key: Any) -> Any:
+    return None if key is _NULL_KEY else key
 
 
 def _produce(producer: Any, topic: str, kwargs: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ from streamsql import types as t
 from streamsql.catalog import Catalog, FileCommandLog, QueryInfo, Source
 from streamsql.catalog.commands import CommandLog
 from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaError, StreamsqlError
-from streamsql.formats import FormatSpec, serde_for
+from streamsql.formats import FormatSpec, avro_format, schema_registry, serde_for
 from streamsql.planner.functions import REGISTRY
 from streamsql.planner import aggregation
 from streamsql.planner.aggregation import AggregatePlan
@@ -45,9 +45,11 @@ from streamsql.sql import ast, parse
 
 log = logging.getLogger("streamsql")
 
-KNOWN_FORMATS = {"JSON", "DELIMITED", "KAFKA", "NONE"}
+KNOWN_FORMATS = {"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO"}
 #: formats ksqlDB has that this engine does not (yet): a clear "not supported" instead of "unknown".
-LATER_FORMATS = {"AVRO", "PROTOBUF", "PROTOBUF_NOSR", "JSON_SR"}
+LATER_FORMATS = {"PROTOBUF", "PROTOBUF_NOSR", "JSON_SR"}
+#: formats whose records carry a Schema Registry id
+REGISTRY_FORMATS = {"AVRO"}
 KEYED_FORMATS = KNOWN_FORMATS - {"NONE"}
 
 
@@ -241,9 +243,9 @@ class Engine:
             if not stmt.or_replace:
                 raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': A {existing.kind.lower()} "
                                    f"with the same name already exists")
-        if stmt.kind == "TABLE" and not any(c.is_key for c in stmt.columns):
-            raise AnalysisError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.")
         source = self._source_from_ddl(stmt)
+        if stmt.kind == "TABLE" and not source.key_columns:
+            raise AnalysisError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.")
         if replay_seq is None:
             partitions = stmt.properties.get("PARTITIONS")
             if self.admin.topic_exists(source.topic):
@@ -276,6 +278,8 @@ class Engine:
         for c in columns:
             if c.name in t.PSEUDO_COLUMNS or c.name in (t.WINDOWSTART, t.WINDOWEND):
                 raise AnalysisError(f"'{c.name}' is a reserved column name. You cannot use it as a name for a column.")
+        inferred: dict[bool, Any] = {}
+        columns = self._infer_columns(props, columns, str(topic), key_format, value_format, inferred)
         source = Source(
             name=stmt.name, kind=stmt.kind, columns=columns, topic=str(topic),
             key_format=key_format if any(c.is_key for c in columns) else "NONE", value_format=value_format,
@@ -284,6 +288,7 @@ class Engine:
             timestamp_column=self._timestamp_column(props, columns), timestamp_format=props.get("TIMESTAMP_FORMAT"),
             is_source=stmt.is_source, statement=stmt.text,
         )
+        self._bind_schemas(source, props, inferred)
         self._validate_formats(source)
         source.window_type, source.window_size_ms = _window_properties(props)
         if props.get("FORMAT") is not None or props.get("KEY_FORMAT") is not None:
@@ -338,6 +343,84 @@ class Engine:
             raise AnalysisError(f"Timestamp column, {match.name}, should be LONG(INT64), TIMESTAMP, or a String "
                                 f"with a timestamp_format specified.")
         return match.name
+
+    # --- Schema Registry formats -------------------------------------------------------------
+
+    def _registry_url(self, fmt: str) -> str:
+        url = self.prop(schema_registry.URL_PROPERTY)
+        if not url:
+            raise ConfigError(f"The '{fmt}' format needs a Schema Registry: set '{schema_registry.URL_PROPERTY}' "
+                              f"(server config, or SET '{schema_registry.URL_PROPERTY}'='http://host:8081').")
+        return url
+
+    def _infer_columns(self, props: dict[str, Any], columns: list[t.Column], topic: str, key_format: str,
+                       value_format: str, inferred_from: dict[bool, Any]) -> list[t.Column]:
+        """ksqlDB's schema inference: a side declared without columns in a registry format takes
+        them from the subject's latest schema (or the one ``KEY_/VALUE_SCHEMA_ID`` names).
+        ``inferred_from`` receives the schema each inferred side came from (True: the key)."""
+        out = list(columns)
+        if value_format in REGISTRY_FORMATS and not any(c.role == "value" for c in columns):
+            url = self._registry_url(value_format)
+            found = self._schema_to_infer(url, topic, False, props.get("VALUE_SCHEMA_ID"))
+            if found is not None:
+                unwrapped = str(props.get("WRAP_SINGLE_VALUE", "true")).lower() == "false"
+                schema = json.loads(found.text)
+                if unwrapped:
+                    inferred = [t.Column("ROWVAL", avro_format.sql_type_of(schema), "value")]
+                else:
+                    inferred = avro_format.columns_from_avro(schema, role="value")
+                out += inferred
+                inferred_from[False] = found
+        if key_format in REGISTRY_FORMATS and not any(c.is_key for c in columns):
+            url = self._registry_url(key_format)
+            found = self._schema_to_infer(url, topic, True, props.get("KEY_SCHEMA_ID"))
+            if found is not None:
+                out = [t.Column("ROWKEY", avro_format.sql_type_of(json.loads(found.text)), "key")] + out
+                inferred_from[True] = found
+        return out
+
+    @staticmethod
+    def _schema_to_infer(url: str, topic: str, is_key: bool, schema_id: Any) -> Any:
+        if schema_id is not None:
+            return schema_registry.by_id(url, int(schema_id))
+        return schema_registry.latest(url, schema_registry.subject_for(topic, is_key))
+
+    def _bind_schemas(self, source: Source, props: dict[str, Any], inferred: dict[bool, Any] | None = None) -> None:
+        """Attach the registry subjects of a registry-format source: the schemas it may read (a
+        snapshot, for workers that cannot reach a ``mock://`` registry) and the id it writes
+        with (the schema its columns generate, registered if new, as ksqlDB does)."""
+        sides = ((True, source.key_format, source.key_columns, "KEY"),
+                 (False, source.value_format, source.value_columns, "VALUE"))
+        for is_key, fmt, cols, side in sides:
+            if fmt not in REGISTRY_FORMATS or not cols:
+                continue
+            url = self._registry_url(fmt)
+            subject = schema_registry.subject_for(source.topic, is_key)
+            known = schema_registry.versions(url, subject)
+            full_name = props.get(f"{side}_AVRO_SCHEMA_FULL_NAME")
+            unwrapped = is_key and len(cols) == 1 or (not is_key and len(cols) == 1 and not source.wrap_single_value)
+            text = json.dumps(avro_format.avro_schema(cols, unwrapped=unwrapped, full_name=full_name))
+            schema_id = props.get(f"{side}_SCHEMA_ID")
+            if inferred and is_key in inferred:  # columns read from this schema: write with it too
+                writer_id, known[inferred[is_key].id] = inferred[is_key].id, inferred[is_key].text
+            elif schema_id is not None:
+                found = schema_registry.by_id(url, int(schema_id))
+                writer_id, known[found.id] = found.id, found.text
+            else:
+                try:
+                    writer_id = schema_registry.register(url, subject, text, fmt)
+                    known[writer_id] = text
+                except ConfigError:
+                    if not known:
+                        raise
+                    writer_id = max(known)  # the registry refused ours (compatibility): write with its latest
+            binding = schema_registry.SchemaBinding(url, subject, writer_id, known)
+            if full_name is not None:
+                binding.full_name = str(full_name)
+            if is_key:
+                source.key_schema = binding
+            else:
+                source.value_schema = binding
 
     @staticmethod
     def _validate_formats(source: Source) -> None:
@@ -428,6 +511,7 @@ class Engine:
             raise AnalysisError("One of the functions used in the statement has an intermediate type that the value "
                                 "format can not handle. Please remove the function or change the format.")
         self._validate_formats(sink)
+        self._bind_schemas(sink, stmt.properties)
         if replay_seq is None:
             config = {"cleanup.policy": "compact"} if sink.is_table and not sink.window_type else None
             self.admin.create_topic(sink.topic, sink.partitions, int(stmt.properties.get("REPLICAS", 1)), config)

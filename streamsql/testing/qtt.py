@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from streamsql.errors import StreamsqlError
+from streamsql.formats import schema_registry
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -212,6 +213,43 @@ def split_statements(text: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
+def register_topic_schemas(case: QttCase, prefix: str, url: str) -> dict[str, dict[str, tuple[int, str]]]:
+    """Register the ``keySchema``/``valueSchema`` of the case's ``topics`` in its registry (as
+    ksqlDB's harness does before the statements); topic → side → (id, text), the schema inputs to
+    that topic are written with."""
+    from streamsql.formats import schema_registry
+
+    out: dict[str, dict[str, tuple[int, str]]] = {}
+    for entry in case.topics:
+        for side in ("key", "value"):
+            schema = entry.get(f"{side}Schema")
+            if schema is None:
+                continue
+            fmt = str(entry.get(f"{side}Format") or _case_format(case) or "AVRO").upper()
+            schema_type = {"JSON_SR": "JSON", "PROTOBUF_NOSR": "PROTOBUF"}.get(fmt, fmt)
+            if schema_type not in ("AVRO", "JSON", "PROTOBUF"):
+                schema_type = "AVRO"
+            text = schema_registry.schema_text(schema, schema_type)
+            topic = prefix + str(entry.get("name"))
+            wanted = entry.get(f"{side}SchemaId")
+            schema_id = schema_registry.register(url, schema_registry.subject_for(topic, side == "key"), text,
+                                                 schema_type, int(wanted) if wanted is not None else None)
+            out.setdefault(topic, {})[side] = (schema_id, text)
+    return out
+
+
+def _case_format(case: QttCase) -> str | None:
+    """The ``{FORMAT}`` value a templated case was expanded with (its id's suffix)."""
+    for fmt in ("AVRO", "PROTOBUF_NOSR", "PROTOBUF", "JSON_SR"):
+        if case.name.endswith(f" - {fmt}") or f" - {fmt} - " in case.name:
+            return fmt
+    text = " ".join(case.statements).upper()
+    for fmt in ("PROTOBUF_NOSR", "PROTOBUF", "JSON_SR", "AVRO"):
+        if f"'{fmt}'" in text:
+            return fmt
+    return None
+
+
 def topics_to_create(case: QttCase) -> dict[str, int]:
     """Topics the harness creates before the statements run (ksqlDB's test harness creates the
     topics named by ``topics``, by source declarations and by inputs): name → partitions. Topics
@@ -254,11 +292,14 @@ def raw_encode(value: Any) -> bytes | None:
     return json.dumps(value).encode("utf-8")
 
 
-def encode_with(spec: Any, value: Any) -> bytes | None:
-    """Encode one QTT key/value with a :class:`~streamsql.formats.FormatSpec`."""
+def encode_with(spec: Any, value: Any, schema: tuple[int, str] | None = None) -> bytes | None:
+    """Encode one QTT key/value with a :class:`~streamsql.formats.FormatSpec`. For registry
+    formats, ``schema`` (id, text) is the schema to write with (default: the source's own)."""
     if value is None:
         return None
     name = spec.name.upper()
+    if name == "AVRO":
+        return _encode_avro(spec, value, schema)
     if name == "JSON":
         return json.dumps(value).encode("utf-8")
     if name == "DELIMITED":
@@ -284,6 +325,40 @@ def encode_with(spec: Any, value: Any) -> bytes | None:
     return raw_encode(value)
 
 
+def _encode_avro(spec: Any, value: Any, schema: tuple[int, str] | None) -> bytes:
+    import io as _io
+
+    import fastavro
+
+    from streamsql.formats import avro_format, schema_registry
+
+    if schema is None:
+        writer_id = spec.options.get("writerId")
+        schema = (int(writer_id), spec.options["schemas"][str(writer_id)])
+    parsed = json.loads(schema[1])
+    buf = _io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(parsed), avro_format.datum_from_json(parsed, value))
+    return schema_registry.frame(schema[0], buf.getvalue())
+
+
+def _decode_avro(spec: Any, raw: bytes) -> Any:
+    import io as _io
+
+    import fastavro
+
+    from streamsql.formats import avro_format, schema_registry
+
+    try:
+        schema_id, payload = schema_registry.split_header(raw)
+        text = (spec.options.get("schemas") or {}).get(str(schema_id))
+        if text is None:
+            text = schema_registry.by_id(spec.options.get("registry", ""), schema_id).text
+        datum = fastavro.schemaless_reader(_io.BytesIO(payload), fastavro.parse_schema(json.loads(text)), None)
+    except Exception as e:  # noqa: BLE001
+        return _Undecodable(raw, f"not AVRO: {e}")
+    return avro_format.json_from_datum(datum)
+
+
 def window_suffix(window: dict[str, Any] | None) -> bytes:
     """ksqlDB's windowed key: inner key bytes + 8-byte start (time windows), or + 8-byte end and
     8-byte start (session windows, Kafka Streams' SessionKeySchema order)."""
@@ -300,6 +375,8 @@ def decode_with(spec: Any | None, raw: bytes | None) -> Any:
     if raw is None:
         return None
     name = spec.name.upper() if spec is not None else None
+    if name == "AVRO":
+        return _decode_avro(spec, raw)
     if name == "KAFKA" and spec is not None and len(spec.columns) == 1:
         from streamsql.formats import serde_for
 
@@ -772,11 +849,15 @@ class QttRunner:
         for k, v in case.properties.items():
             props[k] = str(v).lower() if isinstance(v, bool) else str(v)
         props["ksql.output.topic.name.prefix"] = prefix + props.get("ksql.output.topic.name.prefix", "")
+        # each case its own in-memory Schema Registry (ksqlDB's harness uses a mock one too)
+        props.setdefault(schema_registry.URL_PROPERTY, f"mock://{prefix}")
+        state["registry"] = props[schema_registry.URL_PROPERTY]
         for k, v in props.items():
             engine.execute(f"SET '{k}'='{v.replace(chr(39), chr(39) * 2)}';")
 
         for name, partitions in topics_to_create(case).items():
             engine.admin.create_topic(prefix + name, partitions)
+        state["schemas"] = register_topic_schemas(case, prefix, state["registry"])
 
         # statements
         for i, stmt in enumerate(case.statements):
@@ -799,7 +880,7 @@ class QttRunner:
 
         # inputs
         try:
-            self._feed(engine, case, prefix)
+            self._feed(engine, case, prefix, state.get("schemas") or {})
         except StreamsqlError as e:
             msg = str(e).replace(prefix, "")
             if expected_exc is not None:
@@ -829,7 +910,7 @@ class QttRunner:
                 self._producer = RawProducer(self.bootstrap)
             return self._producer
 
-    def _feed(self, engine: Any, case: QttCase, prefix: str) -> None:
+    def _feed(self, engine: Any, case: QttCase, prefix: str, schemas: dict[str, dict[str, tuple[int, str]]]) -> None:
         from streamsql.runtime import io
         from streamsql.testing.rawproduce import partition_for
 
@@ -847,8 +928,9 @@ class QttRunner:
             topic = prefix + str(rec.get("topic"))
             source = _source_for_topic(engine.catalog, topic, prefer_declared=True)
             if source is not None:
-                key = encode_with(io.key_spec(source), rec.get("key"))
-                value = encode_with(io.value_spec(source), rec.get("value"))
+                declared = schemas.get(topic, {})
+                key = encode_with(io.key_spec(source), rec.get("key"), declared.get("key"))
+                value = encode_with(io.value_spec(source), rec.get("value"), declared.get("value"))
             else:
                 key, value = raw_encode(rec.get("key")), raw_encode(rec.get("value"))
             if rec.get("window") and key is not None:
@@ -954,7 +1036,7 @@ def _side_format(spec: Any | None) -> SideFormat:
     if spec is None:
         return SideFormat("raw")
     name = spec.name.upper()
-    if name == "JSON":
+    if name in ("JSON", "AVRO"):
         return SideFormat("json")
     if name == "DELIMITED":
         return SideFormat("text", spec.delimiter or ",")

@@ -1,0 +1,271 @@
+"""The one place that talks to a Confluent Schema Registry.
+
+Formats that carry a schema id in every record (AVRO, JSON_SR, PROTOBUF) need the registry twice:
+on the driver, when a statement declares or creates a source (infer the columns from the subject's
+latest schema, register the schema a sink writes), and on Spark's Python workers, to turn the
+schema id at the front of each record into the writer's schema.
+
+Workers are separate processes. A real registry (``http(s)://``) is reachable from them, but
+``mock://`` registries (in-memory, confluent's mock semantics; what tests and the QTT runner use)
+live inside one process. So the driver snapshots the schemas a source can meet (every version of its
+subject at declaration time, plus the one it writes) into the source's :class:`SchemaBinding`, which
+travels to the workers in the format spec; a worker asks the registry only for ids not in the
+snapshot, and only when the registry is a real one.
+
+The wire format (Confluent's): magic byte 0, 4-byte big-endian schema id, then the payload.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamsql.errors import ConfigError
+
+#: ksqlDB's name of the setting; read from the server config or a session ``SET``.
+URL_PROPERTY = "ksql.schema.registry.url"
+MAGIC = 0
+HEADER = struct.Struct(">bI")
+
+_lock = threading.Lock()
+_clients: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    id: int
+    text: str  # the schema as the registry holds it (Avro/JSON schema JSON, or .proto text)
+    type: str  # AVRO | JSON | PROTOBUF
+
+
+@dataclass
+class SchemaBinding:
+    """How one side (key or value) of a source meets the registry: the subject, the id the engine
+    writes with, and a snapshot of the schemas it may read (id → text)."""
+
+    url: str
+    subject: str
+    writer_id: int | None = None
+    known: dict[int, str] = field(default_factory=dict)
+    full_name: str | None = None  # KEY_/VALUE_AVRO_SCHEMA_FULL_NAME
+
+    def to_options(self) -> dict[str, Any]:
+        options = {"registry": self.url, "subject": self.subject, "writerId": self.writer_id,
+                   "schemas": {str(k): v for k, v in sorted(self.known.items())}}
+        if self.full_name is not None:
+            options["fullName"] = self.full_name
+        return options
+
+
+def subject_for(topic: str, is_key: bool) -> str:
+    """TopicNameStrategy, the registry default and what ksqlDB uses."""
+    return f"{topic}-{'key' if is_key else 'value'}"
+
+
+class _MemoryRegistry:
+    """``mock://`` registries: confluent's ``MockSchemaRegistryClient`` semantics (ids from 1, one
+    id per distinct schema text, versions per subject), in this process only."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, RegisteredSchema] = {}
+        self.subjects: dict[str, list[int]] = {}
+
+    def latest(self, subject: str) -> RegisteredSchema | None:
+        ids = self.subjects.get(subject)
+        return self.by_id[ids[-1]] if ids else None
+
+    def versions(self, subject: str) -> dict[int, str]:
+        return {i: self.by_id[i].text for i in self.subjects.get(subject, [])}
+
+    def get(self, schema_id: int) -> RegisteredSchema:
+        found = self.by_id.get(schema_id)
+        if found is None:
+            raise ConfigError(f"no schema with id {schema_id}")
+        return found
+
+    def register(self, subject: str, text: str, schema_type: str, schema_id: int | None = None) -> int:
+        for i, rs in self.by_id.items():
+            if rs.text == text and rs.type == schema_type and schema_id in (None, i):
+                ids = self.subjects.setdefault(subject, [])
+                if i not in ids:
+                    ids.append(i)
+                return i
+        new_id = schema_id if schema_id is not None else max(self.by_id, default=0) + 1
+        if new_id in self.by_id:
+            raise ConfigError(f"schema id {new_id} is already taken")
+        self.by_id[new_id] = RegisteredSchema(new_id, text, schema_type)
+        self.subjects.setdefault(subject, []).append(new_id)
+        return new_id
+
+
+class _HttpRegistry:
+    """A Confluent Schema Registry over its REST API (``http(s)://[user:password@]host:port``)."""
+
+    def __init__(self, url: str) -> None:
+        import httpx
+
+        parsed = httpx.URL(url)
+        auth = (parsed.username, parsed.password) if parsed.username else None
+        self._http = httpx.Client(base_url=str(parsed.copy_with(username=None, password=None)).rstrip("/"),
+                                  auth=auth, timeout=30.0,
+                                  headers={"Accept": "application/vnd.schemaregistry.v1+json"})
+
+    def _get(self, path: str) -> Any:
+        resp = self._http.get(path)
+        if resp.status_code == 404:
+            return None
+        _raise_for(resp)
+        return resp.json()
+
+    def latest(self, subject: str) -> RegisteredSchema | None:
+        body = self._get(f"/subjects/{_quote(subject)}/versions/latest")
+        return None if body is None else RegisteredSchema(int(body["id"]), body["schema"],
+                                                           body.get("schemaType", "AVRO"))
+
+    def versions(self, subject: str) -> dict[int, str]:
+        numbers = self._get(f"/subjects/{_quote(subject)}/versions") or []
+        out = {}
+        for n in numbers:
+            body = self._get(f"/subjects/{_quote(subject)}/versions/{n}")
+            if body is not None:
+                out[int(body["id"])] = body["schema"]
+        return out
+
+    def get(self, schema_id: int) -> RegisteredSchema:
+        body = self._get(f"/schemas/ids/{schema_id}")
+        if body is None:
+            raise ConfigError(f"no schema with id {schema_id}")
+        return RegisteredSchema(schema_id, body["schema"], body.get("schemaType", "AVRO"))
+
+    def register(self, subject: str, text: str, schema_type: str) -> int:
+        payload: dict[str, Any] = {"schema": text}
+        if schema_type != "AVRO":
+            payload["schemaType"] = schema_type
+        resp = self._http.post(f"/subjects/{_quote(subject)}/versions", json=payload,
+                               headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+        _raise_for(resp)
+        return int(resp.json()["id"])
+
+
+def _quote(subject: str) -> str:
+    from urllib.parse import quote
+
+    return quote(subject, safe="")
+
+
+def _raise_for(resp: Any) -> None:
+    if resp.status_code >= 400:
+        try:
+            message = resp.json().get("message", resp.text)
+        except ValueError:
+            message = resp.text
+        raise ConfigError(f"HTTP {resp.status_code}: {message}")
+
+
+def client(url: str) -> Any:
+    """One client per URL per process (``mock://`` state lives in the client object)."""
+    with _lock:
+        c = _clients.get(url)
+        if c is None:
+            if url.startswith("mock://"):
+                c = _MemoryRegistry()
+            elif url.startswith(("http://", "https://")):
+                c = _HttpRegistry(url)
+            else:
+                raise ConfigError(f"Invalid '{URL_PROPERTY}' value '{url}': expected http://, https:// or mock://")
+            _clients[url] = c
+        return c
+
+
+def latest(url: str, subject: str) -> RegisteredSchema | None:
+    """The subject's newest schema, or None if the subject does not exist."""
+    try:
+        return client(url).latest(subject)
+    except ConfigError as e:
+        raise ConfigError(f"Schema Registry {url}: cannot read subject '{subject}': {e}") from None
+    except OSError as e:
+        raise ConfigError(f"Schema Registry {url} is not reachable: {e}") from None
+
+
+def versions(url: str, subject: str) -> dict[int, str]:
+    """Every schema registered under ``subject`` (id → text); empty if there is none."""
+    try:
+        return client(url).versions(subject)
+    except ConfigError as e:
+        raise ConfigError(f"Schema Registry {url}: cannot read subject '{subject}': {e}") from None
+
+
+def by_id(url: str, schema_id: int) -> RegisteredSchema:
+    try:
+        return client(url).get(schema_id)
+    except ConfigError as e:
+        raise ConfigError(f"Schema Registry {url}: {e}") from None
+
+
+def register(url: str, subject: str, text: str, schema_type: str, schema_id: int | None = None) -> int:
+    """Register (or find) ``text`` under ``subject``; its id. ``schema_id`` asks for a given id,
+    which only an in-memory registry honours (a real one assigns ids itself, outside import mode)."""
+    try:
+        if schema_id is not None and isinstance(client(url), _MemoryRegistry):
+            return client(url).register(subject, text, schema_type, schema_id)
+        return client(url).register(subject, text, schema_type)
+    except ConfigError as e:
+        raise ConfigError(f"Schema Registry {url}: cannot register a schema for subject '{subject}': {e}") from None
+
+
+# --- the worker side ----------------------------------------------------------------------------
+
+
+class WriterSchemas:
+    """Schema id → parsed writer schema, for a serde on a worker: the driver's snapshot first, then
+    the registry itself when it is reachable from here (never for ``mock://``)."""
+
+    def __init__(self, options: dict[str, Any], parse: Any) -> None:
+        self.url: str = options.get("registry") or ""
+        self._texts = {int(k): v for k, v in (options.get("schemas") or {}).items()}
+        self._parse = parse
+        self._parsed: dict[int, Any] = {}
+
+    def get(self, schema_id: int) -> Any:
+        """The parsed schema; ``KeyError`` with the reason when it cannot be had."""
+        parsed = self._parsed.get(schema_id)
+        if parsed is not None:
+            return parsed
+        text = self._texts.get(schema_id)
+        if text is None:
+            if not self.url.startswith(("http://", "https://")):
+                raise KeyError(f"unknown schema id {schema_id} (not registered in {self.url or 'the registry'} "
+                               f"when the source was declared)")
+            try:
+                text = by_id(self.url, schema_id).text
+            except ConfigError as e:
+                raise KeyError(str(e)) from None
+            self._texts[schema_id] = text
+        parsed = self._parse(text)
+        self._parsed[schema_id] = parsed
+        return parsed
+
+
+def split_header(raw: bytes) -> tuple[int, memoryview]:
+    """(schema id, payload) of a Confluent-framed record; ``ValueError`` naming the problem."""
+    if len(raw) < 5:
+        raise ValueError(f"record of {len(raw)} bytes is too short for the Schema Registry header (5 bytes)")
+    magic, schema_id = HEADER.unpack_from(raw)
+    if magic != MAGIC:
+        raise ValueError(f"unknown magic byte {magic} (not written with a Schema Registry serializer)")
+    return schema_id, memoryview(raw)[5:]
+
+
+def frame(schema_id: int, payload: bytes) -> bytes:
+    return HEADER.pack(MAGIC, schema_id) + payload
+
+
+def schema_text(value: Any, schema_type: str) -> str:
+    """A schema given as data (QTT ``topics``: JSON for Avro/JSON schemas, text for .proto) as
+    registry text."""
+    if schema_type == "PROTOBUF" and isinstance(value, str):
+        return value
+    return json.dumps(value)
