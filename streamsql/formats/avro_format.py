@@ -114,9 +114,8 @@ _PRIMITIVES: dict[t.Kind, Any] = {
 
 
 def columns_from_avro(schema: Any, *, role: str) -> list[t.Column]:
-    """Schema inference: the columns a source declared without them gets from its latest schema."""
-    if isinstance(schema, str):
-        schema = json.loads(schema)
+    """Schema inference: the columns a source declared without them gets from its latest schema
+    (``schema`` as parsed JSON data)."""
     body = _non_null(schema)
     if isinstance(body, dict) and body.get("type") == "record":
         return [t.Column(f["name"].upper(), sql_type_of(f["type"]), role) for f in body.get("fields", [])]
@@ -458,16 +457,14 @@ def _to_datum(schema: Any, value: Any, named: dict[str, Any]) -> Any:
 
 
 def json_from_datum(datum: Any) -> Any:
-    """A decoded datum as plain JSON data (how QTT files state expected records): decimals as
-    numbers, bytes as base64, dates as epoch days, times as millis of day, timestamps as millis."""
+    """A decoded datum as plain JSON data (how QTT files state expected records): decimals stay
+    ``Decimal`` (their scale matters when compared), bytes as base64, dates as epoch days, times as millis of day, timestamps as millis."""
     import base64
 
     if isinstance(datum, dict):
         return {k: json_from_datum(v) for k, v in datum.items()}
     if isinstance(datum, list):
         return [json_from_datum(v) for v in datum]
-    if isinstance(datum, Decimal):
-        return int(datum) if datum == datum.to_integral_value() and datum.as_tuple().exponent >= 0 else float(datum)
     if isinstance(datum, (bytes, bytearray)):
         return base64.b64encode(bytes(datum)).decode()
     if isinstance(datum, dt.datetime):

@@ -40,6 +40,7 @@ import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from streamsql.errors import StreamsqlError
@@ -391,7 +392,7 @@ def decode_with(spec: Any | None, raw: bytes | None) -> Any:
         return _Undecodable(raw, "not UTF-8")
     if name == "JSON":
         try:
-            return json.loads(text)
+            return json.loads(text, parse_float=Decimal)  # keeps a DECIMAL's scale for comparison
         except json.JSONDecodeError:
             return _Undecodable(raw, "not JSON")
     return text
@@ -412,7 +413,7 @@ class _Undecodable:
 
 
 def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    return isinstance(x, (int, float, Decimal)) and not isinstance(x, bool)
 
 
 def data_equal(expected: Any, actual: Any) -> bool:
@@ -429,6 +430,14 @@ def data_equal(expected: Any, actual: Any) -> bool:
             return expected == actual
         return math.isclose(float(expected), float(actual), rel_tol=1e-9, abs_tol=1e-6)
     if isinstance(expected, str):
+        if isinstance(actual, Decimal):
+            # QTT files write DECIMAL values as text; ksqlDB compares them as BigDecimal.equals:
+            # same number at the same scale ("5.40" is not 5.4)
+            try:
+                want = Decimal(expected)
+            except InvalidOperation:
+                return False
+            return want == actual and want.as_tuple().exponent == actual.as_tuple().exponent
         return isinstance(actual, str) and expected == actual
     if isinstance(expected, list):
         return (isinstance(actual, list) and len(expected) == len(actual)

@@ -96,6 +96,20 @@ def test_write_arrow_encodes_and_produces(admin, bootstrap, topic_name) -> None:
                    (None, b'{"ID":3,"NAME":"z"}', 30, [])]
 
 
+def test_null_key_and_null_value_at_timestamp_zero_is_written(admin, bootstrap, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """ksqlDB writes a keyless record with a null value as it is (QTT: a null input value through
+    a CSAS); timestamp 0 takes the exact-timestamp producer, which used to refuse it."""
+    t = topic_name("nullnull")
+    admin.create_topic(t)
+    batch = pa.RecordBatch.from_pydict({
+        "K": pa.array([None, None], pa.string()), "ID": [1, None], "NAME": ["x", None],
+        "ROWTIME": [0, 0], "__TOMBSTONE": [False, True],
+    })
+    assert write_arrow([batch], sink_options(bootstrap, t)) == 2
+    got = [(r.key, r.value, r.timestamp) for r in admin.read_all(t)]
+    assert got == [(None, b'{"ID":1,"NAME":"x"}', 0), (None, None, 0)]
+
+
 def test_produce_dataframe_for_foreach_batch(spark, admin, bootstrap, topic_name) -> None:  # type: ignore[no-untyped-def]
     t = topic_name("fb")
     admin.create_topic(t, partitions=2)
