@@ -4,17 +4,22 @@ ksqlDB's wording, so a query never starts with a serde that cannot work."""
 
 from __future__ import annotations
 
+import json
+
 from streamsql.errors import ConfigError
+from streamsql.formats import avro_format, json_sr_format
 from streamsql.formats.avro_format import AvroSerde
 from streamsql.formats.base import FormatSpec, Serde
 from streamsql.formats.delimited import DelimitedSerde
 from streamsql.formats.json_format import JsonSerde
+from streamsql.formats.json_sr_format import JsonSrSerde
 from streamsql.formats.kafka_format import KafkaSerde
 from streamsql.formats.none_format import NoneSerde
+from streamsql.types import Column
 
-SUPPORTED = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO")
+SUPPORTED = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR")
 #: ksqlDB formats that need a Schema Registry or a schema language streamsql does not speak.
-_KNOWN_UNSUPPORTED = ("JSON_SR", "PROTOBUF", "PROTOBUF_NOSR")
+_KNOWN_UNSUPPORTED = ("PROTOBUF", "PROTOBUF_NOSR")
 
 
 def serde_for(spec: FormatSpec) -> Serde:
@@ -30,6 +35,8 @@ def serde_for(spec: FormatSpec) -> Serde:
         return JsonSerde(spec)
     if name == "AVRO":
         return AvroSerde(spec)
+    if name == "JSON_SR":
+        return JsonSrSerde(spec)
     if name in ("KAFKA", "DELIMITED") and not spec.columns:
         return NoneSerde()  # ksqlDB's void serde: keyless sources declared with these formats
     if name == "KAFKA":
@@ -41,3 +48,32 @@ def serde_for(spec: FormatSpec) -> Serde:
             f"The '{name}' format is not supported by streamsql. Supported: {', '.join(SUPPORTED)}"
         )
     raise ConfigError(f"Unknown format: {spec.name}")
+
+
+# --- formats whose records carry a Schema Registry id ----------------------------------------------
+
+#: format name → the registry's ``schemaType`` of its schemas
+REGISTRY_SCHEMA_TYPES = {"AVRO": "AVRO", "JSON_SR": "JSON"}
+
+
+def registry_schema(fmt: str, columns: tuple[Column, ...] | list[Column], *, unwrapped: bool,
+                    full_name: str | None = None) -> str:
+    """The schema text a source of these columns registers (what ksqlDB would register)."""
+    if fmt == "AVRO":
+        return json.dumps(avro_format.avro_schema(columns, unwrapped=unwrapped, full_name=full_name))
+    if fmt == "JSON_SR":
+        return json.dumps(json_sr_format.json_schema(columns, unwrapped=unwrapped))
+    raise ConfigError(f"The '{fmt}' format does not use a Schema Registry")
+
+
+def columns_from_registry(fmt: str, text: str, *, role: str, unwrapped: bool) -> list[Column]:
+    """Schema inference: the columns of a registered schema (one ROWKEY/ROWVAL column when
+    ``unwrapped`` or the schema is not a record/object)."""
+    data = json.loads(text)
+    if fmt == "AVRO":
+        if unwrapped:
+            return [Column("ROWKEY" if role == "key" else "ROWVAL", avro_format.sql_type_of(data), role)]
+        return avro_format.columns_from_avro(data, role=role)
+    if fmt == "JSON_SR":
+        return json_sr_format.columns_from_json_schema(data, role=role, unwrapped=unwrapped)
+    raise ConfigError(f"The '{fmt}' format does not use a Schema Registry")

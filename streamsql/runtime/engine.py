@@ -29,7 +29,8 @@ from streamsql import types as t
 from streamsql.catalog import Catalog, FileCommandLog, QueryInfo, Source
 from streamsql.catalog.commands import CommandLog
 from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaError, StreamsqlError
-from streamsql.formats import FormatSpec, avro_format, schema_registry, serde_for
+from streamsql.formats import FormatSpec, schema_registry, serde_for
+from streamsql.formats import registry as format_registry
 from streamsql.planner.functions import REGISTRY
 from streamsql.planner import aggregation
 from streamsql.planner.aggregation import AggregatePlan
@@ -45,11 +46,11 @@ from streamsql.sql import ast, parse
 
 log = logging.getLogger("streamsql")
 
-KNOWN_FORMATS = {"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO"}
+KNOWN_FORMATS = {"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR"}
 #: formats ksqlDB has that this engine does not (yet): a clear "not supported" instead of "unknown".
-LATER_FORMATS = {"PROTOBUF", "PROTOBUF_NOSR", "JSON_SR"}
+LATER_FORMATS = {"PROTOBUF", "PROTOBUF_NOSR"}
 #: formats whose records carry a Schema Registry id
-REGISTRY_FORMATS = {"AVRO"}
+REGISTRY_FORMATS = set(format_registry.REGISTRY_SCHEMA_TYPES)
 KEYED_FORMATS = KNOWN_FORMATS - {"NONE"}
 
 
@@ -288,6 +289,7 @@ class Engine:
             timestamp_column=self._timestamp_column(props, columns), timestamp_format=props.get("TIMESTAMP_FORMAT"),
             is_source=stmt.is_source, statement=stmt.text,
         )
+        self._check_key_types(source)
         self._bind_schemas(source, props, inferred)
         self._validate_formats(source)
         source.window_type, source.window_size_ms = _window_properties(props)
@@ -364,18 +366,15 @@ class Engine:
             found = self._schema_to_infer(url, topic, False, props.get("VALUE_SCHEMA_ID"))
             if found is not None:
                 unwrapped = str(props.get("WRAP_SINGLE_VALUE", "true")).lower() == "false"
-                schema = json.loads(found.text)
-                if unwrapped:
-                    inferred = [t.Column("ROWVAL", avro_format.sql_type_of(schema), "value")]
-                else:
-                    inferred = avro_format.columns_from_avro(schema, role="value")
-                out += inferred
+                out += format_registry.columns_from_registry(value_format, found.text, role="value",
+                                                             unwrapped=unwrapped)
                 inferred_from[False] = found
         if key_format in REGISTRY_FORMATS and not any(c.is_key for c in columns):
             url = self._registry_url(key_format)
             found = self._schema_to_infer(url, topic, True, props.get("KEY_SCHEMA_ID"))
             if found is not None:
-                out = [t.Column("ROWKEY", avro_format.sql_type_of(json.loads(found.text)), "key")] + out
+                out = format_registry.columns_from_registry(key_format, found.text, role="key",
+                                                            unwrapped=True) + out
                 inferred_from[True] = found
         return out
 
@@ -399,7 +398,7 @@ class Engine:
             known = schema_registry.versions(url, subject)
             full_name = props.get(f"{side}_AVRO_SCHEMA_FULL_NAME")
             unwrapped = is_key and len(cols) == 1 or (not is_key and len(cols) == 1 and not source.wrap_single_value)
-            text = json.dumps(avro_format.avro_schema(cols, unwrapped=unwrapped, full_name=full_name))
+            text = format_registry.registry_schema(fmt, cols, unwrapped=unwrapped, full_name=full_name)
             schema_id = props.get(f"{side}_SCHEMA_ID")
             if inferred and is_key in inferred:  # columns read from this schema: write with it too
                 writer_id, known[inferred[is_key].id] = inferred[is_key].id, inferred[is_key].text
@@ -408,7 +407,8 @@ class Engine:
                 writer_id, known[found.id] = found.id, found.text
             else:
                 try:
-                    writer_id = schema_registry.register(url, subject, text, fmt)
+                    writer_id = schema_registry.register(url, subject, text,
+                                                         format_registry.REGISTRY_SCHEMA_TYPES[fmt])
                     known[writer_id] = text
                 except ConfigError:
                     if not known:
@@ -425,8 +425,18 @@ class Engine:
     @staticmethod
     def _validate_formats(source: Source) -> None:
         """Fail at statement time when a format cannot hold the columns (ksqlDB does too)."""
+        Engine._check_key_types(source)
         for spec in (io.key_spec(source), io.value_spec(source)):
             serde_for(spec)
+
+    @staticmethod
+    def _check_key_types(source: Source) -> None:
+        for c in source.key_columns:
+            if _contains_map(c.type):
+                raise AnalysisError(
+                    "Map keys, including types that contain maps, are not supported as they may lead to unexpected "
+                    f"behavior due to inconsistent serialization. Key column name: `{c.name}`. Column type: {c.type}. "
+                    "See https://github.com/confluentinc/ksql/issues/6621 for more.")
 
     def _do_DropSource(self, stmt: ast.DropSource, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
         source = self.catalog.find(stmt.name)
@@ -1123,3 +1133,13 @@ def format_record(rec: Any) -> str:
             return b.hex()
 
     return f"rowtime: {ts} Z, key: {text(rec.key)}, value: {text(rec.value)}, partition: {rec.partition}"
+
+
+def _contains_map(sql: t.SqlType) -> bool:
+    if isinstance(sql, t.Map):
+        return True
+    if isinstance(sql, t.Array):
+        return _contains_map(sql.element)
+    if isinstance(sql, t.Struct):
+        return any(_contains_map(f.type) for f in sql.fields)
+    return False

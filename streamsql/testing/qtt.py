@@ -301,6 +301,8 @@ def encode_with(spec: Any, value: Any, schema: tuple[int, str] | None = None) ->
     name = spec.name.upper()
     if name == "AVRO":
         return _encode_avro(spec, value, schema)
+    if name == "JSON_SR":
+        return schema_registry.frame(_writer(spec, schema)[0], json.dumps(value).encode("utf-8"))
     if name == "JSON":
         return json.dumps(value).encode("utf-8")
     if name == "DELIMITED":
@@ -333,13 +335,20 @@ def _encode_avro(spec: Any, value: Any, schema: tuple[int, str] | None) -> bytes
 
     from streamsql.formats import avro_format, schema_registry
 
-    if schema is None:
-        writer_id = spec.options.get("writerId")
-        schema = (int(writer_id), spec.options["schemas"][str(writer_id)])
+    schema = _writer(spec, schema)
     parsed = json.loads(schema[1])
     buf = _io.BytesIO()
     fastavro.schemaless_writer(buf, fastavro.parse_schema(parsed), avro_format.datum_from_json(parsed, value))
     return schema_registry.frame(schema[0], buf.getvalue())
+
+
+def _writer(spec: Any, schema: tuple[int, str] | None) -> tuple[int, str]:
+    """The (id, text) a registry-format input is written with: the topic's declared schema, else
+    the source's own."""
+    if schema is not None:
+        return schema
+    writer_id = spec.options.get("writerId")
+    return int(writer_id), spec.options["schemas"][str(writer_id)]
 
 
 def _decode_avro(spec: Any, raw: bytes) -> Any:
@@ -378,6 +387,12 @@ def decode_with(spec: Any | None, raw: bytes | None) -> Any:
     name = spec.name.upper() if spec is not None else None
     if name == "AVRO":
         return _decode_avro(spec, raw)
+    if name == "JSON_SR":
+        try:
+            raw = bytes(schema_registry.split_header(raw)[1])
+        except ValueError as e:
+            return _Undecodable(raw, str(e))
+        name = "JSON"
     if name == "KAFKA" and spec is not None and len(spec.columns) == 1:
         from streamsql.formats import serde_for
 
@@ -1045,7 +1060,7 @@ def _side_format(spec: Any | None) -> SideFormat:
     if spec is None:
         return SideFormat("raw")
     name = spec.name.upper()
-    if name in ("JSON", "AVRO"):
+    if name in ("JSON", "AVRO", "JSON_SR"):
         return SideFormat("json")
     if name == "DELIMITED":
         return SideFormat("text", spec.delimiter or ",")

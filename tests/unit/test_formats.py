@@ -98,7 +98,7 @@ def test_unknown_format_is_rejected_with_ksqldb_message() -> None:
         serde_for(spec("FOO", val("A", T.INTEGER)))
 
 
-@pytest.mark.parametrize("fmt", ["PROTOBUF", "JSON_SR", "PROTOBUF_NOSR"])
+@pytest.mark.parametrize("fmt", ["PROTOBUF", "PROTOBUF_NOSR"])
 def test_schema_registry_formats_are_rejected_clearly(fmt: str) -> None:
     with pytest.raises(ConfigError, match=f"'{fmt}' format is not supported"):
         serde_for(spec(fmt, val("A", T.INTEGER)))
