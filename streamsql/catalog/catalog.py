@@ -43,6 +43,9 @@ class Source:
     #: Schema Registry subjects of the key and value (AVRO, JSON_SR, PROTOBUF formats)
     key_schema: SchemaBinding | None = None
     value_schema: SchemaBinding | None = None
+    #: format options from the WITH clause (schema full name, Protobuf null representation)
+    key_format_options: dict[str, str] = field(default_factory=dict)
+    value_format_options: dict[str, str] = field(default_factory=dict)
 
     @property
     def key_columns(self) -> list[Column]:

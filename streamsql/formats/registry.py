@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from streamsql.errors import ConfigError
-from streamsql.formats import avro_format, json_sr_format
+from streamsql.formats import avro_format, json_sr_format, protobuf_format
 from streamsql.formats.avro_format import AvroSerde
 from streamsql.formats.base import FormatSpec, Serde
 from streamsql.formats.delimited import DelimitedSerde
@@ -15,11 +15,10 @@ from streamsql.formats.json_format import JsonSerde
 from streamsql.formats.json_sr_format import JsonSrSerde
 from streamsql.formats.kafka_format import KafkaSerde
 from streamsql.formats.none_format import NoneSerde
+from streamsql.formats.protobuf_format import ProtobufSerde
 from streamsql.types import Column
 
-SUPPORTED = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR")
-#: ksqlDB formats that need a Schema Registry or a schema language streamsql does not speak.
-_KNOWN_UNSUPPORTED = ("PROTOBUF", "PROTOBUF_NOSR")
+SUPPORTED = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF", "PROTOBUF_NOSR")
 
 
 def serde_for(spec: FormatSpec) -> Serde:
@@ -37,28 +36,28 @@ def serde_for(spec: FormatSpec) -> Serde:
         return AvroSerde(spec)
     if name == "JSON_SR":
         return JsonSrSerde(spec)
+    if name in ("PROTOBUF", "PROTOBUF_NOSR"):
+        return ProtobufSerde(spec, registry=name == "PROTOBUF")
     if name in ("KAFKA", "DELIMITED") and not spec.columns:
         return NoneSerde()  # ksqlDB's void serde: keyless sources declared with these formats
     if name == "KAFKA":
         return KafkaSerde(spec)
     if name == "DELIMITED":
         return DelimitedSerde(spec)
-    if name in _KNOWN_UNSUPPORTED:
-        raise ConfigError(
-            f"The '{name}' format is not supported by streamsql. Supported: {', '.join(SUPPORTED)}"
-        )
-    raise ConfigError(f"Unknown format: {spec.name}")
+    raise ConfigError(f"Unknown format: {spec.name}. Supported: {', '.join(SUPPORTED)}")
 
 
 # --- formats whose records carry a Schema Registry id ----------------------------------------------
 
 #: format name → the registry's ``schemaType`` of its schemas
-REGISTRY_SCHEMA_TYPES = {"AVRO": "AVRO", "JSON_SR": "JSON"}
+REGISTRY_SCHEMA_TYPES = {"AVRO": "AVRO", "JSON_SR": "JSON", "PROTOBUF": "PROTOBUF"}
 
 
 def registry_schema(fmt: str, columns: tuple[Column, ...] | list[Column], *, unwrapped: bool,
-                    full_name: str | None = None) -> str:
+                    full_name: str | None = None, nullable: str | None = None) -> str:
     """The schema text a source of these columns registers (what ksqlDB would register)."""
+    if fmt == "PROTOBUF":
+        return protobuf_format.proto_schema(columns, full_name=full_name, nullable=nullable)
     if fmt == "AVRO":
         return json.dumps(avro_format.avro_schema(columns, unwrapped=unwrapped, full_name=full_name))
     if fmt == "JSON_SR":
@@ -69,6 +68,8 @@ def registry_schema(fmt: str, columns: tuple[Column, ...] | list[Column], *, unw
 def columns_from_registry(fmt: str, text: str, *, role: str, unwrapped: bool) -> list[Column]:
     """Schema inference: the columns of a registered schema (one ROWKEY/ROWVAL column when
     ``unwrapped`` or the schema is not a record/object)."""
+    if fmt == "PROTOBUF":  # always a message: its fields are the columns
+        return protobuf_format.columns_from_proto(text, role=role)
     data = json.loads(text)
     if fmt == "AVRO":
         if unwrapped:

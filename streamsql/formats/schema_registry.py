@@ -50,14 +50,10 @@ class SchemaBinding:
     subject: str
     writer_id: int | None = None
     known: dict[int, str] = field(default_factory=dict)
-    full_name: str | None = None  # KEY_/VALUE_AVRO_SCHEMA_FULL_NAME
 
     def to_options(self) -> dict[str, Any]:
-        options = {"registry": self.url, "subject": self.subject, "writerId": self.writer_id,
-                   "schemas": {str(k): v for k, v in sorted(self.known.items())}}
-        if self.full_name is not None:
-            options["fullName"] = self.full_name
-        return options
+        return {"registry": self.url, "subject": self.subject, "writerId": self.writer_id,
+                "schemas": {str(k): v for k, v in sorted(self.known.items())}}
 
 
 def subject_for(topic: str, is_key: bool) -> str:

@@ -46,9 +46,7 @@ from streamsql.sql import ast, parse
 
 log = logging.getLogger("streamsql")
 
-KNOWN_FORMATS = {"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR"}
-#: formats ksqlDB has that this engine does not (yet): a clear "not supported" instead of "unknown".
-LATER_FORMATS = {"PROTOBUF", "PROTOBUF_NOSR"}
+KNOWN_FORMATS = {"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF", "PROTOBUF_NOSR"}
 #: formats whose records carry a Schema Registry id
 REGISTRY_FORMATS = set(format_registry.REGISTRY_SCHEMA_TYPES)
 KEYED_FORMATS = KNOWN_FORMATS - {"NONE"}
@@ -289,6 +287,8 @@ class Engine:
             timestamp_column=self._timestamp_column(props, columns), timestamp_format=props.get("TIMESTAMP_FORMAT"),
             is_source=stmt.is_source, statement=stmt.text,
         )
+        source.key_format_options = _format_options(props, "KEY", source.key_format)
+        source.value_format_options = _format_options(props, "VALUE", source.value_format)
         self._check_key_types(source)
         self._bind_schemas(source, props, inferred)
         self._validate_formats(source)
@@ -313,8 +313,6 @@ class Engine:
             raise AnalysisError("Missing required property \"VALUE_FORMAT\" which has no default value.")
         value = str(value_str).upper()
         for f in (key, value):
-            if f in LATER_FORMATS:
-                raise AnalysisError(f"Not supported yet: the '{f}' format")
             if f not in KNOWN_FORMATS:
                 raise AnalysisError(f"Unknown format: {f}")
         return key, value
@@ -396,9 +394,10 @@ class Engine:
             url = self._registry_url(fmt)
             subject = schema_registry.subject_for(source.topic, is_key)
             known = schema_registry.versions(url, subject)
-            full_name = props.get(f"{side}_AVRO_SCHEMA_FULL_NAME")
+            options = source.key_format_options if is_key else source.value_format_options
             unwrapped = is_key and len(cols) == 1 or (not is_key and len(cols) == 1 and not source.wrap_single_value)
-            text = format_registry.registry_schema(fmt, cols, unwrapped=unwrapped, full_name=full_name)
+            text = format_registry.registry_schema(fmt, cols, unwrapped=unwrapped, full_name=options.get("fullName"),
+                                                   nullable=options.get("nullable"))
             schema_id = props.get(f"{side}_SCHEMA_ID")
             if inferred and is_key in inferred:  # columns read from this schema: write with it too
                 writer_id, known[inferred[is_key].id] = inferred[is_key].id, inferred[is_key].text
@@ -415,8 +414,6 @@ class Engine:
                         raise
                     writer_id = max(known)  # the registry refused ours (compatibility): write with its latest
             binding = schema_registry.SchemaBinding(url, subject, writer_id, known)
-            if full_name is not None:
-                binding.full_name = str(full_name)
             if is_key:
                 source.key_schema = binding
             else:
@@ -520,6 +517,8 @@ class Engine:
                 for c in plan.calls):
             raise AnalysisError("One of the functions used in the statement has an intermediate type that the value "
                                 "format can not handle. Please remove the function or change the format.")
+        sink.key_format_options = _format_options(stmt.properties, "KEY", sink.key_format)
+        sink.value_format_options = _format_options(stmt.properties, "VALUE", sink.value_format)
         self._validate_formats(sink)
         self._bind_schemas(sink, stmt.properties)
         if replay_seq is None:
@@ -1143,3 +1142,19 @@ def _contains_map(sql: t.SqlType) -> bool:
     if isinstance(sql, t.Struct):
         return any(_contains_map(f.type) for f in sql.fields)
     return False
+
+
+def _format_options(props: dict[str, Any], side: str, fmt: str) -> dict[str, str]:
+    """The WITH-clause options a side's serde needs: the schema's full name
+    (``{side}_SCHEMA_FULL_NAME``, or ``{side}_AVRO_SCHEMA_FULL_NAME``) and Protobuf's null
+    representation (``{side}_PROTOBUF_NULLABLE_REPRESENTATION``)."""
+    out: dict[str, str] = {}
+    name = props.get(f"{side}_SCHEMA_FULL_NAME", props.get(f"{side}_AVRO_SCHEMA_FULL_NAME"))
+    if name is not None:
+        out["fullName"] = str(name)
+    nullable = props.get(f"{side}_PROTOBUF_NULLABLE_REPRESENTATION")
+    if nullable is not None:
+        if not fmt.startswith("PROTOBUF"):
+            raise AnalysisError(f"{side}_PROTOBUF_NULLABLE_REPRESENTATION is only valid for the PROTOBUF formats")
+        out["nullable"] = str(nullable).upper()
+    return out

@@ -30,12 +30,14 @@ def delimiter(value: str | None) -> str:
 
 def key_spec(source: Source) -> FormatSpec:
     fmt = source.key_format if source.key_columns else "NONE"
-    options = source.key_schema.to_options() if source.key_schema is not None else {}
+    options = dict(source.key_format_options)
+    options.update(source.key_schema.to_options() if source.key_schema is not None else {})
     return FormatSpec(fmt, tuple(source.key_columns), delimiter(source.key_delimiter), options=options)
 
 
 def value_spec(source: Source) -> FormatSpec:
-    options = source.value_schema.to_options() if source.value_schema is not None else {}
+    options = dict(source.value_format_options)
+    options.update(source.value_schema.to_options() if source.value_schema is not None else {})
     return FormatSpec(source.value_format, tuple(source.value_columns), delimiter(source.value_delimiter),
                       source.wrap_single_value, options=options)
 

@@ -303,6 +303,8 @@ def encode_with(spec: Any, value: Any, schema: tuple[int, str] | None = None) ->
         return _encode_avro(spec, value, schema)
     if name == "JSON_SR":
         return schema_registry.frame(_writer(spec, schema)[0], json.dumps(value).encode("utf-8"))
+    if name in ("PROTOBUF", "PROTOBUF_NOSR"):
+        return _encode_protobuf(spec, value, schema)
     if name == "JSON":
         return json.dumps(value).encode("utf-8")
     if name == "DELIMITED":
@@ -340,6 +342,42 @@ def _encode_avro(spec: Any, value: Any, schema: tuple[int, str] | None) -> bytes
     buf = _io.BytesIO()
     fastavro.schemaless_writer(buf, fastavro.parse_schema(parsed), avro_format.datum_from_json(parsed, value))
     return schema_registry.frame(schema[0], buf.getvalue())
+
+
+def _encode_protobuf(spec: Any, value: Any, schema: tuple[int, str] | None) -> bytes:
+    from streamsql.formats import protobuf_format as pf
+
+    registry = spec.name.upper() == "PROTOBUF"
+    if registry:
+        schema_id, text = _writer(spec, schema)
+    else:
+        text = pf.proto_schema(spec.columns, full_name=spec.options.get("fullName"),
+                               nullable=spec.options.get("nullable"))
+    msg = pf.ProtoSchema(text).message_class()()
+    pf.fill_message(msg, value if isinstance(value, dict) else {spec.columns[0].name: value})
+    body = msg.SerializeToString()
+    return schema_registry.frame(schema_id, b"\x00" + body) if registry else body
+
+
+def _decode_protobuf(spec: Any, raw: bytes) -> Any:
+    from streamsql.formats import protobuf_format as pf
+
+    try:
+        if spec.name.upper() == "PROTOBUF":
+            schema_id, payload = schema_registry.split_header(raw)
+            path, used = pf._message_indexes(payload)
+            text = (spec.options.get("schemas") or {}).get(str(schema_id))
+            if text is None:
+                text = schema_registry.by_id(spec.options.get("registry", ""), schema_id).text
+            body = bytes(payload[used:])
+        else:
+            path, body = [0], raw
+            text = pf.proto_schema(spec.columns, full_name=spec.options.get("fullName"),
+                                   nullable=spec.options.get("nullable"))
+        msg = pf.ProtoSchema(text).message_class(path).FromString(body)
+    except Exception as e:  # noqa: BLE001
+        return _Undecodable(raw, f"not PROTOBUF: {e}")
+    return pf.message_to_data(msg, json_like=True)
 
 
 def _writer(spec: Any, schema: tuple[int, str] | None) -> tuple[int, str]:
@@ -387,6 +425,8 @@ def decode_with(spec: Any | None, raw: bytes | None) -> Any:
     name = spec.name.upper() if spec is not None else None
     if name == "AVRO":
         return _decode_avro(spec, raw)
+    if name in ("PROTOBUF", "PROTOBUF_NOSR"):
+        return _decode_protobuf(spec, raw)
     if name == "JSON_SR":
         try:
             raw = bytes(schema_registry.split_header(raw)[1])
@@ -1060,7 +1100,7 @@ def _side_format(spec: Any | None) -> SideFormat:
     if spec is None:
         return SideFormat("raw")
     name = spec.name.upper()
-    if name in ("JSON", "AVRO", "JSON_SR"):
+    if name in ("JSON", "AVRO", "JSON_SR", "PROTOBUF", "PROTOBUF_NOSR"):
         return SideFormat("json")
     if name == "DELIMITED":
         return SideFormat("text", spec.delimiter or ",")

@@ -1,0 +1,746 @@
+"""PROTOBUF (Schema Registry framing) and PROTOBUF_NOSR (bare messages), as ksqlDB reads and writes them.
+
+Schemas are proto3 files. A source's columns generate one (:func:`proto_schema`: message
+``ConnectDefault1``, a field per column numbered from 1, structs as nested messages, DECIMAL as
+``confluent.type.Decimal``, TIMESTAMP as ``google.protobuf.Timestamp``, DATE as
+``google.type.Date``, TIME as ``google.type.TimeOfDay``, MAP as ``map<string, V>``, ARRAY as
+``repeated``); registered schemas are parsed from their ``.proto`` text by a small parser of the
+proto3 subset schemas use (:func:`parse_proto`), then turned into real protobuf descriptors, so
+parsing and serializing run in the protobuf runtime (upb), not in Python loops.
+
+Nulls follow ksqlDB's ``PROTOBUF_NULLABLE_REPRESENTATION``: by default proto3 has no null for
+scalars, so a null scalar is written as its default and reads back as ``0``/``""``/``false``;
+``OPTIONAL`` marks fields ``optional`` (presence kept), ``WRAPPER`` uses the
+``google.protobuf.*Value`` wrappers. Message-typed fields (structs, decimals, timestamps) are
+null when absent in every mode.
+
+Both keys and values are always messages (ksqlDB does not unwrap single PROTOBUF columns).
+
+The Confluent framing is: magic byte 0, 4-byte schema id, the message-index path (zig-zag
+varints; a lone ``0`` byte for the first message), then the message.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from streamsql import types as t
+from streamsql.errors import ConfigError
+from streamsql.formats.base import DecodeResult, FormatSpec
+from streamsql.formats.coerce import FieldError, RecordError, field_failure
+from streamsql.formats.columns import arrow_types, column_values, to_arrays
+from streamsql.formats.schema_registry import WriterSchemas, frame, split_header
+
+DEFAULT_MESSAGE = "ConnectDefault1"
+DEFAULT_DECIMAL_PRECISION = 64
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_EPOCH_DATE = dt.date(1970, 1, 1)
+
+# --- well-known files every schema may import -------------------------------------------------
+
+_DECIMAL_PROTO = ('syntax = "proto3"; package confluent.type; '
+                  'message Decimal { bytes value = 1; uint32 precision = 2; int32 scale = 3; }')
+_DATE_PROTO = 'syntax = "proto3"; package google.type; message Date { int32 year = 1; int32 month = 2; int32 day = 3; }'
+_TIME_PROTO = ('syntax = "proto3"; package google.type; '
+               'message TimeOfDay { int32 hours = 1; int32 minutes = 2; int32 seconds = 3; int32 nanos = 4; }')
+_WELL_KNOWN_TEXT = {
+    "confluent/type/decimal.proto": _DECIMAL_PROTO,
+    "google/type/date.proto": _DATE_PROTO,
+    "google/type/timeofday.proto": _TIME_PROTO,
+    "confluent/meta.proto": 'syntax = "proto3"; package confluent;',
+}
+_WRAPPERS = {
+    "google.protobuf.BoolValue": t.BOOLEAN, "google.protobuf.Int32Value": t.INTEGER,
+    "google.protobuf.UInt32Value": t.BIGINT, "google.protobuf.Int64Value": t.BIGINT,
+    "google.protobuf.UInt64Value": t.BIGINT, "google.protobuf.DoubleValue": t.DOUBLE,
+    "google.protobuf.FloatValue": t.DOUBLE, "google.protobuf.StringValue": t.STRING,
+    "google.protobuf.BytesValue": t.BYTES,
+}
+_WRAPPER_OF = {t.Kind.BOOLEAN: "google.protobuf.BoolValue", t.Kind.INTEGER: "google.protobuf.Int32Value",
+               t.Kind.BIGINT: "google.protobuf.Int64Value", t.Kind.DOUBLE: "google.protobuf.DoubleValue",
+               t.Kind.STRING: "google.protobuf.StringValue", t.Kind.BYTES: "google.protobuf.BytesValue"}
+
+
+# --- SQL → .proto text ----------------------------------------------------------------------------
+
+
+def proto_schema(columns: Sequence[t.Column], *, full_name: str | None = None, nullable: str | None = None) -> str:
+    """The proto3 file ksqlDB would register for these columns."""
+    name = (full_name or DEFAULT_MESSAGE).strip()
+    if not name:
+        raise ConfigError("fullSchemaName cannot be empty")
+    package, _, message = name.rpartition(".")
+    imports: set[str] = set()
+    body = _message(message, [(c.name, c.type) for c in columns], imports, (nullable or "").upper(), "  ")
+    head = 'syntax = "proto3";\n'
+    if package:
+        head += f"package {package};\n"
+    head += "".join(f'import "{i}";\n' for i in sorted(imports))
+    return head + "\n" + body
+
+
+def _message(name: str, fields: list[tuple[str, t.SqlType]], imports: set[str], nullable: str, indent: str) -> str:
+    lines, nested = [], []
+    for number, (field, sql) in enumerate(fields, start=1):
+        if not _IDENT.fullmatch(field):
+            raise ConfigError(f"Schema is not compatible with Protobuf: illegal field name: {field}")
+        label, type_name = _field_type(field, sql, imports, nullable, nested, indent)
+        options = ""
+        if isinstance(sql, t.Decimal):  # Confluent's converter keeps precision and scale here
+            imports.add("confluent/meta.proto")
+            options = (f' [(confluent.field_meta) = {{ params: [{{ key: "precision", value: "{sql.precision}" }}, '
+                       f'{{ key: "scale", value: "{sql.scale}" }}] }}]')
+        lines.append(f"{indent}{label}{type_name} {field} = {number}{options};")
+    inner = "".join(nested)
+    return f"{indent[:-2]}message {name} {{\n{inner}" + "\n".join(lines) + f"\n{indent[:-2]}}}\n"
+
+
+def _field_type(field: str, sql: t.SqlType, imports: set[str], nullable: str, nested: list[str],
+                indent: str) -> tuple[str, str]:
+    if isinstance(sql, t.Array):
+        if isinstance(sql.element, (t.Array, t.Map)):
+            raise ConfigError(f"PROTOBUF cannot hold {sql} (a repeated field of repeated values)")
+        _, element = _field_type(field, sql.element, imports, "", nested, indent)
+        return "repeated ", element
+    if isinstance(sql, t.Map):
+        if sql.key.kind != t.Kind.STRING:
+            raise ConfigError("PROTOBUF format only supports MAP types with STRING keys")
+        _, value = _field_type(field, sql.value, imports, "", nested, indent)
+        return "", f"map<string, {value}>"
+    if isinstance(sql, t.Struct):
+        type_name = f"{field}Struct" if not field.endswith("Struct") else f"{field}_"
+        nested.append(_message(type_name, [(f.name, f.type) for f in sql.fields], imports, nullable, indent + "  "))
+        return "", type_name
+    if isinstance(sql, t.Decimal):
+        imports.add("confluent/type/decimal.proto")
+        return "", "confluent.type.Decimal"
+    if sql.kind == t.Kind.TIMESTAMP:
+        imports.add("google/protobuf/timestamp.proto")
+        return "", "google.protobuf.Timestamp"
+    if sql.kind == t.Kind.DATE:
+        imports.add("google/type/date.proto")
+        return "", "google.type.Date"
+    if sql.kind == t.Kind.TIME:
+        imports.add("google/type/timeofday.proto")
+        return "", "google.type.TimeOfDay"
+    if nullable == "WRAPPER":
+        imports.add("google/protobuf/wrappers.proto")
+        return "", _WRAPPER_OF[sql.kind]
+    scalar = {t.Kind.BOOLEAN: "bool", t.Kind.INTEGER: "int32", t.Kind.BIGINT: "int64", t.Kind.DOUBLE: "double",
+              t.Kind.STRING: "string", t.Kind.BYTES: "bytes"}[sql.kind]
+    return ("optional " if nullable == "OPTIONAL" else ""), scalar
+
+
+# --- .proto text → FileDescriptorProto ------------------------------------------------------------
+
+_TOKEN = re.compile(r'\s+|//[^\n]*|/\*.*?\*/|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[A-Za-z_][\w.]*|\.[\w.]+|-?\d[\w.+-]*|.',
+                    re.DOTALL)
+_SCALARS = {"double": 1, "float": 2, "int64": 3, "uint64": 4, "int32": 5, "fixed64": 6, "fixed32": 7, "bool": 8,
+            "string": 9, "bytes": 12, "uint32": 13, "sfixed32": 15, "sfixed64": 16, "sint32": 17, "sint64": 18}
+
+
+def parse_proto(text: str, file_name: str = "schema.proto") -> Any:
+    """A ``FileDescriptorProto`` of a proto2/proto3 file (the subset registries hold: messages,
+    nested messages, enums, maps, oneofs, imports; options are skipped except decimal params)."""
+    from google.protobuf import descriptor_pb2
+
+    tokens = [m.group(0) for m in _TOKEN.finditer(text) if not m.group(0).isspace()
+              and not m.group(0).startswith(("//", "/*"))]
+    fd = descriptor_pb2.FileDescriptorProto(name=file_name, syntax="proto3")
+    p = _Parser(tokens)
+    while not p.done():
+        tok = p.next()
+        if tok == "syntax":
+            p.expect("=")
+            fd.syntax = p.next().strip("\"'")
+            p.expect(";")
+        elif tok == "package":
+            fd.package = p.next()
+            p.expect(";")
+        elif tok == "import":
+            name = p.next()
+            if name in ("public", "weak"):
+                name = p.next()
+            fd.dependency.append(name.strip("\"'"))
+            p.expect(";")
+        elif tok == "option":
+            p.skip_statement()
+        elif tok == "message":
+            p.message(fd.message_type.add())
+        elif tok == "enum":
+            p.enum(fd.enum_type.add())
+        elif tok == ";":
+            continue
+        else:
+            raise ConfigError(f"Cannot parse the Protobuf schema: unexpected '{tok}'")
+    if fd.syntax == "proto2":
+        fd.syntax = ""  # descriptor convention
+    return fd
+
+
+class _Parser:
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens, self.i = tokens, 0
+
+    def done(self) -> bool:
+        return self.i >= len(self.tokens)
+
+    def next(self) -> str:
+        if self.done():
+            raise ConfigError("Cannot parse the Protobuf schema: unexpected end")
+        tok = self.tokens[self.i]
+        self.i += 1
+        return tok
+
+    def peek(self) -> str:
+        return self.tokens[self.i] if not self.done() else ""
+
+    def expect(self, tok: str) -> None:
+        got = self.next()
+        if got != tok:
+            raise ConfigError(f"Cannot parse the Protobuf schema: expected '{tok}', got '{got}'")
+
+    def skip_statement(self) -> None:
+        depth = 0
+        while True:
+            tok = self.next()
+            if tok == "{":
+                depth += 1
+            elif tok == "}":
+                depth -= 1
+            elif tok == ";" and depth == 0:
+                return
+
+    def options(self) -> str:
+        """The raw text of a ``[...]`` option list (consumed)."""
+        if self.peek() != "[":
+            return ""
+        depth, parts = 0, []
+        while True:
+            tok = self.next()
+            parts.append(tok)
+            if tok == "[":
+                depth += 1
+            elif tok == "]":
+                depth -= 1
+                if depth == 0:
+                    return " ".join(parts)
+
+    def enum(self, ed: Any) -> None:
+        ed.name = self.next()
+        self.expect("{")
+        while self.peek() != "}":
+            tok = self.next()
+            if tok in ("option", "reserved"):
+                self.skip_statement()
+                continue
+            if tok == ";":
+                continue
+            self.expect("=")
+            ed.value.add(name=tok, number=int(self.next()))
+            self.options()
+            self.expect(";")
+        self.expect("}")
+
+    def message(self, md: Any, oneof_index: int | None = None) -> None:
+        md.name = self.next()
+        self.expect("{")
+        self.body(md)
+
+    def body(self, md: Any, oneof_index: int | None = None) -> None:
+        while True:
+            tok = self.peek()
+            if tok == "}":
+                self.next()
+                return
+            if tok in ("option", "reserved", "extensions"):
+                self.next()
+                self.skip_statement()
+            elif tok == ";":
+                self.next()
+            elif tok == "message":
+                self.next()
+                self.message(md.nested_type.add())
+            elif tok == "enum":
+                self.next()
+                self.enum(md.enum_type.add())
+            elif tok == "oneof":
+                self.next()
+                md.oneof_decl.add(name=self.next())
+                self.expect("{")
+                self.body(md, len(md.oneof_decl) - 1)
+            else:
+                self.field(md, oneof_index)
+
+    def field(self, md: Any, oneof_index: int | None) -> None:
+        from google.protobuf import descriptor_pb2
+
+        F = descriptor_pb2.FieldDescriptorProto
+        label, proto3_optional = F.LABEL_OPTIONAL, False
+        tok = self.next()
+        if tok in ("repeated", "optional", "required"):
+            label = F.LABEL_REPEATED if tok == "repeated" else F.LABEL_OPTIONAL
+            proto3_optional = tok == "optional"
+            tok = self.next()
+        if tok == "map":
+            self.expect("<")
+            key = self.next()
+            self.expect(",")
+            value = self.next()
+            self.expect(">")
+            name = self.next()
+            entry = md.nested_type.add(name="".join(p.capitalize() for p in name.split("_")) + "Entry")
+            entry.options.map_entry = True
+            _add_field(entry.field.add(name="key", number=1, label=F.LABEL_OPTIONAL), key)
+            _add_field(entry.field.add(name="value", number=2, label=F.LABEL_OPTIONAL), value)
+            self.expect("=")
+            fdp = md.field.add(name=name, number=int(self.next()), label=F.LABEL_REPEATED)
+            fdp.type_name = entry.name
+            fdp.type = F.TYPE_MESSAGE
+            self.options()
+            self.expect(";")
+            return
+        name = self.next()
+        self.expect("=")
+        fdp = md.field.add(name=name, number=int(self.next()), label=label)
+        _add_field(fdp, tok)
+        opts = self.options()
+        if opts and "precision" in opts:  # confluent.field_meta params of a decimal
+            precision = re.search(r'"(\d+)"\s*,\s*key\s*:\s*"precision"|key\s*:\s*"precision"\s*,\s*value\s*:\s*"(\d+)"', opts)
+            scale = re.search(r'"(\d+)"\s*,\s*key\s*:\s*"scale"|key\s*:\s*"scale"\s*,\s*value\s*:\s*"(\d+)"', opts)
+            if precision or scale:
+                fdp.json_name = "decimal:%s:%s" % (
+                    next((g for g in precision.groups() if g), "") if precision else "",
+                    next((g for g in scale.groups() if g), "") if scale else "")
+        if oneof_index is not None:
+            fdp.oneof_index = oneof_index
+        elif proto3_optional:
+            fdp.proto3_optional = True
+            md.oneof_decl.add(name=f"_{name}")
+            fdp.oneof_index = len(md.oneof_decl) - 1
+        self.expect(";")
+
+
+def _add_field(fdp: Any, type_token: str) -> None:
+    if type_token in _SCALARS:
+        fdp.type = _SCALARS[type_token]
+    else:
+        fdp.type_name = type_token  # resolved (message or enum) when the file is built
+
+
+# --- descriptors and message classes ------------------------------------------------------------
+
+
+class ProtoSchema:
+    """A parsed schema: its message classes, looked up by message-index path."""
+
+    def __init__(self, text: str, references: dict[str, str] | None = None) -> None:
+        from google.protobuf import descriptor_pool, timestamp_pb2, wrappers_pb2  # noqa: F401
+        from google.protobuf import descriptor_pb2
+
+        self.pool = descriptor_pool.DescriptorPool()
+        for module in (timestamp_pb2, wrappers_pb2):
+            self.pool.Add(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb))
+        added = {"google/protobuf/timestamp.proto", "google/protobuf/wrappers.proto"}
+        for name, body in {**_WELL_KNOWN_TEXT, **(references or {})}.items():
+            if name not in added:
+                self._add(parse_proto(body, name), added)
+        self.file = parse_proto(text, "streamsql_schema.proto")
+        self.file.dependency[:] = [d for d in self.file.dependency if d in added]
+        self._decimal_params: dict[tuple[str, str], tuple[int | None, int | None]] = {}
+        self._strip_decimal_params(self.file.package, self.file.message_type)
+        try:
+            self.fd = self.pool.Add(self.file)
+        except Exception as e:  # noqa: BLE001 - unresolved type names, duplicate numbers...
+            raise ConfigError(f"Invalid Protobuf schema: {e}") from None
+        self.file_descriptor = self.pool.FindFileByName("streamsql_schema.proto")
+
+    def _add(self, fdp: Any, added: set[str]) -> None:
+        fdp.dependency[:] = [d for d in fdp.dependency if d in added]
+        self.pool.Add(fdp)
+        added.add(fdp.name)
+
+    def _strip_decimal_params(self, scope: str, messages: Any) -> None:
+        for md in messages:
+            full = f"{scope}.{md.name}" if scope else md.name
+            for f in md.field:
+                if f.json_name.startswith("decimal:"):
+                    _, p, s = f.json_name.split(":")
+                    self._decimal_params[(full, f.name)] = (int(p) if p else None, int(s) if s else None)
+                    f.ClearField("json_name")
+            self._strip_decimal_params(full, md.nested_type)
+
+    def decimal_params(self, message: Any, field: str) -> tuple[int | None, int | None]:
+        return self._decimal_params.get((message.full_name, field), (None, None))
+
+    def message(self, indexes: Sequence[int] = (0,)) -> Any:
+        """The descriptor at a message-index path (``[0]``: the file's first message)."""
+        desc = self.file_descriptor.message_types_by_name[self.file.message_type[indexes[0]].name]
+        for i in indexes[1:]:
+            desc = desc.nested_types[i]
+        return desc
+
+    def message_class(self, indexes: Sequence[int] = (0,)) -> Any:
+        from google.protobuf import message_factory
+
+        return message_factory.GetMessageClass(self.message(indexes))
+
+
+def _repeated(f: Any) -> bool:
+    flag = getattr(f, "is_repeated", None)
+    if flag is None:
+        from google.protobuf.descriptor import FieldDescriptor as FD
+
+        return bool(f.label == FD.LABEL_REPEATED)
+    return bool(flag() if callable(flag) else flag)
+
+
+def _message_indexes(payload: memoryview) -> tuple[list[int], int]:
+    """(path, bytes read) of the message-index prefix."""
+    def varint(pos: int) -> tuple[int, int]:
+        shift = result = 0
+        while True:
+            b = payload[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return (result >> 1) ^ -(result & 1), pos
+            shift += 7
+    count, pos = varint(0)
+    if count == 0:
+        return [0], pos
+    path = []
+    for _ in range(count):
+        value, pos = varint(pos)
+        path.append(value)
+    return path, pos
+
+
+# --- SQL types of a message (inference) ----------------------------------------------------------
+
+
+def columns_from_proto(text: str, *, role: str) -> list[t.Column]:
+    schema = ProtoSchema(text)
+    desc = schema.message()
+    return [t.Column(f.name.upper(), _sql_type(schema, desc, f), role) for f in desc.fields]
+
+
+def _sql_type(schema: ProtoSchema, owner: Any, f: Any) -> t.SqlType:
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    if f.message_type is not None and f.message_type.GetOptions().map_entry:
+        value = f.message_type.fields_by_name["value"]
+        return t.Map(t.STRING, _sql_type(schema, f.message_type, value))
+    element = _element_type(schema, owner, f)
+    return t.Array(element) if _repeated(f) else element
+
+
+def _element_type(schema: ProtoSchema, owner: Any, f: Any) -> t.SqlType:
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    if f.message_type is not None:
+        name = f.message_type.full_name
+        if name == "confluent.type.Decimal":
+            p, s = schema.decimal_params(owner, f.name)
+            return t.Decimal(p or DEFAULT_DECIMAL_PRECISION, s or 0)
+        if name == "google.protobuf.Timestamp":
+            return t.TIMESTAMP
+        if name == "google.type.Date":
+            return t.DATE
+        if name == "google.type.TimeOfDay":
+            return t.TIME
+        if name in _WRAPPERS:
+            return _WRAPPERS[name]
+        return t.Struct(tuple(t.StructField(x.name.upper(), _sql_type(schema, f.message_type, x))
+                              for x in f.message_type.fields))
+    if f.type == FD.TYPE_ENUM:
+        return t.STRING
+    return {FD.TYPE_BOOL: t.BOOLEAN, FD.TYPE_INT32: t.INTEGER, FD.TYPE_SINT32: t.INTEGER, FD.TYPE_SFIXED32: t.INTEGER,
+            FD.TYPE_STRING: t.STRING, FD.TYPE_BYTES: t.BYTES, FD.TYPE_DOUBLE: t.DOUBLE, FD.TYPE_FLOAT: t.DOUBLE,
+            }.get(f.type, t.BIGINT)
+
+
+# --- message ↔ values ----------------------------------------------------------------------------
+
+
+def message_to_data(msg: Any, *, json_like: bool = False) -> dict[str, Any]:
+    """A message as a dict of its fields: absent message fields and unset optional/wrapper fields
+    are None, absent proto3 scalars their defaults (as ksqlDB reads them). ``json_like`` gives
+    what a QTT file writes (decimals as ``Decimal``, bytes base64, times as integers)."""
+    out = {}
+    for f in msg.DESCRIPTOR.fields:
+        out[f.name] = _field_value(msg, f, json_like)
+    return out
+
+
+def _field_value(msg: Any, f: Any, json_like: bool) -> Any:
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    value = getattr(msg, f.name)
+    if f.message_type is not None and f.message_type.GetOptions().map_entry:
+        vf = f.message_type.fields_by_name["value"]
+        if vf.message_type is not None:
+            return {k: _single(value[k], vf, json_like) for k in value}
+        return {k: _scalar(value[k], vf, json_like) for k in value}
+    if _repeated(f):
+        return [_single(v, f, json_like) if f.message_type is not None else _scalar(v, f, json_like) for v in value]
+    if f.message_type is not None:
+        return _single(value, f, json_like) if msg.HasField(f.name) else None
+    if f.has_presence and not msg.HasField(f.name):
+        return None
+    if value == b"" and f.type == FD.TYPE_BYTES:
+        return None  # ksqlDB reads an unset proto3 bytes field as null (strings read as "")
+    return _scalar(value, f, json_like)
+
+
+def _scalar(v: Any, f: Any, json_like: bool) -> Any:
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    if f.type == FD.TYPE_ENUM:
+        ev = f.enum_type.values_by_number.get(v)
+        return ev.name if ev is not None else str(v)
+    if json_like and f.type == FD.TYPE_BYTES:
+        import base64
+
+        return base64.b64encode(v).decode()
+    return v
+
+
+def _single(m: Any, f: Any, json_like: bool) -> Any:
+    name = m.DESCRIPTOR.full_name
+    if name == "confluent.type.Decimal":
+        unscaled = int.from_bytes(m.value, "big", signed=True) if m.value else 0
+        return Decimal(unscaled).scaleb(-m.scale)
+    if name == "google.protobuf.Timestamp":
+        return m.seconds * 1000 + m.nanos // 1_000_000
+    if name == "google.type.Date":
+        if not m.year:
+            return 0
+        return (dt.date(m.year, m.month or 1, m.day or 1) - _EPOCH_DATE).days
+    if name == "google.type.TimeOfDay":
+        return ((m.hours * 60 + m.minutes) * 60 + m.seconds) * 1000 + m.nanos // 1_000_000
+    if name in _WRAPPERS:
+        return _scalar(m.value, m.DESCRIPTOR.fields_by_name["value"], json_like)
+    return message_to_data(m, json_like=json_like)
+
+
+def fill_message(msg: Any, data: dict[str, Any]) -> None:
+    """Set ``msg``'s fields from a dict (names matched exactly, then case-insensitively); None
+    leaves a field unset. Values are domain values or JSON data (numbers for DECIMAL, ...)."""
+    by_upper = {f.name.upper(): f for f in msg.DESCRIPTOR.fields}
+    for key, value in data.items():
+        f = msg.DESCRIPTOR.fields_by_name.get(key) or by_upper.get(str(key).upper())
+        if f is None or value is None:
+            continue
+        try:
+            _set(msg, f, value)
+        except (TypeError, ValueError) as e:
+            raise FieldError(f"cannot write {value!r} to Protobuf field '{f.name}': {e}") from None
+
+
+def _set(msg: Any, f: Any, value: Any) -> None:
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    target = getattr(msg, f.name)
+    if f.message_type is not None and f.message_type.GetOptions().map_entry:
+        vf = f.message_type.fields_by_name["value"]
+        items = value.items() if isinstance(value, dict) else value
+        for k, v in items:
+            if v is None:
+                continue
+            if vf.message_type is not None:
+                _to_message(target[k], v)
+            else:
+                target[k] = _scalar_in(v, vf)
+        return
+    if _repeated(f):
+        for v in value:
+            if f.message_type is not None:
+                _to_message(target.add(), v if v is not None else {})
+            elif v is not None:
+                target.append(_scalar_in(v, f))
+        return
+    if f.message_type is not None:
+        _to_message(target, value)
+        if not target.ListFields():
+            target.SetInParent()
+        return
+    setattr(msg, f.name, _scalar_in(value, f))
+
+
+def _to_message(m: Any, value: Any) -> None:
+    name = m.DESCRIPTOR.full_name
+    if name == "confluent.type.Decimal":
+        d = value if isinstance(value, Decimal) else Decimal(str(value))
+        exponent = d.as_tuple().exponent
+        scale = -exponent if isinstance(exponent, int) and exponent < 0 else 0
+        unscaled = int(d.scaleb(scale))
+        m.value = unscaled.to_bytes(max(1, (unscaled.bit_length() + 8) // 8), "big", signed=True)
+        m.precision = len(d.as_tuple().digits)
+        m.scale = scale
+    elif name == "google.protobuf.Timestamp":
+        millis = int(value)
+        m.seconds, m.nanos = millis // 1000, (millis % 1000) * 1_000_000
+    elif name == "google.type.Date":
+        day = _EPOCH_DATE + dt.timedelta(days=int(value))
+        m.year, m.month, m.day = day.year, day.month, day.day
+    elif name == "google.type.TimeOfDay":
+        ms = int(value)
+        m.hours, m.minutes, m.seconds, m.nanos = ms // 3_600_000, ms // 60_000 % 60, ms // 1000 % 60, ms % 1000 * 10**6
+    elif name in _WRAPPERS:
+        m.value = _scalar_in(value, m.DESCRIPTOR.fields_by_name["value"])
+    else:
+        fill_message(m, value)
+
+
+def _scalar_in(v: Any, f: Any) -> Any:
+    from google.protobuf.descriptor import FieldDescriptor as FD
+
+    if f.type == FD.TYPE_ENUM:
+        ev = f.enum_type.values_by_name.get(str(v))
+        return ev.number if ev is not None else int(v)
+    if f.type in (FD.TYPE_DOUBLE, FD.TYPE_FLOAT):
+        return float(v)
+    if f.type == FD.TYPE_STRING:
+        return v if isinstance(v, str) else str(v)
+    if f.type == FD.TYPE_BYTES:
+        if isinstance(v, str):
+            import base64
+
+            return base64.b64decode(v)
+        return bytes(v)
+    if f.type == FD.TYPE_BOOL:
+        return bool(v)
+    return int(v)
+
+
+# --- the serde -----------------------------------------------------------------------------------
+
+
+class ProtobufSerde:
+    """PROTOBUF (``registry=True``: Confluent framing, writer schemas by id) or PROTOBUF_NOSR."""
+
+    def __init__(self, spec: FormatSpec, registry: bool) -> None:
+        self._columns = spec.columns
+        self._types = arrow_types(spec.columns)
+        self._registry = registry
+        nullable = spec.options.get("nullable")
+        # the schema the columns generate: what PROTOBUF_NOSR reads and writes, and a check that
+        # the columns fit Protobuf at all (a ConfigError at statement time)
+        self._own_text = proto_schema(spec.columns, full_name=spec.options.get("fullName"), nullable=nullable)
+        self._own: ProtoSchema | None = None
+        self._writers = WriterSchemas(spec.options, ProtoSchema)
+        self._writer_id = spec.options.get("writerId")
+        self._readers: dict[tuple[Any, ...], Any] = {}
+        self._null_row = (None,) * len(spec.columns)
+        # a key whose columns are all null is a null key (not a message of defaults), as in ksqlDB
+        self._is_key = bool(spec.columns) and spec.columns[0].is_key
+
+    def _own_schema(self) -> ProtoSchema:
+        if self._own is None:
+            self._own = ProtoSchema(self._own_text)
+        return self._own
+
+    def _reader(self, schema_id: int | None, path: Sequence[int]) -> Any:
+        key = (schema_id, *path)
+        cls = self._readers.get(key)
+        if cls is None:
+            schema = self._writers.get(schema_id) if schema_id is not None else self._own_schema()
+            cls = schema.message_class(path)
+            self._readers[key] = cls
+        return cls
+
+    def decode(self, data: Sequence[bytes | None]) -> DecodeResult:
+        rows: list[tuple[Any, ...]] = []
+        errors: list[str | None] = [None] * len(data)
+        for i, raw in enumerate(data):
+            if raw is None:
+                rows.append(self._null_row)
+                continue
+            try:
+                rows.append(self._decode_one(raw))
+            except RecordError as e:
+                rows.append(self._null_row)
+                errors[i] = str(e)
+        return DecodeResult(to_arrays(rows, self._types), errors)
+
+    def _decode_one(self, raw: bytes) -> tuple[Any, ...]:
+        try:
+            if self._registry:
+                schema_id, payload = split_header(raw)
+                path, used = _message_indexes(payload)
+                cls = self._reader(schema_id, path)
+                body = bytes(payload[used:])
+            else:
+                cls, body = self._reader(None, (0,)), raw
+            msg = cls.FromString(body)
+        except (ValueError, KeyError, IndexError) as e:
+            raise RecordError(f"Invalid Protobuf record: {e.args[0] if e.args else type(e).__name__}") from None
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and friends
+            raise RecordError(f"Invalid Protobuf record: {type(e).__name__}: {e}") from None
+        data = message_to_data(msg)
+        upper = {k.upper(): v for k, v in data.items()}
+        row = []
+        for c in self._columns:
+            value = data[c.name] if c.name in data else upper.get(c.name.upper())
+            try:
+                row.append(None if value is None else _domain(value, c.type))
+            except FieldError as e:
+                raise field_failure(c.name, e) from None
+        return tuple(row)
+
+    def encode(self, batch: pa.RecordBatch) -> list[bytes | None]:
+        if self._registry:
+            if self._writer_id is None:
+                raise ConfigError("PROTOBUF output needs a Schema Registry: set 'ksql.schema.registry.url'")
+            cls = self._reader(int(self._writer_id), (0,))
+        else:
+            cls = self._reader(None, (0,))
+        columns = [column_values(batch, c.name) for c in self._columns]
+        out: list[bytes | None] = []
+        for r in range(batch.num_rows):
+            row = {c.name: col[r] for c, col in zip(self._columns, columns)}
+            if self._is_key and all(v is None for v in row.values()):
+                out.append(None)
+                continue
+            msg = cls()
+            try:
+                fill_message(msg, row)
+            except FieldError as e:
+                raise RecordError(str(e)) from None
+            body = msg.SerializeToString()
+            out.append(frame(int(self._writer_id), b"\x00" + body) if self._registry else body)
+        return out
+
+
+def _domain(value: Any, sql: t.SqlType) -> Any:
+    """A message value as the column's domain value (Arrow-ready)."""
+    if isinstance(sql, t.Array):
+        return [None if v is None else _domain(v, sql.element) for v in value]
+    if isinstance(sql, t.Map):
+        return [(k, None if v is None else _domain(v, sql.value)) for k, v in value.items()]
+    if isinstance(sql, t.Struct):
+        if not isinstance(value, dict):
+            raise FieldError(f"cannot convert {value!r} to {sql}")
+        upper = {k.upper(): v for k, v in value.items()}
+        return {f.name: (None if (v := value.get(f.name, upper.get(f.name.upper()))) is None else _domain(v, f.type))
+                for f in sql.fields}
+    if isinstance(sql, t.Decimal):
+        from streamsql.formats.coerce import fit_decimal
+
+        return fit_decimal(value if isinstance(value, Decimal) else Decimal(str(value)), sql.precision, sql.scale)
+    kind = sql.kind
+    if kind == t.Kind.TIMESTAMP:
+        return int(value) * 1000
+    if kind == t.Kind.STRING:
+        return value if isinstance(value, str) else str(value)
+    if kind == t.Kind.DOUBLE:
+        return float(value)
+    if kind in (t.Kind.INTEGER, t.Kind.BIGINT, t.Kind.DATE, t.Kind.TIME):
+        return int(value)
+    return value
