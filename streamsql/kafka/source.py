@@ -18,6 +18,7 @@ import base64
 import json
 import logging
 import threading
+import struct
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,6 +88,10 @@ class SourceOptions:
     batch_rows: int = 20000
     poll_timeout_s: float = 120.0
     kafka: dict[str, str] = field(default_factory=dict)
+    #: a windowed source (TUMBLING/HOPPING/SESSION): keys end with Kafka Streams' window suffix,
+    #: exposed as WINDOWSTART/WINDOWEND; time windows' ends are start + size
+    window_type: str | None = None
+    window_size_ms: int | None = None
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> "SourceOptions":
@@ -113,6 +118,8 @@ class SourceOptions:
             batch_rows=int(_opt(options, "arrowBatchRows", "20000") or 20000),
             poll_timeout_s=float(_opt(options, "pollTimeoutMs", "120000") or 120000) / 1000.0,
             kafka=kafka_settings(options),
+            window_type=(_opt(options, "windowType") or "").upper() or None,
+            window_size_ms=int(_opt(options, "windowSizeMs") or 0) or None,
         )
 
     @property
@@ -145,6 +152,8 @@ def source_schema(opts: SourceOptions) -> StructType:
     fields = [StructField(c.name, T.to_spark(c.type)) for spec in (_spec(opts.key_spec), _spec(opts.value_spec))
               for c in spec.columns]
     fields += [StructField(n, T.to_spark(_header_type(role))) for n, _t, role, _k in opts.header_columns]
+    if opts.window_type:
+        fields += [StructField(T.WINDOWSTART, LongType()), StructField(T.WINDOWEND, LongType())]
     fields += [StructField(T.ROWTIME, LongType()), StructField(T.ROWPARTITION, IntegerType()),
                StructField(T.ROWOFFSET, LongType()), StructField(HEADERS_COL, T.to_spark(_HEADERS_TYPE)),
                StructField(TOMBSTONE_COL, BooleanType())]
@@ -441,6 +450,8 @@ class BatchBuilder:
         raw_headers = [m.headers() for m in msgs]
         arrays: list[pa.Array] = []
         bad: dict[int, tuple[str, str]] = {}  # row -> (target, reason)
+        if self.opts.window_type:
+            keys, starts, ends = split_windowed_keys(keys, self.opts.window_type, self.opts.window_size_ms, bad)
         for serde, spec, data, target in ((key_serde, self.key_spec, keys, "key"),
                                           (value_serde, self.value_spec, values, "value")):
             if serde is None:
@@ -456,6 +467,8 @@ class BatchBuilder:
                 arrays.append(headers_array(raw_headers, ftype))
             else:
                 arrays.append(pa.array([_last_header(h, hkey) for h in raw_headers], ftype))
+        if self.opts.window_type:
+            arrays += [pa.array(starts, pa.int64()), pa.array(ends, pa.int64())]
         arrays += [
             pa.array([m.timestamp()[1] for m in msgs], pa.int64()),
             pa.repeat(pa.scalar(self.partition, pa.int32()), n),
@@ -469,6 +482,34 @@ class BatchBuilder:
             report_bad_records(self.opts, [(msgs[i], *bad[i]) for i in sorted(bad)])
             batch = batch.filter(pa.array([i not in bad for i in range(n)], pa.bool_()))
         return batch
+
+
+def split_windowed_keys(keys: list[bytes | None], window_type: str, size_ms: int | None,
+                        bad: dict[int, tuple[str, str]]) -> tuple[list[bytes | None], list[int | None], list[int | None]]:
+    """Kafka Streams' windowed keys: inner key bytes, then the window start (8 bytes, time
+    windows) or the window end and start (16 bytes, session windows)."""
+    session = window_type == "SESSION"
+    suffix = 16 if session else 8
+    inner: list[bytes | None] = []
+    starts: list[int | None] = []
+    ends: list[int | None] = []
+    for i, k in enumerate(keys):
+        if k is None or len(k) < suffix:
+            if k is not None and i not in bad:
+                bad[i] = ("key", f"windowed key of {len(k)} bytes is shorter than its {suffix}-byte window suffix")
+            inner.append(None)
+            starts.append(None)
+            ends.append(None)
+            continue
+        if session:
+            end, start = struct.unpack(">qq", k[-16:])
+        else:
+            (start,) = struct.unpack(">q", k[-8:])
+            end = start + size_ms if size_ms else None
+        inner.append(k[:-suffix])
+        starts.append(start)
+        ends.append(end)
+    return inner, starts, ends
 
 
 def _last_header(headers: list[tuple[str, bytes | None]] | None, key: str | None) -> bytes | None:

@@ -137,7 +137,7 @@ class Planner:
             where = compiled.sql
 
         generators = tf.TableFunctionCollector(tf.WITH_TABLE_SOURCE if source.is_table else None)
-        columns = self._projection(query, source, alias, scope.with_clause("SELECT"), generators)
+        columns = self._projection(query, source, alias, scope.with_clause("SELECT"), generators, persistent)
         repartitioned = False
         if query.partition_by:
             columns = self._apply_partition_by(query, columns, scope, sink_name)
@@ -175,7 +175,8 @@ class Planner:
         return False
 
     def _projection(self, query: ast.Query, source: Source, alias: str, scope: Scope,
-                    table_functions: tf.TableFunctionCollector | None = None) -> list[OutputColumn]:
+                    table_functions: tf.TableFunctionCollector | None = None,
+                    persistent: bool = False) -> list[OutputColumn]:
         compiler = ExpressionCompiler(scope)
         compiler.table_functions = table_functions
         out: list[OutputColumn] = []
@@ -183,7 +184,7 @@ class Planner:
         key_names = {c.name for c in source.key_columns}
         for item in query.select:
             if item.star:
-                out.extend(self._expand_star(item, source, alias, compiler))
+                out.extend(self._expand_star(item, source, alias, compiler, persistent))
                 continue
             assert item.expression is not None
             self._reject_aggregates(item.expression)
@@ -206,13 +207,16 @@ class Planner:
         return None
 
     def _expand_star(self, item: ast.SelectItem, source: Source, alias: str,
-                     compiler: ExpressionCompiler) -> list[OutputColumn]:
+                     compiler: ExpressionCompiler, persistent: bool = False) -> list[OutputColumn]:
         node = item.expression
         if node is None or (isinstance(node, exp.Column) and isinstance(node.this, exp.Star)):
             qualifier = node.table if node is not None else None
             if qualifier and qualifier not in (alias, source.name):
                 raise AnalysisError(f"'{qualifier}' is not a valid stream/table name or alias.")
-            return [OutputColumn(c.name, quote(c.name), c.type, c.is_key) for c in source_columns(source)]
+            columns = source_columns(source)
+            if persistent:  # a persistent query's sink is windowed itself: the bounds stay in its key
+                columns = [c for c in columns if c.name not in (t.WINDOWSTART, t.WINDOWEND)]
+            return [OutputColumn(c.name, quote(c.name), c.type, c.is_key) for c in columns]
         struct = compiler.compile(node)  # col->*
         if not isinstance(struct.type, t.Struct):
             raise AnalysisError(f"Expected STRUCT type for '{node.sql()}->*', got {struct.type}")
@@ -276,6 +280,8 @@ class Planner:
         if not any(c.name == t.ROWTIME for c in plan.columns):  # a transient query may select ROWTIME itself
             exprs.append(f"{plan.rowtime_sql} AS {t.ROWTIME}")
         exprs += [HEADERS_COL, TOMBSTONE_COL]
+        if plan.source.window_type and not plan.repartitioned:  # the sink writes the same windows
+            exprs += [f"{t.WINDOWSTART} AS __WINDOWSTART", f"{t.WINDOWEND} AS __WINDOWEND"]
         return df.selectExpr(*exprs)
 
     def to_changelog_dataframe(self, plan: QueryPlan, source_df: "DataFrame") -> "DataFrame":

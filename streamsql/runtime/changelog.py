@@ -34,10 +34,7 @@ class ChangelogWriter:
         self.processor = processor
         self.key_names = [c.name for c in table.key_columns]
         self.value_names = [c.name for c in table.value_columns]
-        options = io.kafka_options(bootstrap_servers, table)
-        if table.window_type:
-            options["windowType"] = table.window_type
-        self.options = options
+        self.options = io.kafka_options(bootstrap_servers, table)  # windowed tables: windowType too
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         if batch_id <= self.store.last_batch:

@@ -545,6 +545,12 @@ class Engine:
                                                  default_value=src.value_format)
         topic = str(props.get("KAFKA_TOPIC") or (self.prop("ksql.output.topic.name.prefix") + stmt.name))
         has_key = bool(plan.key_columns)
+        window_type, window_size_ms = None, None
+        if isinstance(plan, AggregatePlan):
+            if plan.window:
+                window_type, window_size_ms = plan.window.type, plan.window.size_ms
+        elif src.window_type and not plan.repartitioned:  # a windowed stream keeps its windows
+            window_type, window_size_ms = src.window_type, src.window_size_ms
         return Source(
             name=stmt.name, kind=stmt.kind, columns=[], topic=topic,
             key_format=key_format if has_key else "NONE", value_format=value_format,
@@ -555,8 +561,7 @@ class Engine:
             wrap_single_value=self._wrap_single_value(props, [t.Column(c.name, t.STRING) for c in plan.value_columns], value_format)
             if "WRAP_SINGLE_VALUE" in props else True,
             statement=stmt.text,
-            window_type=plan.window.type if isinstance(plan, AggregatePlan) and plan.window else None,
-            window_size_ms=plan.window.size_ms if isinstance(plan, AggregatePlan) and plan.window else None,
+            window_type=window_type, window_size_ms=window_size_ms,
         )
 
     def _do_InsertInto(self, stmt: ast.InsertInto, replay_seq: int | None = None, deferred: list | None = None) -> r.Result:

@@ -43,12 +43,17 @@ def value_spec(source: Source) -> FormatSpec:
 
 
 def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
-    return {
+    options = {
         "kafka.bootstrap.servers": bootstrap_servers,
         "topic": source.topic,
         "keySpec": key_spec(source).to_json(),
         "valueSpec": value_spec(source).to_json(),
     }
+    if source.window_type:  # keys carry Kafka Streams' window suffix, read and written
+        options["windowType"] = source.window_type
+        if source.window_size_ms:
+            options["windowSizeMs"] = str(source.window_size_ms)
+    return options
 
 
 def read_stream(spark: "SparkSession", bootstrap_servers: str, source: Source, *, starting_offsets: str,
@@ -65,6 +70,7 @@ def read_stream(spark: "SparkSession", bootstrap_servers: str, source: Source, *
             [[c.name, str(c.type), c.role, c.header_key] for c in source.header_columns])
     if max_records:
         options["maxRecordsPerBatch"] = str(max_records)
+
     if processing_log_topic:
         options["processingLogTopic"] = processing_log_topic
     df = reader.options(**options).load()
