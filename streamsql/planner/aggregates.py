@@ -206,6 +206,20 @@ class Sum(Accumulator):
         return self.total
 
 
+class SumList(Sum):
+    """SUM_LIST: the running total of every element of every (non-null) array."""
+
+    def add(self, args: Sequence[Any]) -> None:
+        for x in args[0] or ():
+            if x is not None:
+                self.total = self._check(self.total + x)
+
+    def remove(self, args: Sequence[Any]) -> None:
+        for x in args[0] or ():
+            if x is not None:
+                self.total = self._check(self.total - x)
+
+
 class Average(Accumulator):
     def __init__(self) -> None:
         self.total: Any = 0
@@ -483,6 +497,14 @@ def _bind_sum(types: list[t.SqlType | None], params: list[Any]) -> BoundAggregat
     return BoundAggregate("SUM", types, params, ty or t.BIGINT, Sum)
 
 
+def _bind_sum_list(types: list[t.SqlType | None], params: list[Any]) -> BoundAggregate:
+    ty = types[0]
+    if ty is not None and not (isinstance(ty, t.Array) and _is_numeric(ty.element)):
+        raise _reject("SUM_LIST", types)
+    element = ty.element if isinstance(ty, t.Array) else t.BIGINT
+    return BoundAggregate("SUM_LIST", types, params, element, SumList)
+
+
 def _bind_avg(types: list[t.SqlType | None], params: list[Any]) -> BoundAggregate:
     if types[0] is not None and not _is_numeric(types[0]):
         raise _reject("AVG", types)
@@ -591,6 +613,7 @@ SIGNATURES: dict[str, list[str]] = {
     "COUNT": [" -> BIGINT", "T -> BIGINT"],
     "COUNT_DISTINCT": ["T -> BIGINT"],
     "SUM": [f"{_NUM} -> the argument type"],
+    "SUM_LIST": ["ARRAY<INT|BIGINT|DOUBLE|DECIMAL> -> the element type"],
     "AVG": [f"{_NUM} -> DOUBLE"],
     "MIN": [f"{_ORDERED} -> the argument type"],
     "MAX": [f"{_ORDERED} -> the argument type"],
@@ -612,6 +635,7 @@ def _register_builtins() -> None:
         AggregateFunction("COUNT", _bind_count, one, 0, 1, "Counts rows (COUNT(*)) or non-null values."),
         AggregateFunction("COUNT_DISTINCT", _bind_count_distinct, one, 1, 1, "Number of distinct non-null values."),
         AggregateFunction("SUM", _bind_sum, one, 1, 1, "Sum of the non-null values."),
+        AggregateFunction("SUM_LIST", _bind_sum_list, one, 1, 1, "Sum of the elements of the arrays."),
         AggregateFunction("AVG", _bind_avg, one, 1, 1, "Mean of the non-null values."),
         AggregateFunction("MIN", _bind_extreme(False), one, 1, 1, "Smallest non-null value."),
         AggregateFunction("MAX", _bind_extreme(True), one, 1, 1, "Largest non-null value."),

@@ -138,3 +138,15 @@ def test_emit_final_follows_emit_on_window_close(catalog: Catalog) -> None:
                             "WINDOW SESSION (5 MILLISECONDS, GRACE PERIOD 6 MILLISECONDS) GROUP BY id EMIT FINAL;")
     out = feed(session, [{"key": 1, "ts": ts} for ts in (0, 4, 8, 12, 14, 30, 29, 17, 42)])
     assert out == [(1, (0, 14), 5), (1, (29, 30), 2)]
+
+
+def test_sum_list_adds_every_element(catalog: Catalog) -> None:
+    catalog.add(Source("L", "STREAM", [t.Column("ID", t.STRING, "key"), t.Column("XS", t.Array(t.INTEGER))],
+                       topic="l", key_format="KAFKA", value_format="JSON"))
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, SUM_LIST(xs) AS total FROM l GROUP BY id;")
+    assert p.columns[-1].type == t.INTEGER
+    out = feed(p, [{"key": "a", "v": [1, 1], "ts": 1}, {"key": "a", "v": [2, None, 2], "ts": 2},
+                   {"key": "a", "v": None, "ts": 3}])
+    assert out == [("a", None, 2), ("a", None, 6), ("a", None, 6)]
+    with pytest.raises(AnalysisError, match="sum_list"):
+        plan(catalog, "CREATE TABLE o2 AS SELECT id, SUM_LIST(id) AS total FROM l GROUP BY id;")
