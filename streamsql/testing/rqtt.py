@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Iterable, TextIO
 
 from streamsql.testing.qtt import (CaseResult, QttCase, _substitute, data_equal, encode_with, load_json,
-                                   message_matches, split_statements, topics_to_create, window_suffix)
+                                   message_matches, register_topic_schemas, split_statements, topics_to_create,
+                                   window_suffix)
 
 QUERY_START = re.compile(r"^\s*(SELECT|PRINT)\b", re.IGNORECASE)
 DEFAULT_CASE_TIMEOUT_S = 60.0
@@ -101,8 +102,14 @@ class RqttRunner:
 
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
+        from streamsql.formats import schema_registry
+        from streamsql.testing.registry_server import RegistryServer
+
         self.work = Path(tempfile.mkdtemp(prefix="streamsql-rqtt-"))
-        self.server = ServerProcess(bootstrap, self.work / "data", service_id=f"rqtt{uuid.uuid4().hex[:6]}_")
+        # a registry over HTTP both the server process and this harness see (AVRO/PROTOBUF cases)
+        self.registry = RegistryServer().start()
+        self.server = ServerProcess(bootstrap, self.work / "data", service_id=f"rqtt{uuid.uuid4().hex[:6]}_",
+                                    properties={schema_registry.URL_PROPERTY: self.registry.url})
         self.server.start()
         self.http = httpx.Client(base_url=self.server.url, timeout=httpx.Timeout(timeout_s, connect=10))
         self.admin = KafkaAdmin(bootstrap)
@@ -111,6 +118,7 @@ class RqttRunner:
         self.http.close()
         self.admin.close()
         self.server.stop()
+        self.registry.stop()
         shutil.rmtree(self.work, ignore_errors=True)
 
     # --- one case ------------------------------------------------------------------------------
@@ -159,6 +167,7 @@ class RqttRunner:
                            topics=case.topics)
         for name, partitions in topics_to_create(qtt_like).items():
             self.admin.create_topic(name, partitions)
+        register_topic_schemas(qtt_like, "", self.registry.url)
 
     def _properties(self, case: RqttCase) -> dict[str, str]:
         props = {"auto.offset.reset": "earliest"}
@@ -247,8 +256,27 @@ class RqttRunner:
                                 key_delimiter=str(props.get("KEY_DELIMITER", ",")),
                                 value_delimiter=str(props.get("VALUE_DELIMITER", ",")),
                                 wrap_single_value=str(props.get("WRAP_SINGLE_VALUE", "true")).lower() != "false")
+                self._bind(source)
                 specs.setdefault(topic, (io.key_spec(source), io.value_spec(source)))
         return specs
+
+    def _bind(self, source: Any) -> None:
+        """Registry formats: write with the schema the server registered for the source (the
+        subject's latest), read any id from the registry."""
+        from streamsql.formats import schema_registry
+        from streamsql.formats.registry import REGISTRY_SCHEMA_TYPES
+
+        for is_key, fmt in ((True, source.key_format), (False, source.value_format)):
+            if fmt not in REGISTRY_SCHEMA_TYPES:
+                continue
+            subject = schema_registry.subject_for(source.topic, is_key)
+            latest = schema_registry.latest(self.registry.url, subject)
+            binding = schema_registry.SchemaBinding(self.registry.url, subject, latest.id if latest else None,
+                                                    {latest.id: latest.text} if latest else {})
+            if is_key:
+                source.key_schema = binding
+            else:
+                source.value_schema = binding
 
     def _produce(self, case: RqttCase) -> None:
         from streamsql.testing.qtt import raw_encode

@@ -19,8 +19,10 @@ REPO = Path(__file__).resolve().parents[2]  # so the child imports this checkout
 
 class ServerProcess:
     def __init__(self, bootstrap: str, data_dir: Path, extra: list[str] | None = None,
-                 service_id: str | None = None, scheme: str = "http") -> None:
+                 service_id: str | None = None, scheme: str = "http",
+                 properties: dict[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
+        self.properties = dict(properties or {})
         self.data_dir = data_dir
         self.extra = list(extra or [])
         self.service_id = service_id
@@ -37,9 +39,12 @@ class ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [sys.executable, "-m", "streamsql", "server", "--port", str(self.port), "--host", "127.0.0.1",
                 "--bootstrap-servers", self.bootstrap, "--data-dir", str(self.data_dir), *self.extra]
+        config = dict(self.properties)
         if self.service_id:
-            props = self.data_dir.parent / f"server-{self.service_id}.properties"
-            props.write_text(f"ksql.service.id={self.service_id}\n")
+            config["ksql.service.id"] = self.service_id
+        if config:
+            props = self.data_dir.parent / f"server-{self.service_id or self.port}.properties"
+            props.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
             args += ["--config", str(props)]
         env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         log = open(self.log_path, "ab")

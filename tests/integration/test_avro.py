@@ -89,3 +89,40 @@ def test_insert_values_into_an_avro_stream_with_a_key(engine, topic_name):  # ty
     assert _decoded(url, rec.value) == {"V": 1.5, "TAGS": ["a", "b"]}
     source = engine.catalog.get("READINGS")
     assert engine_io.key_spec(source).options["subject"] == f"{src}-key"
+
+
+def test_http_registry_client_against_a_real_http_registry() -> None:
+    from streamsql.testing.registry_server import RegistryServer
+
+    with RegistryServer() as registry:
+        url = registry.url
+        assert schema_registry.latest(url, "nothing-value") is None
+        a = schema_registry.register(url, "orders-value", '"int"', "AVRO")
+        b = schema_registry.register(url, "orders-value", '"long"', "AVRO")
+        assert schema_registry.latest(url, "orders-value").id == b
+        assert schema_registry.versions(url, "orders-value") == {a: '"int"', b: '"long"'}
+        assert schema_registry.by_id(url, a).text == '"int"'
+        with pytest.raises(ConfigError, match="no schema with id 99"):
+            schema_registry.by_id(url, 99)
+
+
+def test_workers_fetch_schemas_registered_after_the_source_was_declared(engine, topic_name):  # type: ignore[no-untyped-def]
+    """A producer moves to a newer schema: the declaration-time snapshot does not have its id, so
+    Spark's Python workers ask the (real, HTTP) registry."""
+    from streamsql.testing.registry_server import RegistryServer
+
+    with RegistryServer() as registry:
+        src = topic_name("evolving")
+        engine.execute(f"SET '{schema_registry.URL_PROPERTY}'='{registry.url}';")
+        engine.execute("SET 'auto.offset.reset'='earliest';")
+        engine.execute(f"CREATE STREAM evolving (id BIGINT, name STRING) WITH (KAFKA_TOPIC='{src}', "
+                       f"VALUE_FORMAT='AVRO', PARTITIONS=1);")
+        newer = {"type": "record", "name": "V2", "fields": [
+            {"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "extra", "type": "int"}]}
+        sid = schema_registry.register(registry.url, f"{src}-value", json.dumps(newer), "AVRO")
+        assert str(sid) not in engine_io.value_spec(engine.catalog.get("EVOLVING")).options["schemas"]
+        engine.admin.produce(src, None, _avro(newer, sid, {"id": 5, "name": "five", "extra": 1}), 1000)
+        engine.execute("CREATE STREAM evolving_out AS SELECT id, name FROM evolving;")
+        engine.wait_until_idle()
+        [rec] = engine.admin.read_all("EVOLVING_OUT")
+        assert _decoded(registry.url, rec.value) == {"ID": 5, "NAME": "five"}

@@ -1,0 +1,118 @@
+"""A Schema Registry over real HTTP for tests: the subset of Confluent's REST API streamsql's client
+uses, served from an in-memory store in a background thread.
+
+No Schema Registry can be installed on the project's machines, and ``mock://`` registries are
+invisible to other processes (Spark's Python workers, a server under test). This one is reachable
+from every process on the machine, so tests exercise the HTTP client, the workers' lookups of ids
+they have not seen, and a server process sharing schemas with its test harness.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote
+
+from streamsql.errors import ConfigError
+from streamsql.formats.schema_registry import _MemoryRegistry
+
+_SUBJECT = r"/subjects/(?P<subject>[^/]+)/versions"
+
+
+class RegistryServer:
+    """``with RegistryServer() as registry: ... registry.url ...``"""
+
+    def __init__(self) -> None:
+        self.store = _MemoryRegistry()
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_args: Any) -> None:  # quiet
+                pass
+
+            def _reply(self, status: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                with server._lock:
+                    self._reply(*server._get(self.path))
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    payload = json.loads(self.rfile.read(length) or b"{}")
+                except json.JSONDecodeError:
+                    self._reply(422, {"error_code": 42201, "message": "Invalid JSON"})
+                    return
+                with server._lock:
+                    self._reply(*server._post(self.path, payload))
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._http.serve_forever, name="registry-server", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._http.server_address[1]}"
+
+    def start(self) -> "RegistryServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+    def __enter__(self) -> "RegistryServer":
+        return self.start()
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.stop()
+
+    # -- the API ---------------------------------------------------------------------------------
+
+    def _get(self, path: str) -> tuple[int, Any]:
+        m = re.fullmatch(r"/schemas/ids/(\d+)", path)
+        if m:
+            try:
+                rs = self.store.get(int(m.group(1)))
+            except ConfigError:
+                return 404, {"error_code": 40403, "message": "Schema not found"}
+            body = {"schema": rs.text}
+            if rs.type != "AVRO":
+                body["schemaType"] = rs.type
+            return 200, body
+        m = re.fullmatch(_SUBJECT + r"(?:/(?P<version>latest|\d+))?", path)
+        if not m:
+            return 404, {"error_code": 404, "message": f"no such resource {path}"}
+        subject = unquote(m.group("subject"))
+        ids = self.store.subjects.get(subject)
+        if not ids:
+            return 404, {"error_code": 40401, "message": f"Subject '{subject}' not found."}
+        version = m.group("version")
+        if version is None:
+            return 200, list(range(1, len(ids) + 1))
+        index = len(ids) if version == "latest" else int(version)
+        if not 1 <= index <= len(ids):
+            return 404, {"error_code": 40402, "message": "Version not found."}
+        rs = self.store.by_id[ids[index - 1]]
+        body = {"subject": subject, "version": index, "id": rs.id, "schema": rs.text}
+        if rs.type != "AVRO":
+            body["schemaType"] = rs.type
+        return 200, body
+
+    def _post(self, path: str, payload: dict[str, Any]) -> tuple[int, Any]:
+        m = re.fullmatch(_SUBJECT, path)
+        if not m or "schema" not in payload:
+            return 404, {"error_code": 404, "message": f"no such resource {path}"}
+        schema_id = self.store.register(unquote(m.group("subject")), payload["schema"],
+                                        payload.get("schemaType", "AVRO"))
+        return 200, {"id": schema_id}
