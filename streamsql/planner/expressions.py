@@ -263,6 +263,12 @@ class ExpressionCompiler:
 
     def _arithmetic(self, node: exp.Expression, op: str) -> Compiled:
         left, right = self.compile(node.this), self.compile(node.expression)
+        if isinstance(node.this, exp.Null) or isinstance(node.expression, exp.Null):
+            # ksqlDB types a bare NULL as "null", with which no arithmetic is defined
+            lt = "null" if isinstance(node.this, exp.Null) else str(left.type)
+            rt = "null" if isinstance(node.expression, exp.Null) else str(right.type)
+            raise AnalysisError(f"Error processing expression: ({_ksql_text(node.this)} {op} "
+                                f"{_ksql_text(node.expression)}). Arithmetic on types {lt} and {rt} are not supported.")
         if op == "+" and (left.type == t.STRING or right.type == t.STRING):
             return Compiled(f"concat({left.sql}, {right.sql})", t.STRING)
         for side, expr in ((left, node.this), (right, node.expression)):
@@ -398,3 +404,14 @@ def cast_sql(inner: Compiled, target: t.SqlType) -> str:
     from streamsql.planner.casts import compile_cast
 
     return compile_cast(inner, target)
+
+
+def _ksql_text(node: exp.Expression) -> str:
+    """An operand as ksqlDB prints it in error messages (``null``, ``ARRAY[1, 2]``, ``'x'``)."""
+    if isinstance(node, exp.Null):
+        return "null"
+    if isinstance(node, exp.Array):
+        return "ARRAY[" + ", ".join(_ksql_text(e) for e in node.expressions) + "]"
+    if isinstance(node, exp.Literal):
+        return f"'{node.this}'" if node.is_string else str(node.this)
+    return node.sql()

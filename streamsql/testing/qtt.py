@@ -214,11 +214,18 @@ def split_statements(text: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-def register_topic_schemas(case: QttCase, prefix: str, url: str) -> dict[str, dict[str, tuple[int, str]]]:
+def register_topic_schemas(case: QttCase, prefix: str, url: str,
+                           register: Callable[[str, str, str, int | None], int] | None = None,
+                           ) -> dict[str, dict[str, tuple[int, str]]]:
     """Register the ``keySchema``/``valueSchema`` of the case's ``topics`` in its registry (as
     ksqlDB's harness does before the statements); topic → side → (id, text), the schema inputs to
-    that topic are written with."""
+    that topic are written with. ``register(subject, text, type, id)`` replaces the client call
+    (a test registry that can honour the ids the files ask for)."""
     from streamsql.formats import schema_registry
+
+    if register is None:
+        def register(subject: str, text: str, schema_type: str, wanted: int | None) -> int:
+            return schema_registry.register(url, subject, text, schema_type, wanted)
 
     out: dict[str, dict[str, tuple[int, str]]] = {}
     for entry in case.topics:
@@ -233,8 +240,8 @@ def register_topic_schemas(case: QttCase, prefix: str, url: str) -> dict[str, di
             text = schema_registry.schema_text(schema, schema_type)
             topic = prefix + str(entry.get("name"))
             wanted = entry.get(f"{side}SchemaId")
-            schema_id = schema_registry.register(url, schema_registry.subject_for(topic, side == "key"), text,
-                                                 schema_type, int(wanted) if wanted is not None else None)
+            schema_id = register(schema_registry.subject_for(topic, side == "key"), text, schema_type,
+                                 int(wanted) if wanted is not None else None)
             out.setdefault(topic, {})[side] = (schema_id, text)
     return out
 

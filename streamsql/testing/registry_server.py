@@ -77,6 +77,11 @@ class RegistryServer:
     def __exit__(self, *_exc: Any) -> None:
         self.stop()
 
+    def register(self, subject: str, text: str, schema_type: str, schema_id: int | None = None) -> int:
+        """Register directly, honouring a requested id (the registry's import mode)."""
+        with self._lock:
+            return self.store.register(subject, text, schema_type, schema_id)
+
     # -- the API ---------------------------------------------------------------------------------
 
     def _get(self, path: str) -> tuple[int, Any]:

@@ -167,7 +167,7 @@ class RqttRunner:
                            topics=case.topics)
         for name, partitions in topics_to_create(qtt_like).items():
             self.admin.create_topic(name, partitions)
-        register_topic_schemas(qtt_like, "", self.registry.url)
+        register_topic_schemas(qtt_like, "", self.registry.url, self.registry.register)
 
     def _properties(self, case: RqttCase) -> dict[str, str]:
         props = {"auto.offset.reset": "earliest"}

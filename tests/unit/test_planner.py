@@ -117,3 +117,24 @@ def test_partition_by_makes_new_key(catalog: Catalog) -> None:
 def test_explain_lists_the_steps(catalog: Catalog) -> None:
     text = plan(catalog, "CREATE STREAM o AS SELECT id, name FROM pay WHERE n = 1;").explain()
     assert "FILTER coalesce((`N` = 1), FALSE)" in text and "PROJECT `ID` AS ID KEY" in text
+
+
+@pytest.mark.parametrize("select, message", [
+    ("1 + NULL", "(1 + null). Arithmetic on types INTEGER and null are not supported."),
+    ("Array[1,2,3] + NULL", "(ARRAY[1, 2, 3] + null). Arithmetic on types ARRAY<INTEGER> and null are not supported."),
+    ("NULL * NULL", "(null * null). Arithmetic on types null and null are not supported."),
+])
+def test_arithmetic_with_a_bare_null_is_rejected_as_ksqldb_does(select: str, message: str) -> None:
+    from streamsql import types as t
+    from streamsql.catalog import Catalog, Source
+    from streamsql.errors import AnalysisError
+    from streamsql.planner.planner import Planner
+    from streamsql.sql import parse
+
+    catalog = Catalog()
+    catalog.add(Source("INPUT", "STREAM", [t.Column("K", t.STRING, "key"), t.Column("V", t.INTEGER)], topic="i",
+                       key_format="KAFKA", value_format="JSON"))
+    [stmt] = parse(f"SELECT {select} FROM INPUT EMIT CHANGES;")
+    with pytest.raises(AnalysisError) as err:
+        Planner(catalog).plan_query(stmt.query, persistent=False)
+    assert str(err.value) == f"Error processing expression: {message}"
