@@ -717,9 +717,14 @@ class Engine:
         target = self.catalog.get(stmt.target)
         if target.is_source:
             raise AnalysisError(f"Cannot insert values into read-only {target.kind.lower()}: {target.name}")
-        writable = [c for c in target.columns if c.role in ("key", "value")]
+        # without a column list, values go to the key columns first, then the value columns
+        # (ksqlDB's logical schema order, whatever order the DDL declared them in)
+        writable = [c for c in target.columns if c.role == "key"] + [c for c in target.columns if c.role == "value"]
         names = stmt.columns or [c.name for c in writable]
         if len(names) != len(stmt.values):
+            if stmt.columns:
+                raise AnalysisError(f"Failed to prepare statement: Expected number columns and values to match: "
+                                    f"{len(names)}, {len(stmt.values)}")
             raise AnalysisError(f"Expected a value for each column. Expected Columns: {names}. "
                                 f"Got {[v.sql() for v in stmt.values]}")
         by_name = {c.name: c for c in target.columns}
@@ -729,6 +734,8 @@ class Engine:
             if name == t.ROWTIME:
                 rowtime = int(self._evaluate_constants([(compile_constant(node).sql, t.BIGINT)])[0] or 0)
                 continue
+            if name in (t.ROWPARTITION, t.ROWOFFSET):
+                raise AnalysisError(f"Inserting into column `{name}` is not allowed.")
             col = by_name.get(name)
             if col is None:
                 raise AnalysisError(f"Column name {name} does not exist.")

@@ -97,6 +97,18 @@ def test_insert_values_then_pull_style_scan(engine, topic_name):  # type: ignore
     assert recs[0][2] == 5000
 
 
+def test_insert_values_without_columns_fills_keys_first_and_rejects_pseudo_columns(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("ivk")
+    engine.execute(f"CREATE STREAM ivk (id INT, k VARCHAR KEY) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', "
+                   f"PARTITIONS=1);")
+    engine.execute("INSERT INTO ivk VALUES ('key', 10);")  # key first, whatever the declared order
+    assert [(k, v) for k, v, _ in read(engine.admin, src)] == [("key", {"ID": 10})]
+    with pytest.raises(AnalysisError, match="Inserting into column `ROWOFFSET` is not allowed."):
+        engine.execute("INSERT INTO ivk (k, id, ROWOFFSET) VALUES ('a', 1, 5);")
+    with pytest.raises(AnalysisError, match="Expected number columns and values to match: 2, 1"):
+        engine.execute("INSERT INTO ivk (k, id) VALUES ('10');")
+
+
 def test_malformed_records_go_to_processing_log_and_good_ones_flow(engine, topic_name):  # type: ignore[no-untyped-def]
     j, d = topic_name("j"), topic_name("d")
     engine.execute(f"""
