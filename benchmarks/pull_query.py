@@ -29,9 +29,8 @@ from streamsql.runtime.engine import Engine
 def _timed(engine: Engine, sql: str) -> float:
     start = time.perf_counter()
     for result in engine.execute(sql):
-        rows = getattr(result, "rows", None)
-        if rows is not None:
-            list(rows)
+        if hasattr(result, "rows"):  # a RowStream: read it to its end
+            list(result)
     return time.perf_counter() - start
 
 
