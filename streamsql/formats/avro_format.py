@@ -35,7 +35,7 @@ from streamsql import types as t
 from streamsql.errors import ConfigError
 from streamsql.formats.base import DecodeResult, FormatSpec
 from streamsql.formats.coerce import FieldError, RecordError, cannot_convert, field_failure, fit_decimal, shown
-from streamsql.formats.columns import arrow_types, column_values, to_arrays
+from streamsql.formats.columns import arrow_types, column_values, decode_records
 from streamsql.formats.json_format import _coercer as json_coercer
 from streamsql.formats.schema_registry import WriterSchemas, frame, split_header
 
@@ -186,30 +186,22 @@ class AvroSerde:
         self._null_row = (None,) * len(spec.columns)
 
     def decode(self, data: Sequence[bytes | None]) -> DecodeResult:
+        return decode_records(data, self._decode_one, self._null_row, self._types)
+
+    def _decode_one(self, raw: bytes) -> tuple[Any, ...]:
         import fastavro
 
-        rows: list[tuple[Any, ...]] = []
-        errors: list[str | None] = [None] * len(data)
-        for i, raw in enumerate(data):
-            if raw is None:
-                rows.append(self._null_row)
-                continue
-            try:
-                try:
-                    schema_id, payload = split_header(raw)
-                    writer = self._writers.get(schema_id)
-                except (ValueError, KeyError) as e:
-                    raise RecordError(f"Invalid Avro record: {e.args[0]}") from None
-                try:
-                    datum = fastavro.schemaless_reader(io.BytesIO(payload), writer, None)
-                except Exception as e:  # noqa: BLE001 - truncated or foreign bytes
-                    raise RecordError(f"Invalid Avro record for schema id {schema_id}: "
-                                      f"{type(e).__name__}{': ' + str(e) if str(e) else ''}") from None
-                rows.append(self._row(datum))
-            except RecordError as e:
-                rows.append(self._null_row)
-                errors[i] = str(e)
-        return DecodeResult(to_arrays(rows, self._types), errors)
+        try:
+            schema_id, payload = split_header(raw)
+            writer = self._writers.get(schema_id)
+        except (ValueError, KeyError) as e:
+            raise RecordError(f"Invalid Avro record: {e.args[0]}") from None
+        try:
+            datum = fastavro.schemaless_reader(io.BytesIO(payload), writer, None)
+        except Exception as e:  # noqa: BLE001 - truncated or foreign bytes
+            raise RecordError(f"Invalid Avro record for schema id {schema_id}: "
+                              f"{type(e).__name__}{': ' + str(e) if str(e) else ''}") from None
+        return self._row(datum)
 
     def _row(self, datum: Any) -> tuple[Any, ...]:
         if datum is None:

@@ -27,6 +27,27 @@ def to_arrays(rows: Sequence[Sequence[Any]], types: Sequence[pa.DataType]) -> li
     return [pa.array(values, type=t) for values, t in zip(zip(*rows), types)]
 
 
+def decode_records(data: Sequence[bytes | None], decode_one: Callable[[bytes], tuple[Any, ...]],
+                   null_row: tuple[Any, ...], types: Sequence[pa.DataType]) -> "DecodeResult":
+    """The decode loop every format shares: a null record is a row of nulls; a record whose
+    ``decode_one`` raises ``RecordError`` becomes a row of nulls with its reason, the rest go on."""
+    from streamsql.formats.base import DecodeResult
+    from streamsql.formats.coerce import RecordError
+
+    rows: list[tuple[Any, ...]] = []
+    errors: list[str | None] = [None] * len(data)
+    for i, raw in enumerate(data):
+        if raw is None:
+            rows.append(null_row)
+            continue
+        try:
+            rows.append(decode_one(raw))
+        except RecordError as e:
+            rows.append(null_row)
+            errors[i] = str(e)
+    return DecodeResult(to_arrays(rows, types), errors)
+
+
 def column_values(batch: pa.RecordBatch, name: str) -> list[Any]:
     """Column ``name`` as Python values: TIMESTAMP as epoch millis and DATE as epoch days (the
     integers ksqlDB writes), everything else as ``to_pylist`` gives it (lists, dicts for structs,

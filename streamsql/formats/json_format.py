@@ -57,7 +57,7 @@ from streamsql.formats.coerce import (
     timestamp_micros,
     wrap,
 )
-from streamsql.formats.columns import arrow_types, column_values, to_arrays
+from streamsql.formats.columns import arrow_types, column_values, decode_records
 from streamsql.types import Array, Decimal as DecimalType, Kind, Map, SqlType, Struct
 
 Coercer = Callable[[Any], Any]
@@ -81,18 +81,7 @@ class JsonSerde:
         self._null_row = (None,) * len(spec.columns)
 
     def decode(self, data: Sequence[bytes | None]) -> DecodeResult:
-        rows: list[tuple[Any, ...]] = []
-        errors: list[str | None] = [None] * len(data)
-        for i, raw in enumerate(data):
-            if raw is None:
-                rows.append(self._null_row)
-                continue
-            try:
-                rows.append(self._decode_record(raw))
-            except RecordError as e:
-                rows.append(self._null_row)
-                errors[i] = str(e)
-        return DecodeResult(to_arrays(rows, self._types), errors)
+        return decode_records(data, self._decode_record, self._null_row, self._types)
 
     def _decode_record(self, raw: bytes) -> tuple[Any, ...]:
         try:

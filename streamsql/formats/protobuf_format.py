@@ -33,7 +33,7 @@ from streamsql import types as t
 from streamsql.errors import ConfigError
 from streamsql.formats.base import DecodeResult, FormatSpec
 from streamsql.formats.coerce import FieldError, RecordError, field_failure
-from streamsql.formats.columns import arrow_types, column_values, to_arrays
+from streamsql.formats.columns import arrow_types, column_values, decode_records
 from streamsql.formats.schema_registry import WriterSchemas, frame, split_header
 
 DEFAULT_MESSAGE = "ConnectDefault1"
@@ -656,18 +656,7 @@ class ProtobufSerde:
         return cls
 
     def decode(self, data: Sequence[bytes | None]) -> DecodeResult:
-        rows: list[tuple[Any, ...]] = []
-        errors: list[str | None] = [None] * len(data)
-        for i, raw in enumerate(data):
-            if raw is None:
-                rows.append(self._null_row)
-                continue
-            try:
-                rows.append(self._decode_one(raw))
-            except RecordError as e:
-                rows.append(self._null_row)
-                errors[i] = str(e)
-        return DecodeResult(to_arrays(rows, self._types), errors)
+        return decode_records(data, self._decode_one, self._null_row, self._types)
 
     def _decode_one(self, raw: bytes) -> tuple[Any, ...]:
         try:
