@@ -1168,5 +1168,8 @@ def _format_options(props: dict[str, Any], side: str, fmt: str) -> dict[str, str
     if nullable is not None:
         if not fmt.startswith("PROTOBUF"):
             raise AnalysisError(f"{side}_PROTOBUF_NULLABLE_REPRESENTATION is only valid for the PROTOBUF formats")
+        if str(nullable).upper() not in ("OPTIONAL", "WRAPPER"):
+            raise AnalysisError(f"Invalid value {nullable} for property {side}_PROTOBUF_NULLABLE_REPRESENTATION: "
+                                f"String must be one of: OPTIONAL, WRAPPER")
         out["nullable"] = str(nullable).upper()
     return out

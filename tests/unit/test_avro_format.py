@@ -143,3 +143,21 @@ def test_qtt_compares_decimals_as_ksqldb_does() -> None:
     assert data_equal("005.4", Decimal("5.4"))
     assert data_equal(5.4, Decimal("5.40"))
     assert not data_equal("5.40", "5.4")
+
+
+def test_json_sr_frames_json_and_rejects_unframed_records() -> None:
+    columns = (T.Column("A", T.INTEGER), T.Column("B", T.STRING))
+    spec = FormatSpec("JSON_SR", columns, options={"writerId": 7})
+    serde = serde_for(spec)
+    batch = pa.RecordBatch.from_arrays([pa.array([1], pa.int32()), pa.array(["x"])], names=["A", "B"])
+    [raw] = serde.encode(batch)
+    assert raw == schema_registry.frame(7, b'{"A":1,"B":"x"}')
+    decoded = serde.decode([raw, b'{"A":2}', schema_registry.frame(7, b"{oops"), None])
+    assert decoded.columns[0].to_pylist() == [1, None, None, None]
+    assert decoded.errors[0] is None and "magic byte" in decoded.errors[1]
+    assert "Malformed JSON" in decoded.errors[2] and decoded.errors[3] is None
+    from streamsql.formats import json_sr_format
+
+    inferred = json_sr_format.columns_from_json_schema(json_sr_format.json_schema(columns, unwrapped=False),
+                                                       role="value")
+    assert [(c.name, str(c.type)) for c in inferred] == [("A", "INTEGER"), ("B", "STRING")]

@@ -97,3 +97,15 @@ def test_a_key_of_nulls_is_a_null_key_and_non_string_map_keys_are_rejected() -> 
     assert serde_for(FormatSpec("PROTOBUF_NOSR", key)).encode(_batch([{"K": None}, {"K": 5}], key))[0] is None
     with pytest.raises(ConfigError, match="PROTOBUF format only supports MAP types with STRING keys"):
         serde_for(FormatSpec("PROTOBUF_NOSR", (T.Column("M", T.Map(T.INTEGER, T.STRING)),)))
+
+
+def test_format_options_are_checked_at_statement_time() -> None:
+    from streamsql.errors import AnalysisError
+    from streamsql.runtime.engine import _format_options
+
+    assert _format_options({"VALUE_PROTOBUF_NULLABLE_REPRESENTATION": "optional"}, "VALUE", "PROTOBUF") == {
+        "nullable": "OPTIONAL"}
+    with pytest.raises(AnalysisError, match="String must be one of: OPTIONAL, WRAPPER"):
+        _format_options({"VALUE_PROTOBUF_NULLABLE_REPRESENTATION": "maybe"}, "VALUE", "PROTOBUF")
+    with pytest.raises(AnalysisError, match="only valid for the PROTOBUF formats"):
+        _format_options({"VALUE_PROTOBUF_NULLABLE_REPRESENTATION": "OPTIONAL"}, "VALUE", "JSON")
