@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from streamsql.errors import ConfigError
-from streamsql.formats import avro_format, json_sr_format, protobuf_format
+from streamsql.formats import avro_format, compression, json_sr_format, protobuf_format
 from streamsql.formats.avro_format import AvroSerde
 from streamsql.formats.base import FormatSpec, Serde
 from streamsql.formats.delimited import DelimitedSerde
@@ -22,6 +22,11 @@ SUPPORTED = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF"
 
 
 def serde_for(spec: FormatSpec) -> Serde:
+    """The serde of ``spec``; a ``VALUE_COMPRESSION`` option wraps it (``formats.compression``)."""
+    return compression.wrap(_plain_serde(spec), spec)
+
+
+def _plain_serde(spec: FormatSpec) -> Serde:
     name = spec.name.upper()
     if name == "NONE":
         if spec.columns:

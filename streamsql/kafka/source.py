@@ -442,9 +442,12 @@ class BatchBuilder:
         return self._serdes
 
     def _decoded(self, msgs: list[Any]) -> pa.RecordBatch | None:
+        key_serde, value_serde = self._serde_pair()
+        if value_serde is not None and hasattr(value_serde, "inner"):  # VALUE_COMPRESSION: batches of lines
+            msgs = self._split_compressed(msgs)
+            value_serde = value_serde.inner
         n = len(msgs)
         s = self.arrow_schema
-        key_serde, value_serde = self._serde_pair()
         keys = [m.key() for m in msgs]
         values = [m.value() for m in msgs]
         raw_headers = [m.headers() for m in msgs]
@@ -482,6 +485,31 @@ class BatchBuilder:
             report_bad_records(self.opts, [(msgs[i], *bad[i]) for i in sorted(bad)])
             batch = batch.filter(pa.array([i not in bad for i in range(n)], pa.bool_()))
         return batch
+
+    def _split_compressed(self, msgs: list[Any]) -> list[Any]:
+        """Each message becomes one record per line of its decompressed value; messages that
+        do not decompress go to the processing log."""
+        from streamsql.formats.compression import split_batches
+
+        records, origin, failed = split_batches([m.value() for m in msgs])
+        if failed:
+            report_bad_records(self.opts, [(msgs[i], "value", reason) for i, reason in sorted(failed.items())])
+        return [_BatchedRecord(msgs[i], rec) for rec, i in zip(records, origin)]
+
+
+class _BatchedRecord:
+    """One line of a compressed batch: the message's metadata with the line as its value."""
+
+    __slots__ = ("_msg", "_value")
+
+    def __init__(self, msg: Any, value: bytes | None) -> None:
+        self._msg, self._value = msg, value
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def __getattr__(self, name: str) -> Any:  # key(), offset(), timestamp(), headers(), ...
+        return getattr(self._msg, name)
 
 
 def split_windowed_keys(keys: list[bytes | None], window_type: str, size_ms: int | None,

@@ -29,7 +29,7 @@ from streamsql import types as t
 from streamsql.catalog import Catalog, FileCommandLog, QueryInfo, Source
 from streamsql.catalog.commands import CommandLog
 from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaError, StreamsqlError
-from streamsql.formats import FormatSpec, schema_registry, serde_for
+from streamsql.formats import FormatSpec, compression, schema_registry, serde_for
 from streamsql.formats import registry as format_registry
 from streamsql.planner.functions import REGISTRY
 from streamsql.planner import aggregation
@@ -289,6 +289,9 @@ class Engine:
         )
         source.key_format_options = _format_options(props, "KEY", source.key_format)
         source.value_format_options = _format_options(props, "VALUE", source.value_format)
+        if source.is_table and "compression" in source.value_format_options:
+            raise AnalysisError("VALUE_COMPRESSION is only valid for streams: a compressed batch holds many "
+                                "records, a table's message holds one row")
         self._check_key_types(source)
         self._bind_schemas(source, props, inferred)
         self._validate_formats(source)
@@ -1159,7 +1162,8 @@ def _contains_map(sql: t.SqlType) -> bool:
 def _format_options(props: dict[str, Any], side: str, fmt: str) -> dict[str, str]:
     """The WITH-clause options a side's serde needs: the schema's full name
     (``{side}_SCHEMA_FULL_NAME``, or ``{side}_AVRO_SCHEMA_FULL_NAME``) and Protobuf's null
-    representation (``{side}_PROTOBUF_NULLABLE_REPRESENTATION``)."""
+    representation (``{side}_PROTOBUF_NULLABLE_REPRESENTATION``), and our ``VALUE_COMPRESSION``
+    (gzipped batches of lines, ``formats/compression.py``)."""
     out: dict[str, str] = {}
     name = props.get(f"{side}_SCHEMA_FULL_NAME", props.get(f"{side}_AVRO_SCHEMA_FULL_NAME"))
     if name is not None:
@@ -1172,4 +1176,7 @@ def _format_options(props: dict[str, Any], side: str, fmt: str) -> dict[str, str
             raise AnalysisError(f"Invalid value {nullable} for property {side}_PROTOBUF_NULLABLE_REPRESENTATION: "
                                 f"String must be one of: OPTIONAL, WRAPPER")
         out["nullable"] = str(nullable).upper()
+    codec = props.get(f"{side}_COMPRESSION")
+    if codec is not None:
+        out["compression"] = compression.check_compression(str(codec), fmt, side)
     return out

@@ -129,6 +129,43 @@ def test_malformed_records_go_to_processing_log_and_good_ones_flow(engine, topic
     assert all(e["errorMessage"] for e in errors)
 
 
+def test_gzipped_batches_are_read_line_by_line(engine, topic_name):  # type: ignore[no-untyped-def]
+    """VALUE_COMPRESSION='GZIP' (seed 003): a message is a gzipped batch of CSV lines; each line is a
+    row with the message's key, offset and timestamp; a message that is not gzip and a bad line go
+    to the processing log while the good lines around them flow."""
+    import gzip
+
+    src = topic_name("gz")
+    engine.execute(f"""
+        CREATE STREAM quotes (batch VARCHAR KEY, route VARCHAR, price DOUBLE)
+          WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='DELIMITED', VALUE_COMPRESSION='GZIP', PARTITIONS=1);
+        CREATE STREAM cheap WITH (VALUE_FORMAT='JSON') AS
+          SELECT batch, route, price, ROWOFFSET AS o FROM quotes WHERE price < 100;
+    """)
+    batches = [b"LHR-IST,169.99\nLHR-CDG,59.5\n", b"not gzip", b"JFK-SFO,99\nJFK-LAX,cheap\nJFK-SEA,42.0"]
+    for i, payload in enumerate(batches):
+        data = payload if payload == b"not gzip" else gzip.compress(payload)
+        engine.admin.produce(src, f"b{i}".encode(), data, 1000 + i, flush=False)
+    engine.admin.flush()
+    engine.wait_until_idle()
+    rows = [(k, v, ts) for k, v, ts in read(engine.admin, "CHEAP")]
+    assert rows == [("b0", {"ROUTE": "LHR-CDG", "PRICE": 59.5, "O": 0}, 1000),
+                    ("b2", {"ROUTE": "JFK-SFO", "PRICE": 99.0, "O": 2}, 1002),
+                    ("b2", {"ROUTE": "JFK-SEA", "PRICE": 42.0, "O": 2}, 1002)]
+    errors = [e[1]["message"]["deserializationError"] for e in read(engine.admin, engine.processing_log_topic)
+              if isinstance(e[1], dict)]
+    mine = [e for e in errors if e["topic"] == src]
+    assert {e["offset"] for e in mine} == {1, 2}
+    assert any("GZIP" in e["errorMessage"] for e in mine)
+    # the same option on a table, or with a binary format, is a statement error
+    with pytest.raises(AnalysisError, match="only valid for streams"):
+        engine.execute(f"CREATE TABLE qt (b VARCHAR PRIMARY KEY, p DOUBLE) "
+                       f"WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='DELIMITED', VALUE_COMPRESSION='GZIP');")
+    with pytest.raises(Exception, match="line-oriented value formats"):
+        engine.execute(f"CREATE STREAM qa (p DOUBLE) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='AVRO', "
+                       f"VALUE_COMPRESSION='GZIP');")
+
+
 def test_errors_name_the_culprit(engine, topic_name):  # type: ignore[no-untyped-def]
     src = topic_name("e")
     engine.execute(f"CREATE STREAM e (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")

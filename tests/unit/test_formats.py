@@ -683,3 +683,43 @@ def test_empty_batches_have_typed_columns() -> None:
                          ("KAFKA", (key("K", T.BIGINT),))]:
         rows, errors = decode(spec(fmt, *columns))
         assert rows == [] and errors == []
+
+
+# --- VALUE_COMPRESSION='GZIP' (formats/compression.py) ---------------------------------------------
+
+def test_gzip_batches_split_into_one_record_per_line_and_bad_messages_are_named() -> None:
+    import gzip
+
+    from streamsql.formats.compression import split_batches
+
+    records, origin, failed = split_batches(
+        [gzip.compress(b"a,1\nb,2\n\n"), None, b"plain", gzip.compress(b"\xff\xfe"), gzip.compress(b"c,3")])
+    assert records == [b"a,1", b"b,2", None, b"c,3"]
+    assert origin == [0, 0, 1, 4]
+    assert set(failed) == {2, 3}
+    assert "cannot decompress the GZIP value (5 bytes)" in failed[2]
+
+
+def test_gzip_wrapped_serde_writes_gzip_and_reads_it_back() -> None:
+    import gzip
+
+    spec = FormatSpec("DELIMITED", (Column("A", T.STRING), Column("N", T.INTEGER)), options={"compression": "GZIP"})
+    serde = serde_for(spec)
+    batch = pa.RecordBatch.from_pydict({"A": ["x", "y"], "N": [1, None]})
+    encoded = serde.encode(batch)
+    assert [gzip.decompress(e) for e in encoded] == [b"x,1", b"y,"]
+    result = serde.decode(encoded + [b"junk"])
+    assert result.columns[0].to_pylist()[:2] == ["x", "y"] and result.columns[1].to_pylist()[:2] == [1, None]
+    assert result.errors[:2] == [None, None] and "GZIP" in (result.errors[2] or "")
+
+
+@pytest.mark.parametrize("codec, fmt, side, message", [
+    ("ZSTD", "DELIMITED", "VALUE", "String must be one of: GZIP"),
+    ("gzip", "AVRO", "VALUE", "line-oriented value formats"),
+    ("GZIP", "JSON", "KEY", "only values may be compressed"),
+])
+def test_compression_option_is_checked_at_statement_time(codec: str, fmt: str, side: str, message: str) -> None:
+    from streamsql.formats.compression import check_compression
+
+    with pytest.raises(ConfigError, match=message):
+        check_compression(codec, fmt, side)
