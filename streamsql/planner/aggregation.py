@@ -30,7 +30,7 @@ from streamsql.catalog import Source
 from streamsql.errors import AnalysisError
 from streamsql.planner import aggregates
 from streamsql.planner.aggregates import BoundAggregate
-from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, quote
+from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
 from streamsql.sql import ast
 
 if TYPE_CHECKING:
@@ -194,6 +194,12 @@ class AggregationPlanner:
                                 f"not yet support GROUP BY.")
         if query.window is not None and self.source.is_table:
             raise AnalysisError("Windowed aggregations are not supported on tables: use a stream as the source")
+        if query.window is None:  # a non-windowed result has no window bounds to name a column after
+            for item in query.select:
+                if (item.alias is None and isinstance(item.expression, exp.Column)
+                        and item.expression.name.upper() in (t.WINDOWSTART, t.WINDOWEND)):
+                    raise AnalysisError(f"Reserved column name in select: `{item.expression.name.upper()}`. "
+                                        f"Please remove or alias the column.")
         for expr in query.group_by:
             _reject_window_bounds(expr)
             for call in expr.find_all(exp.Anonymous):
@@ -220,8 +226,7 @@ class AggregationPlanner:
             key_index = self._key_index(item.expression)
             name = item.alias or _implicit_name(item.expression)
             if name is None:
-                name = f"KSQL_COL_{generated}"
-                generated += 1
+                name, generated = generated_name(generated, {c.name for c in self.source.columns})
             columns.append(AggregateColumn(name, compiled.sql, compiled.type, key_index is not None))
         having = None
         bad: list[str] = []

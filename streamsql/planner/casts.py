@@ -57,7 +57,39 @@ def cast_value(sql: str, source: t.SqlType | None, target: t.SqlType) -> str:
         return f"transform({sql}, {x} -> {cast_value(x, source.element, target.element)})"
     if target.kind == K.STRING and source is not None and source.kind in (K.STRUCT, K.MAP):
         return f"(CASE WHEN {sql} IS NULL THEN NULL ELSE {java_text(sql, source)} END)"
+    if target.kind == K.TIME and source is not None and source.kind != K.TIME:
+        return _to_time(sql, source)
+    if target.kind == K.STRING and source is not None and source.kind == K.TIME:
+        return time_text(sql)
     return f"CAST({sql} AS {_spark(target)})"
+
+
+_DAY_MS = 86_400_000
+#: ISO local time as Java's ``LocalTime.parse`` reads it: HH:mm, HH:mm:ss or HH:mm:ss.fraction
+_ISO_TIME = r"^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]([.][0-9]{1,9})?)?$"
+
+
+def _to_time(sql: str, source: t.SqlType) -> str:
+    """TIME is milliseconds since midnight (types.py). A TIMESTAMP keeps its time of day (UTC);
+    a string is parsed as ISO local time, null when it is not one (ksqlDB: null and a log line)."""
+    if source.kind == K.TIMESTAMP:
+        return f"CAST(pmod(unix_millis({sql}), {_DAY_MS}) AS INT)"
+    if source.kind == K.STRING:
+        part = lambda start, n: f"CAST(substr({sql}, {start}, {n}) AS INT)"  # noqa: E731
+        seconds = f"(CASE WHEN length({sql}) >= 8 THEN {part(7, 2)} ELSE 0 END)"
+        millis = f"(CASE WHEN length({sql}) >= 10 THEN CAST(rpad(substr({sql}, 10, 3), 3, '0') AS INT) ELSE 0 END)"
+        return (f"(CASE WHEN {sql} RLIKE {_q(_ISO_TIME)} THEN "
+                f"{part(1, 2)} * 3600000 + {part(4, 2)} * 60000 + {seconds} * 1000 + {millis} END)")
+    raise AnalysisError(f"Cast of {source} to TIME is not supported")
+
+
+def time_text(sql: str) -> str:
+    """A TIME as Java's ``LocalTime.toString``: HH:mm, then :ss and .SSS only when not zero."""
+    h, m = f"CAST({sql} DIV 3600000 AS INT)", f"CAST(({sql} DIV 60000) % 60 AS INT)"
+    sec, ms = f"CAST(({sql} DIV 1000) % 60 AS INT)", f"CAST({sql} % 1000 AS INT)"
+    return (f"(CASE WHEN {sql} IS NULL THEN NULL WHEN {ms} <> 0 THEN format_string('%02d:%02d:%02d.%03d', {h}, {m}, {sec}, {ms}) "
+            f"WHEN {sec} <> 0 THEN format_string('%02d:%02d:%02d', {h}, {m}, {sec}) "
+            f"ELSE format_string('%02d:%02d', {h}, {m}) END)")
 
 
 def java_text(sql: str, ty: t.SqlType | None) -> str:

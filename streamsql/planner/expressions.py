@@ -82,6 +82,14 @@ _ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: 
 _TIME_COLUMNS = {t.ROWTIME, t.WINDOWSTART, t.WINDOWEND}
 
 
+def generated_name(counter: int, taken: set[str]) -> tuple[str, int]:
+    """ksqlDB's name for an unaliased SELECT expression: the next ``KSQL_COL_<n>`` that no
+    source column already has; returns it and the next counter."""
+    while f"KSQL_COL_{counter}" in taken:
+        counter += 1
+    return f"KSQL_COL_{counter}", counter + 1
+
+
 def _category(ty: t.SqlType) -> str:
     if t.is_numeric(ty):
         return "numeric"
@@ -242,11 +250,20 @@ class ExpressionCompiler:
         return Compiled(f"(NOT {test})" if negate else test, t.BOOLEAN)
 
     def _time_aware(self, node: exp.Expression, other: exp.Expression) -> Compiled:
-        """A string literal compared with ROWTIME/WINDOWSTART/WINDOWEND is an ISO timestamp."""
+        """A string literal compared with ROWTIME/WINDOWSTART/WINDOWEND is an ISO timestamp; a
+        string compared with a TIME is an ISO time of day (TIME is an INT of milliseconds here,
+        which Spark would otherwise compare with the string as a number)."""
         if (isinstance(node, exp.Literal) and node.is_string and isinstance(other, exp.Column)
                 and other.name in _TIME_COLUMNS):
             return Compiled(f"{iso_to_millis(node.this)}L", t.BIGINT)
-        return self.compile(node)
+        compiled = self.compile(node)
+        if compiled.type == t.STRING:
+            peer = self.compile(other)
+            if peer.type is not None and peer.type.kind == t.Kind.TIME:
+                from streamsql.planner.casts import cast_value
+
+                return Compiled(cast_value(compiled.sql, t.STRING, t.TIME), t.TIME)
+        return compiled
 
     @staticmethod
     def _check_comparable(node: exp.Expression, left: Compiled, right: Compiled, name: str) -> None:

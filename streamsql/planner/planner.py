@@ -23,7 +23,7 @@ from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
 from streamsql.planner.aggregation import AggregatePlan, AggregationPlanner
-from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, quote
+from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
 from streamsql.planner.functions import REGISTRY
 from streamsql.planner import table_functions as tf
 from streamsql.sql import ast
@@ -191,8 +191,7 @@ class Planner:
             compiled = compiler.compile(item.expression)
             name = item.alias or self._implicit_name(item.expression)
             if name is None:
-                name = f"KSQL_COL_{generated}"
-                generated += 1
+                name, generated = generated_name(generated, {c.name for c in source.columns})
             is_key = (isinstance(item.expression, exp.Column) and item.expression.name in key_names
                       and not isinstance(item.expression.this, exp.Star))
             out.append(OutputColumn(name, compiled.sql, compiled.type, is_key))

@@ -277,6 +277,15 @@ class Engine:
         for c in columns:
             if c.name in t.PSEUDO_COLUMNS or c.name in (t.WINDOWSTART, t.WINDOWEND):
                 raise AnalysisError(f"'{c.name}' is a reserved column name. You cannot use it as a name for a column.")
+        for side, is_key in (("KEY", True), ("VALUE", False)):
+            if props.get(f"{side}_SCHEMA_ID") is None:
+                continue
+            fmt = key_format if is_key else value_format
+            if str(fmt).upper() not in REGISTRY_FORMATS:
+                raise AnalysisError(f"{side}_FORMAT should support schema inference when {side}_SCHEMA_ID is "
+                                    f"provided. Current format is {str(fmt).upper()}.")
+            if any(c.is_key == is_key and c.role in ("key", "value") for c in columns):
+                raise AnalysisError(f"Table elements and {side}_SCHEMA_ID cannot both exist for create statement.")
         inferred: dict[bool, Any] = {}
         columns = self._infer_columns(props, columns, str(topic), key_format, value_format, inferred)
         source = Source(
@@ -296,6 +305,8 @@ class Engine:
         self._bind_schemas(source, props, inferred)
         self._validate_formats(source)
         source.window_type, source.window_size_ms = _window_properties(props)
+        if source.window_type and not source.key_columns:
+            raise AnalysisError("Windowed sources require a key column.")
         if props.get("FORMAT") is not None or props.get("KEY_FORMAT") is not None:
             source.declared_key_format = key_format
         return source

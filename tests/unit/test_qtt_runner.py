@@ -85,6 +85,14 @@ def test_data_equal_compares_json_as_data() -> None:
     assert not qtt.data_equal(None, {})
 
 
+def test_data_equal_reads_absent_fields_as_null_like_ksqldb() -> None:
+    """ksqlDB's comparator looks expected fields up with Map.get: an absent field is null, so
+    objects of the same size match when the differing fields are null (encode.json relies on it)."""
+    assert qtt.data_equal({"HEX": None, "BASE64": None}, {"HEX": None, "ASCII": None})
+    assert not qtt.data_equal({"HEX": None, "BASE64": "x"}, {"HEX": None, "ASCII": "x"})
+    assert not qtt.data_equal({"HEX": None}, {"HEX": None, "ASCII": None})
+
+
 def test_text_equal_for_delimited() -> None:
     assert qtt.text_equal("1,a,2.0", "1,a,2.0")
     assert qtt.text_equal("1,a,2.0", "1,a,2")

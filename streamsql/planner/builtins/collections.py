@@ -3,6 +3,8 @@ STRUCT(f := v) constructors (syntax in ksqlDB; registered unlisted so calls comp
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal as PyDecimal, InvalidOperation
 from typing import Sequence
 
 from sqlglot import exp
@@ -34,12 +36,46 @@ def common_type(types: Sequence[t.SqlType | None]) -> t.SqlType | None:
         if K.DOUBLE in kinds:
             return t.DOUBLE
         if K.DECIMAL in kinds:
-            return None if len(set(known)) > 1 else known[0]
+            return decimal_union(known)
         return t.BIGINT if K.BIGINT in kinds else t.INTEGER
     if all(isinstance(ty, t.Struct) for ty in known):
         return struct_union(known)  # type: ignore[arg-type]
     non_string = [ty for ty in known if ty.kind != K.STRING]
     return non_string[0] if non_string else known[0]
+
+
+#: the DECIMAL an integer type widens to (ksqlDB's DecimalUtil.toSqlDecimal)
+_INTEGER_DIGITS = {K.INTEGER: 10, K.BIGINT: 19}
+
+
+def decimal_union(types: Sequence[t.SqlType]) -> t.SqlType:
+    """The DECIMAL holding every value of ``types`` (DECIMALs and integer types): the most
+    integer digits and the largest scale (capped at 38 digits)."""
+    digits, scale = 0, 0
+    for ty in types:
+        if isinstance(ty, t.Decimal):
+            digits, scale = max(digits, ty.precision - ty.scale), max(scale, ty.scale)
+        else:
+            digits = max(digits, _INTEGER_DIGITS.get(ty.kind, 0))
+    return t.Decimal(min(38, digits + scale), scale)
+
+
+def _number_literal_type(text: str) -> t.SqlType | None:
+    """A string literal that spells a non-integer number ('2e1', '1.5') is a DECIMAL of its value
+    when it meets other numbers in a constructor (ksqlDB); plain integers adapt to the others."""
+    s = text.strip()
+    if re.fullmatch(r"[+-]?\d+", s):
+        return None
+    try:
+        value = PyDecimal(s)
+    except InvalidOperation:
+        return None
+    if not value.is_finite():
+        return None
+    sign, digits, exponent = value.as_tuple()
+    scale = max(0, -int(exponent))
+    precision = max(len(digits) + max(0, int(exponent)), scale, 1)
+    return t.Decimal(precision, scale)
 
 
 def struct_union(types: Sequence[t.Struct]) -> t.Struct:
@@ -70,6 +106,11 @@ def common_with_literals(items: Sequence[Compiled]) -> t.SqlType | None:
     """The common type of constructor items; string literals adapt to the others (ksqlDB)."""
     typed = [x.type for x in items if literal_text(x) is None]
     ty = common_type(typed)
+    if ty is not None and t.is_numeric(ty) and ty.kind != K.DOUBLE:
+        numbers = [n for n in (_number_literal_type(literal_text(x) or "") for x in items
+                               if literal_text(x) is not None) if n is not None]
+        if numbers:
+            ty = common_type([ty, *numbers])
     return ty if ty is not None else common_type([x.type for x in items])
 
 
