@@ -60,6 +60,9 @@ class Scope:
         matches = [c for c in self.columns if c.name == name and (qualifier is None or c.qualifier == qualifier)]
         if not matches:
             shown = f"{qualifier}.{name}" if qualifier else name
+            if self.clause == "WHERE" and name in (t.WINDOWSTART, t.WINDOWEND):
+                # the window of a windowed aggregation is made after WHERE runs (ksqlDB's wording)
+                raise AnalysisError(f"Error in WHERE expression: Unknown column {name}.")
             raise AnalysisError(f"{self.clause} column '{shown}' cannot be resolved.")
         if len(matches) > 1 and qualifier is None:
             raise AnalysisError(f"Column '{name}' is ambiguous. Could be any of: "

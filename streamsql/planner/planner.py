@@ -14,6 +14,7 @@ projection as a null value; a WHERE clause drops it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -121,7 +122,12 @@ class Planner:
                         for e in [item.expression] if isinstance(e, exp.Column)]
                 if bare:
                     raise AnalysisError("Non-aggregate SELECT expression(s) not part of GROUP BY: " + ", ".join(bare))
-                raise AnalysisError("Not supported yet: aggregate functions without GROUP BY")
+                if persistent:
+                    raise AnalysisError("Not supported yet: aggregate functions without GROUP BY "
+                                        "in a persistent query (GROUP BY a column)")
+                # a push query folds the whole stream into one group (ksqlDB), keyed by a constant
+                # that is not in the projection
+                query = dataclasses.replace(query, group_by=[exp.Literal.number(1)])
             return AggregationPlanner(source, alias, scope).plan(query, persistent, sink_name)
         if query.window is not None:
             raise AnalysisError("WINDOW clause requires a GROUP BY clause.")

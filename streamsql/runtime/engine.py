@@ -34,6 +34,7 @@ from streamsql.formats import registry as format_registry
 from streamsql.planner.functions import REGISTRY
 from streamsql.planner import aggregation
 from streamsql.planner.aggregation import AggregatePlan
+from streamsql.planner.expressions import quote
 from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant, source_columns
 from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, project
 from streamsql.runtime.changelog import ChangelogWriter
@@ -804,6 +805,12 @@ class Engine:
             columns = Planner.output_types(plan, aggregation.post_dataframe(plan, self.spark, []))
             memory = MemoryState()
             processor = AggregationProcessor(plan, memory, self._collection_limits(), self._aggregation_errors())
+        elif push and plan.source.is_table:
+            # a table's changes: every update a row, every delete (or row leaving the WHERE) a
+            # tombstone row; records without a key are not table rows (ksqlDB ignores them)
+            keyed = " AND ".join(f"{quote(c.name)} IS NOT NULL" for c in plan.source.key_columns)
+            out = self.planner.to_changelog_dataframe(plan, df.where(keyed) if keyed else df)
+            columns = Planner.output_types(plan, out)
         else:
             out = self.planner.to_dataframe(plan, df).where(f"NOT {TOMBSTONE_COL}")
             columns = Planner.output_types(plan, out)
@@ -820,6 +827,15 @@ class Engine:
                 memory.apply(processor.state_changes())  # transient: the state stays in memory
                 for rec in project(plan, batch_df.sparkSession, updates):
                     if rec["__HAVING"] and not stream.put([_to_python(rec[n]) for n in names]):
+                        break
+                return
+            if push and plan.source.is_table:
+                kept = [c.is_key or c.name in (t.WINDOWSTART, t.WINDOWEND) for c in plan.columns]
+                for row in batch_df.select(*[f"`{n}`" for n in names], "__HAVING").collect():
+                    values = [_to_python(v) for v in row[:-1]]
+                    if not row[-1]:
+                        values = r.TombstoneRow(v if keep else None for v, keep in zip(values, kept))
+                    if not stream.put(values):
                         break
                 return
             for row in batch_df.select(*[f"`{n}`" for n in names]).collect():

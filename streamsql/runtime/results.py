@@ -137,6 +137,13 @@ class Explanation(Result):
     text: str
 
 
+class TombstoneRow(list):  # type: ignore[type-arg]
+    """A row deleted from a table (a push query over a table): key and window columns set, the
+    rest null. The REST API marks it ``"tombstone": true`` as ksqlDB does."""
+
+    tombstone = True
+
+
 class RowStream(Result):
     """Rows of a push or pull query (or PRINT), as they arrive.
 

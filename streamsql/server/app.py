@@ -392,7 +392,7 @@ class KsqlApp:
         rows: list[str] = [_dumps(header)]
         if handle.is_pull:
             async def collect(row: list[Any]) -> None:
-                rows.append(_dumps({"row": {"columns": entities.json_value(row)}}))
+                rows.append(_dumps(_row_entity(row)))
 
             error = await self._pump(req, resp, handle, collect)
             if error is not None:
@@ -404,7 +404,7 @@ class KsqlApp:
         await resp.write("[" + rows[0] + ",\n")
 
         async def on_row(row: list[Any]) -> None:
-            await resp.write(_dumps({"row": {"columns": entities.json_value(row)}}) + ",\n")
+            await resp.write(_dumps(_row_entity(row)) + ",\n")
 
         error = await self._pump(req, resp, handle, on_row)
         if error is not None:
@@ -539,3 +539,11 @@ class _LineReader:
             self.req.body_done = not msg.get("more_body", False)
             if len(self.buffer) > limit:
                 raise ServerError(PAYLOAD_TOO_LARGE, f"An inserts-stream line exceeds the limit of {limit} bytes")
+
+
+def _row_entity(row: list[Any]) -> dict[str, Any]:
+    """One ``/query`` row; a table's deleted row carries ksqlDB's ``"tombstone": true``."""
+    entity: dict[str, Any] = {"columns": entities.json_value(row)}
+    if getattr(row, "tombstone", False):
+        entity["tombstone"] = True
+    return {"row": entity}

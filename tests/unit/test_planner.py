@@ -52,6 +52,29 @@ def test_select_star_expands_key_then_value_columns(catalog: Catalog) -> None:
     assert p.columns[0].is_key and not p.columns[1].is_key
 
 
+def test_generated_names_skip_source_column_names(catalog: Catalog) -> None:
+    """elements.json "should handle sources with generated column names": KSQL_COL_n already used
+    by a source column is skipped."""
+    catalog.add(Source("G", "STREAM", [t.Column("KSQL_COL_3", t.INTEGER, "key"), t.Column("KSQL_COL_2", t.INTEGER),
+                                       t.Column("KSQL_COL_4", t.INTEGER)], topic="g", key_format="KAFKA",
+                       value_format="JSON"))
+    p = plan(catalog, "CREATE STREAM o AS SELECT KSQL_COL_3, KSQL_COL_2, ABS(KSQL_COL_2), ABS(KSQL_COL_2), "
+                      "ABS(KSQL_COL_2) FROM g;")
+    assert [c.name for c in p.columns] == ["KSQL_COL_3", "KSQL_COL_2", "KSQL_COL_0", "KSQL_COL_1", "KSQL_COL_5"]
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("SELECT COUNT(1) FROM pay WINDOW TUMBLING (SIZE 1 SECOND) WHERE windowstart > 1000 GROUP BY id EMIT CHANGES;",
+     "Error in WHERE expression: Unknown column WINDOWSTART."),
+    ("CREATE TABLE o AS SELECT id, WINDOWSTART, COUNT(*) AS c FROM pay GROUP BY WINDOWSTART;",
+     "Reserved column name in select: `WINDOWSTART`. Please remove or alias the column."),
+])
+def test_window_bounds_misuse_messages(catalog: Catalog, sql: str, message: str) -> None:
+    with pytest.raises(AnalysisError) as err:
+        plan(catalog, sql)
+    assert str(err.value) == message
+
+
 def test_generated_names_and_struct_deref(catalog: Catalog) -> None:
     p = plan(catalog, "SELECT addr->city, n + 1, big FROM pay EMIT CHANGES;", persistent=False)
     assert [c.name for c in p.columns] == ["CITY", "KSQL_COL_0", "BIG"]
