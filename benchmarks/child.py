@@ -122,7 +122,7 @@ def run_streamsql(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
                       first_output_s=watcher.first_at - t0)  # type: ignore[operator]
         watcher.stop()
         engine.wait_until_idle()  # the last batch's progress is posted after its output is written
-        (query,) = engine.queries.values()
+        query = list(engine.queries.values())[-1]  # the query writing the output topic
         result.update(_steady([_progress_dict(p) for p in query.handle.recentProgress]))
         if args.latency_seconds > 0:
             result.update(_streamsql_latency(args, w, engine, query.info.id))
@@ -198,7 +198,7 @@ def run_quixstreams(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
                       auto_offset_reset="earliest", state_dir=state_dir, loglevel=os.environ.get("BENCH_QUIX_LOGLEVEL", "WARNING"),
                       use_changelog_topics=False, consumer_extra_config=consumer_extra,
                       producer_extra_config={"log_level": 4})
-    in_topic = app.topic(args.input_topic, key_deserializer="bytes", value_deserializer="json")
+    in_topic = app.topic(args.input_topic, key_deserializer="bytes", value_deserializer=w.quix_value_format)
     out_topic = app.topic(args.output_topic, key_serializer="bytes", value_serializer="json")
     w.quix(app.dataframe(in_topic), out_topic)
     watcher = OutputWatcher(args.bootstrap, args.output_topic, args.expected, on_done=app.stop).start()

@@ -38,8 +38,11 @@ class Workload:
     quix: Callable[[Any, Any], Any]
     seed: int = 2
     partitions: int = 2
-    #: whether the low-rate latency probe means anything (not for windows that close after minutes)
+    #: whether the low-rate latency probe means anything (not for windows that close after minutes,
+    #: nor for inputs without a unique key per record, which the probe matches outputs by)
     latency: bool = True
+    #: how the Quix Streams app deserialises input values ("json", or "bytes" for gzipped batches)
+    quix_value_format: str = "json"
 
 
 # --- W1: payments JSON → fraud filter (seed pipeline 002, queries/fraud_filter.sql) ---------------
@@ -160,6 +163,169 @@ W3 = Workload(
 )
 
 
+# --- W2: log lines → words → heavy hitters per service per minute (seed 000) --------------------
+
+W2_SERVICES = ("api", "auth", "billing", "search")
+W2_VOCABULARY = 2000
+
+
+def w2_log_lines(count: int, seed: int = 0) -> Iterator[Record]:
+    """Log lines ``{"service", "msg"}`` keyed by service, 3-12 words from a Zipf-like vocabulary,
+    10 ms apart (so a run spans many 1-minute windows)."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(W2_VOCABULARY)]
+    weights = [1.0 / (rank ** 1.1) for rank in range(1, W2_VOCABULARY + 1)]
+    for i in range(count):
+        service = W2_SERVICES[rng.randrange(len(W2_SERVICES))]
+        msg = " ".join(rng.choices(words, weights=weights, k=rng.randint(3, 12)))
+        yield service.encode(), json.dumps({"service": service, "msg": msg}, separators=(",", ":")).encode(), \
+            samples.BASE_TIME_MS + 10 * i
+
+
+def _w2_sql(input_topic: str, output_topic: str) -> str:
+    """Statements 1 and 2 of queries/heavy_hitters.sql (cutter, heavy hitters) on the run's topics;
+    the third (exact counts) is left out so every system does the same work."""
+    text = (QUERIES_DIR / "heavy_hitters.sql").read_text().split("-- 3.")[0]
+    replaced = 0
+    for name, topic in (("log_lines", input_topic), ("log_words", f"{input_topic}_words"),
+                        ("heavy_hitters", output_topic)):
+        text, n = re.subn(rf"KAFKA_TOPIC\s*=\s*'{name}'", f"KAFKA_TOPIC = '{topic}'", text)
+        replaced += n
+    if replaced != 3:
+        raise RuntimeError("queries/heavy_hitters.sql changed shape; update benchmarks/workloads.py W2")
+    return text.replace("PARTITIONS = 1", "PARTITIONS = 2")
+
+
+def _w2_reference() -> Callable[[bytes | None, bytes | None], int]:
+    """One heavy-hitters update per word (the table emits a change per input row)."""
+    loads = json.loads
+
+    def process(_key: bytes | None, value: bytes | None) -> int:
+        return len(loads(value)["msg"].lower().split()) if value is not None else 0
+
+    return process
+
+
+def _seed_module(name: str) -> Any:
+    """A module of the repo's udfs/ directory (the seed functions the SQL calls), for the peer."""
+    import importlib.util
+
+    path = QUERIES_DIR.parent / "udfs" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_udfs_{name}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def _w2_quix(sdf: Any, output_topic: Any) -> Any:
+    """The same cutter and the same count-min heavy hitters (udfs/sketches.py) per message key
+    (the service) per 1-minute tumbling window; window state kept JSON-serialisable."""
+    sketches = _seed_module("sketches")
+
+    def restore(state: dict[str, Any]) -> Any:
+        hh = sketches.HeavyHitters(10)
+        hh.sketch.rows, hh.sketch.total, hh.candidates = state["rows"], state["n"], state["c"]
+        return hh
+
+    def save(hh: Any) -> dict[str, Any]:
+        return {"rows": hh.sketch.rows, "n": hh.sketch.total, "c": hh.candidates}
+
+    def reducer(state: dict[str, Any], word: str) -> dict[str, Any]:
+        hh = restore(state)
+        hh.add(word)
+        return save(hh)
+
+    def initializer(word: str) -> dict[str, Any]:
+        hh = sketches.HeavyHitters(10)
+        hh.add(word)
+        return save(hh)
+
+    sdf = sdf.apply(lambda v: v["msg"].lower().split(), expand=True)
+    sdf = sdf.tumbling_window(duration_ms=60_000).reduce(reducer=reducer, initializer=initializer).current()
+    sdf = sdf.apply(lambda w: {"TOP_WORDS": [{"ITEM": i, "ESTIMATE": e} for i, e in restore(w["value"]).top()]})
+    sdf.to_topic(output_topic)
+    return sdf
+
+
+W2 = Workload(
+    name="W2",
+    title="log lines → words → heavy hitters per service per minute (seed 000, Python UDF + UDAF)",
+    generate=lambda count, seed: w2_log_lines(count, seed),
+    sql=_w2_sql,
+    reference=_w2_reference,
+    quix=_w2_quix,
+    seed=0,
+    latency=False,
+)
+
+
+# --- W4: gzipped CSV batches of flight searches → cheapest quote per batch (seed 003) -----------
+
+def _w4_sql(input_topic: str, output_topic: str) -> str:
+    """The source and the first table of queries/cheapest_flight.sql on the run's topics."""
+    text = (QUERIES_DIR / "cheapest_flight.sql").read_text().split("-- quotes per route")[0]
+    text, n_in = re.subn(r"KAFKA_TOPIC\s*=\s*'cflight_searches'", f"KAFKA_TOPIC = '{input_topic}'", text)
+    text, n_out = re.subn(r"(CREATE TABLE cflight_cheapest)\s+AS", rf"\1 WITH (KAFKA_TOPIC = '{output_topic}') AS", text)
+    if n_in != 1 or n_out != 1:
+        raise RuntimeError("queries/cheapest_flight.sql changed shape; update benchmarks/workloads.py W4")
+    return text.replace("PARTITIONS = 1", "PARTITIONS = 2")
+
+
+def _w4_reference() -> Callable[[bytes | None, bytes | None], int]:
+    """Decompress, split lines, parse the price, keep the minimum per batch: one update per quote."""
+    import gzip
+
+    cheapest: dict[str, float] = {}
+
+    def process(_key: bytes | None, value: bytes | None) -> int:
+        if value is None:
+            return 0
+        n = 0
+        for line in gzip.decompress(value).decode().splitlines():
+            fields = line.split(",")
+            batch, price = fields[6], float(fields[3])
+            if price < cheapest.get(batch, float("inf")):
+                cheapest[batch] = price
+            n += 1
+        return n
+
+    return process
+
+
+def _w4_quix(sdf: Any, output_topic: Any) -> Any:
+    import gzip
+
+    def lines(value: bytes) -> list[list[str]]:
+        return [line.split(",") for line in gzip.decompress(value).decode().splitlines() if line]
+
+    def cheapest(fields: list[str], state: Any) -> dict[str, Any]:
+        best = state.get("best")
+        count = state.get("count", 0) + 1
+        price = float(fields[3])
+        best = price if best is None or price < best else best
+        state.set("best", best)
+        state.set("count", count)
+        return {"BATCHUUID": fields[6], "CHEAPEST_QUOTE": best, "QUOTES": count}
+
+    sdf = sdf.apply(lines, expand=True)  # the message key is the batch uuid: state is per batch
+    sdf = sdf.apply(cheapest, stateful=True)
+    sdf.to_topic(output_topic)
+    return sdf
+
+
+W4 = Workload(
+    name="W4",
+    title="gzipped CSV batches of flight searches → cheapest quote per batch (seed 003)",
+    generate=lambda count, seed: samples.flight_batches(count, seed),
+    sql=_w4_sql,
+    reference=_w4_reference,
+    quix=_w4_quix,
+    seed=3,
+    latency=False,
+    quix_value_format="bytes",
+)
+
+
 # --- Nexmark q0–q2 over a bid stream (stateless) -------------------------------------------------
 
 NEXMARK_CHANNELS = ("Google", "Facebook", "Baidu", "Apple")
@@ -250,5 +416,5 @@ Q2 = Workload(name="Q2", title=f"Nexmark q2: bids of auctions with id % {Q2_MODU
               sql=_nexmark_sql(f"SELECT auction, price FROM bid WHERE auction % {Q2_MODULUS} = 0"),
               reference=_q2_reference, quix=_q2_quix, seed=4)
 
-#: every workload, in run order (W2, W4 and W5 come with Python UDFs, gzip and joins)
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (W1, W3, Q0, Q1, Q2)}
+#: every workload, in run order (W5, a stream-table join, comes with joins)
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (W1, W2, W3, W4, Q0, Q1, Q2)}

@@ -30,7 +30,33 @@ def payments(count: int, seed: int = 2) -> Iterator[tuple[bytes, bytes, int]]:
         yield f"pay-{i:08d}".encode(), json.dumps(value, separators=(",", ":")).encode(), BASE_TIME_MS + 10 * i
 
 
-SAMPLES = {"payments": payments}
+#: seed 003's routes and cabins
+_AIRPORTS = ("LHR", "IST", "JFK", "CDG", "DXB", "SIN", "FRA", "AMS", "MAD", "BCN")
+_CABINS = ("Y", "W", "J", "F")
+
+
+def flight_batches(count: int, seed: int = 3, quotes_per_batch: int = 20) -> Iterator[tuple[bytes, bytes, int]]:
+    """Seed 003 flight searches: ``count`` messages, each one search's quotes as a gzipped batch
+    of CSV lines ``origin,destination,date,gbpprice,cabin,quote uuid,batch uuid,epoch ms`` (read
+    with ``VALUE_FORMAT='DELIMITED', VALUE_COMPRESSION='GZIP'``); keyed by the batch uuid, 1 to
+    ``2 * quotes_per_batch - 1`` quotes per batch (``quotes_per_batch`` on average)."""
+    import gzip
+
+    rng = random.Random(seed)
+    for i in range(count):
+        batch = f"batch-{seed}-{i:08d}"
+        ts = BASE_TIME_MS + 10 * i
+        origin = _AIRPORTS[rng.randrange(len(_AIRPORTS))]
+        lines = []
+        for q in range(rng.randrange(1, 2 * quotes_per_batch)):
+            dest = _AIRPORTS[rng.randrange(len(_AIRPORTS))]
+            price = round(rng.lognormvariate(5.0, 0.6), 2)
+            lines.append(f"{origin},{dest},2026-03-{1 + rng.randrange(28):02d},{price},"
+                         f"{_CABINS[rng.randrange(len(_CABINS))]},q-{i}-{q},{batch},{ts + q}")
+        yield batch.encode(), gzip.compress("\n".join(lines).encode(), compresslevel=6, mtime=0), ts
+
+
+SAMPLES = {"payments": payments, "flights": flight_batches}
 
 
 def produce(bootstrap_servers: str, sample: str, topic: str, count: int, partitions: int = 2, seed: int | None = None) -> int:

@@ -65,6 +65,12 @@ class Scope:
                 raise AnalysisError(f"Error in WHERE expression: Unknown column {name}.")
             raise AnalysisError(f"{self.clause} column '{shown}' cannot be resolved.")
         if len(matches) > 1 and qualifier is None:
+            own = [c for c in matches if c.qualifier is None]  # a join's own ROWTIME etc.
+            if len(own) == 1:
+                return own[0]
+            if len(matches) == 2:
+                raise AnalysisError(f"Column '{name}' is ambiguous. Could be {matches[0].qualifier}.{name} or "
+                                    f"{matches[1].qualifier}.{name}.")
             raise AnalysisError(f"Column '{name}' is ambiguous. Could be any of: "
                                 + ", ".join(f"{c.qualifier}.{c.name}" for c in matches))
         return matches[0]

@@ -27,6 +27,7 @@ from streamsql.planner.aggregation import AggregatePlan, AggregationPlanner
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
 from streamsql.planner.functions import REGISTRY
 from streamsql.planner import table_functions as tf
+from streamsql.planner.joins import JoinedSource, plan_join
 from streamsql.sql import ast
 
 if TYPE_CHECKING:
@@ -110,10 +111,14 @@ class Planner:
     # --- analysis ------------------------------------------------------------------------------
 
     def plan_query(self, query: ast.Query, persistent: bool, sink_name: str | None = None) -> "QueryPlan | AggregatePlan":
-        source = self.catalog.get(query.source.name)
-        alias = query.source.alias or source.name
+        if query.joins:
+            source, scope = plan_join(self.catalog, query)
+            alias = source.name
+        else:
+            source = self.catalog.get(query.source.name)
+            alias = query.source.alias or source.name
+            scope = source_scope(source, alias)
         self._reject_unsupported(query, source)
-        scope = source_scope(source, alias)
         if query.group_by or self._has_aggregates(query):
             if tf.uses_table_functions(query, REGISTRY):
                 raise AnalysisError(tf.WITH_AGGREGATION)
@@ -164,8 +169,6 @@ class Planner:
 
     @staticmethod
     def _reject_unsupported(query: ast.Query, source: Source) -> None:
-        if query.joins:
-            raise AnalysisError("Not supported yet: JOIN")
         if query.partition_by and source.is_table:
             raise AnalysisError(f"Cannot repartition a TABLE source. If this is a join, make sure that the "
                                 f"criteria uses the TABLE's key column {', '.join(c.name for c in source.key_columns)} instead "
@@ -187,7 +190,7 @@ class Planner:
         compiler.table_functions = table_functions
         out: list[OutputColumn] = []
         generated = 0
-        key_names = {c.name for c in source.key_columns}
+        key_refs = {quote(c.name) for c in source.key_columns}
         for item in query.select:
             if item.star:
                 out.extend(self._expand_star(item, source, alias, compiler, persistent))
@@ -195,17 +198,19 @@ class Planner:
             assert item.expression is not None
             self._reject_aggregates(item.expression)
             compiled = compiler.compile(item.expression)
-            name = item.alias or self._implicit_name(item.expression)
+            name = item.alias or self._implicit_name(item.expression, isinstance(source, JoinedSource))
             if name is None:
                 name, generated = generated_name(generated, {c.name for c in source.columns})
-            is_key = (isinstance(item.expression, exp.Column) and item.expression.name in key_names
+            is_key = (isinstance(item.expression, exp.Column) and compiled.sql in key_refs
                       and not isinstance(item.expression.this, exp.Star))
             out.append(OutputColumn(name, compiled.sql, compiled.type, is_key))
         return out
 
     @staticmethod
-    def _implicit_name(node: exp.Expression) -> str | None:
+    def _implicit_name(node: exp.Expression, joined: bool = False) -> str | None:
         if isinstance(node, exp.Column):
+            if joined and node.table:  # ksqlDB names a qualified join column ALIAS_NAME
+                return f"{node.table.upper()}_{node.name}"
             return node.name
         if isinstance(node, exp.Dot):
             return node.expression.name
@@ -216,6 +221,8 @@ class Planner:
         node = item.expression
         if node is None or (isinstance(node, exp.Column) and isinstance(node.this, exp.Star)):
             qualifier = node.table if node is not None else None
+            if isinstance(source, JoinedSource) and source.join is not None:
+                return self._expand_join_star(source, qualifier.upper() if qualifier else None)
             if qualifier and qualifier not in (alias, source.name):
                 raise AnalysisError(f"'{qualifier}' is not a valid stream/table name or alias.")
             columns = source_columns(source)
@@ -226,6 +233,18 @@ class Planner:
         if not isinstance(struct.type, t.Struct):
             raise AnalysisError(f"Expected STRUCT type for '{node.sql()}->*', got {struct.type}")
         return [OutputColumn(f.name, f"({struct.sql}).{quote(f.name)}", f.type) for f in struct.type.fields]
+
+    @staticmethod
+    def _expand_join_star(source: "JoinedSource", qualifier: str | None) -> list[OutputColumn]:
+        """``*`` over a join: every column of both sides (key first); ``alias.*``: one side's."""
+        assert source.join is not None
+        sides = [source.join.left, source.join.right]
+        if qualifier is not None:
+            sides = [s for s in sides if qualifier in (s.alias, s.source.name)]
+            if not sides:
+                raise AnalysisError(f"'{qualifier}' is not a valid stream/table name or alias.")
+        names = {s.column_name(c.name) for s in sides for c in s.source.columns}
+        return [OutputColumn(c.name, quote(c.name), c.type, c.is_key) for c in source.columns if c.name in names]
 
     def _reject_aggregates(self, node: exp.Expression) -> None:
         for call in node.find_all(exp.Anonymous):

@@ -35,6 +35,7 @@ from streamsql.planner.functions import REGISTRY
 from streamsql.planner import aggregation
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.expressions import quote
+from streamsql.planner.joins import JoinedSource
 from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant, source_columns
 from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, project
 from streamsql.runtime.changelog import ChangelogWriter
@@ -543,7 +544,7 @@ class Engine:
         query_id = f"{'CTAS' if sink.is_table else 'CSAS'}_{stmt.name}_{seq}"
         sink.writer_query = query_id
         self.catalog.add(sink)
-        self.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, sink.name, [plan.source.name])
+        self.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, sink.name, _input_names(plan.source))
         if deferred is not None:
             deferred.append((query_id, plan, stmt, sink.name))
         else:
@@ -598,7 +599,7 @@ class Engine:
                 f"{', '.join(c.sql() for c in produced)}\nSink schema is {', '.join(c.sql() for c in expected)}")
         seq = self._log_command(stmt, replay_seq)
         query_id = str(stmt.properties.get("QUERY_ID") or f"INSERTQUERY_{seq}").upper()
-        self.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, target.name, [plan.source.name])
+        self.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, target.name, _input_names(plan.source))
         if deferred is not None:
             deferred.append((query_id, plan, stmt, target.name))
         else:
@@ -617,6 +618,12 @@ class Engine:
         from streamsql.udf import functions as python_functions
 
         python_functions.install(self.spark, self.bootstrap_servers, self.processing_log_topic)
+        if isinstance(source, JoinedSource) and source.join is not None:
+            from streamsql.runtime.joins import joined_dataframe
+
+            spec = source.join
+            return joined_dataframe(spec, self._source_dataframe(spec.left.source, query_id, starting_offsets),
+                                    self._source_dataframe(spec.right.source, query_id, starting_offsets))
         return io.read_stream(self.spark, self.bootstrap_servers, source, starting_offsets=starting_offsets,
                               query_id=query_id,
                               max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
@@ -1184,6 +1191,13 @@ def _contains_map(sql: t.SqlType) -> bool:
     if isinstance(sql, t.Struct):
         return any(_contains_map(f.type) for f in sql.fields)
     return False
+
+
+def _input_names(source: Source) -> list[str]:
+    """The catalog sources a query reads (both sides of a join)."""
+    if isinstance(source, JoinedSource) and source.join is not None:
+        return [source.join.left.source.name, source.join.right.source.name]
+    return [source.name]
 
 
 def _format_options(props: dict[str, Any], side: str, fmt: str) -> dict[str, str]:

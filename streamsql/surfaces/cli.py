@@ -26,6 +26,7 @@ from pathlib import Path
 
 from streamsql.errors import StreamsqlError
 from streamsql.runtime.config import EngineConfig, resolve_config
+from streamsql.samples import SAMPLES as SAMPLE_NAMES
 
 QUERIES_DIR = Path(__file__).resolve().parents[2] / "queries"
 
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--data-dir", help="where the broker writes its log (topics are kept in memory)")
 
     produce = sub.add_parser("produce", help="write deterministic sample records to a topic")
-    produce.add_argument("sample", choices=["payments"])
+    produce.add_argument("sample", choices=sorted(SAMPLE_NAMES))
     produce.add_argument("--topic", required=True)
     produce.add_argument("--count", type=int, default=10000)
     produce.add_argument("--partitions", type=int, default=2)

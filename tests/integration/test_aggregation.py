@@ -139,8 +139,13 @@ def test_cheapest_flight_pipeline(engine):  # type: ignore[no-untyped-def]
         ("LHR", "IST", "not-a-price", "b2", base + 62_000),  # malformed: skipped, the rest goes on
         ("LHR", "IST", "175.25", "b2", base + 63_000),
     ]
-    produce(engine.admin, "cflight_searches",
-            [(None, f"{o},{d},2020-08-01,{p},Y,q{i},{b},{ts}", ts) for i, (o, d, p, b, ts) in enumerate(lines)])
+    # seed 003: each search batch is one gzipped message of CSV lines
+    import gzip
+
+    for batch in ("b1", "b2"):
+        text = "\n".join(f"{o},{d},2020-08-01,{p},Y,q{i},{b},{ts}" for i, (o, d, p, b, ts) in enumerate(lines) if b == batch)
+        engine.admin.produce("cflight_searches", batch.encode(), gzip.compress(text.encode()), base, flush=False)
+    engine.admin.flush()
     engine.wait_until_idle()
     [cheapest] = engine.execute("SELECT batchuuid, cheapest_quote, quotes FROM cflight_cheapest WHERE batchuuid = 'b2';")
     assert list(cheapest.rows(timeout=30)) == [["b2", 175.25, 2]]

@@ -45,3 +45,24 @@ def test_nexmark_q2_reference_matches_its_filter() -> None:
     assert sum(ref(k, v) for k, v, _ in records) == expected
     bid = json.loads(records[0][1])
     assert set(bid) == {"auction", "bidder", "price", "channel", "url", "dateTime", "extra"}
+
+
+def test_w2_reference_counts_one_update_per_word() -> None:
+    w = WORKLOADS["W2"]
+    records = list(w.generate(300, w.seed))
+    assert {k for k, _, _ in records} <= {s.encode() for s in ("api", "auth", "billing", "search")}
+    words = sum(len(json.loads(v)["msg"].split()) for _, v, _ in records)
+    ref = w.reference()
+    assert sum(ref(k, v) for k, v, _ in records) == words > 300 * 3 - 1
+
+
+def test_w4_batches_are_gzipped_csv_keyed_by_batch_and_counted_per_quote() -> None:
+    import gzip
+
+    w = WORKLOADS["W4"]
+    records = list(w.generate(200, w.seed))
+    lines = [gzip.decompress(v).decode().splitlines() for _, v, _ in records]
+    assert all(line.split(",")[6] == k.decode() for (k, _, _), batch in zip(records, lines) for line in batch)
+    assert all(len(line.split(",")) == 8 for batch in lines for line in batch)
+    ref = w.reference()
+    assert sum(ref(k, v) for k, v, _ in records) == sum(len(b) for b in lines)

@@ -1,0 +1,181 @@
+"""The streaming DataFrame of a join (planner/joins.py): two Kafka sources, one stateful operator.
+
+Both sides are read in one Spark query and unioned into a narrow shape: which side, the join key
+(as text, so both sides group together), the record's time and offset, whether it is a tombstone,
+and the whole row as JSON (``to_json``/``from_json`` round-trip every SQL type exactly, so the
+stateful step only handles plain strings). ``applyInPandasWithState`` then groups by join key and
+walks each key's records in time order, keeping per key:
+
+* stream-table: the table's current row (a tombstone deletes it); a stream record emits itself
+  with that row (INNER: only when there is one; LEFT: with nulls otherwise);
+* stream-stream: the records of each side within the WITHIN window (plus grace); a record emits
+  one joined row per record of the other side in range, in their arrival order (LEFT: a left
+  record with no match yet emits with nulls, as ksqlDB did before its spurious-result fix).
+
+Spark checkpoints that state with the query's offsets, so a restarted query joins as if it had
+never stopped. The output has the joined source's columns (``<ALIAS>_<COLUMN>``), each side's
+pseudo columns, and the stream's ROWTIME/ROWPARTITION/ROWOFFSET/__HEADERS for the sink.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from streamsql import types as t
+from streamsql.planner.expressions import quote
+from streamsql.planner.joins import JoinSide, JoinSpec, side_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+HEADERS_COL = "__HEADERS"
+TOMBSTONE_COL = "__TOMBSTONE"
+#: within equal timestamps, table updates are applied before stream records (Kafka Streams
+#: processes the table's record first when its timestamp is not later)
+_TABLE_FIRST = {0: 1, 1: 0}
+#: stream-stream joins keep records this long past the window when no GRACE PERIOD is given
+DEFAULT_GRACE_MS = 24 * 3600 * 1000
+
+
+def _narrow(df: "DataFrame", side: JoinSide, tag: int) -> "DataFrame":
+    cols = [quote(name) for name, _ty, _joined in side_columns(side)] + [HEADERS_COL]
+    return df.selectExpr(
+        f"{tag} AS __SIDE",
+        f"CAST({side.key_sql} AS STRING) AS __JK",
+        f"CAST({t.ROWTIME} AS BIGINT) AS __TS",
+        f"CAST({t.ROWOFFSET} AS BIGINT) AS __OFF",
+        f"{TOMBSTONE_COL} AS __TOMB",
+        f"to_json(struct({', '.join(cols)})) AS __ROW",
+    )
+
+
+def _row_schema(side: JoinSide, spark_type: Callable[[t.SqlType], str]) -> str:
+    fields = [f"{quote(name)}: {spark_type(ty)}" for name, ty, _joined in side_columns(side)]
+    fields.append(f"{HEADERS_COL}: array<struct<KEY: string, VALUE: binary>>")
+    return f"struct<{', '.join(fields)}>"
+
+
+def joined_dataframe(spec: JoinSpec, left_df: "DataFrame", right_df: "DataFrame") -> "DataFrame":
+    """The join's rows as a streaming DataFrame in the joined source's shape."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    union = _narrow(left_df, spec.left, 0).unionByName(_narrow(right_df, spec.right, 1))
+    step = _table_step(spec.kind) if spec.stream_table else _window_step(spec)
+    joined = union.groupBy("__JK").applyInPandasWithState(
+        step, "__TS long, __SEQ long, __L string, __R string", "state binary", "append",
+        GroupStateTimeout.NoTimeout)
+
+    def spark_type(ty: t.SqlType) -> str:
+        return t.to_spark(ty).simpleString()
+
+    parsed = joined.selectExpr(
+        "__TS", "__SEQ",
+        f"from_json(__L, '{_row_schema(spec.left, spark_type)}') AS __LROW",
+        f"from_json(__R, '{_row_schema(spec.right, spark_type)}') AS __RROW",
+    )
+    exprs: list[str] = []
+    for side, row in ((spec.left, "__LROW"), (spec.right, "__RROW")):
+        for name, _ty, joined_name in side_columns(side):
+            exprs.append(f"{row}.{quote(name)} AS {quote(joined_name)}")
+    exprs += [
+        f"__TS AS {t.ROWTIME}",
+        f"__LROW.{t.ROWPARTITION} AS {t.ROWPARTITION}",
+        f"__LROW.{t.ROWOFFSET} AS {t.ROWOFFSET}",
+        f"coalesce(__LROW.{HEADERS_COL}, array()) AS {HEADERS_COL}",
+        f"FALSE AS {TOMBSTONE_COL}",
+    ]
+    return parsed.selectExpr(*exprs)
+
+
+# --- the stateful steps (run in Spark's Python workers) -------------------------------------------
+
+def _records(pdfs: Iterator[Any]) -> list[tuple[int, int, int, bool, str]]:
+    """This key's new records, in the order the join must see them."""
+    rows: list[tuple[int, int, int, bool, str]] = []
+    for pdf in pdfs:
+        for side, ts, off, tomb, row in zip(pdf["__SIDE"], pdf["__TS"], pdf["__OFF"], pdf["__TOMB"], pdf["__ROW"]):
+            rows.append((int(side), int(ts), int(off), bool(tomb), row))
+    rows.sort(key=lambda r: (r[1], _TABLE_FIRST[r[0]], r[2]))
+    return rows
+
+
+def _output(out: list[tuple[int, int, str | None, str | None]]) -> Iterator[Any]:
+    import pandas as pd
+
+    if out:
+        ts, seq, left, right = zip(*out)
+        yield pd.DataFrame({"__TS": list(ts), "__SEQ": list(seq), "__L": list(left), "__R": list(right)})
+
+
+def _table_step(kind: str) -> Callable[..., Iterator[Any]]:
+    def step(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+        current: str | None = pickle.loads(state.get[0]) if state.exists else None
+        out: list[tuple[int, int, str | None, str | None]] = []
+        changed = False
+        for side, ts, off, tomb, row in _records(pdfs):
+            if side == 1:  # table update
+                if key[0] is None:
+                    continue
+                current = None if tomb else row
+                changed = True
+            elif key[0] is None or current is None:
+                if kind == "LEFT" and not tomb:
+                    out.append((ts, off, row, None))
+            elif not tomb:
+                out.append((ts, off, row, current))
+        if changed:
+            if current is None:
+                state.remove()
+            else:
+                state.update((pickle.dumps(current),))
+        yield from _output(out)
+
+    return step
+
+
+def _window_step(spec: JoinSpec) -> Callable[..., Iterator[Any]]:
+    before = spec.within_before_ms or 0
+    after = spec.within_after_ms if spec.within_after_ms is not None else before
+    keep = max(before, after) + (spec.grace_ms if spec.grace_ms is not None else DEFAULT_GRACE_MS)
+    kind = spec.kind
+
+    def step(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+        buffers: dict[str, Any] = pickle.loads(state.get[0]) if state.exists else {"L": [], "R": [], "max": None}
+        out: list[tuple[int, int, str | None, str | None]] = []
+        for side, ts, off, tomb, row in _records(pdfs):
+            if key[0] is None or tomb:
+                if side == 0 and kind == "LEFT" and not tomb:
+                    out.append((ts, off, row, None))
+                continue
+            if side == 0:
+                matches = [(rts, roff, r) for rts, roff, r in buffers["R"] if ts - before <= rts <= ts + after]
+                for rts, _roff, r in matches:
+                    out.append((max(ts, rts), off, row, r))
+                if not matches and kind == "LEFT":
+                    out.append((ts, off, row, None))
+                buffers["L"].append((ts, off, row))
+            else:
+                for lts, loff, lrow in buffers["L"]:
+                    if lts - before <= ts <= lts + after:
+                        out.append((max(ts, lts), loff, lrow, row))
+                buffers["R"].append((ts, off, row))
+            newest = ts if buffers["max"] is None else max(buffers["max"], ts)
+            buffers["max"] = newest
+            horizon = newest - keep
+            buffers["L"] = [b for b in buffers["L"] if b[0] >= horizon]
+            buffers["R"] = [b for b in buffers["R"] if b[0] >= horizon]
+        state.update((pickle.dumps(buffers),))
+        yield from _output(out)
+
+    return step
+
+
+def describe(spec: JoinSpec) -> str:
+    """One line for EXPLAIN."""
+    window = ""
+    if not spec.stream_table:
+        window = f" WITHIN ({spec.within_before_ms} ms, {spec.within_after_ms} ms)"
+    return (f"{spec.kind} JOIN {spec.left.source.name} AS {spec.left.alias} WITH {spec.right.source.name} AS "
+            f"{spec.right.alias}{window} ON {spec.left.key_sql} = {spec.right.key_sql}")
+
