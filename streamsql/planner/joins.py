@@ -54,6 +54,18 @@ class JoinSpec:
     within_before_ms: int | None = None
     within_after_ms: int | None = None
     grace_ms: int | None = None
+    #: joined columns that may serve as the result's key (the join columns; a LEFT join's key
+    #: comes from its left side when that is a column) and how the ON clause wrote them
+    key_candidates: tuple[str, ...] = ()
+    key_expressions: tuple[str, ...] = ()
+
+    def output_name(self, qualifier: str | None, name: str) -> str:
+        """A projected column's name: its own, or ``ALIAS_NAME`` when both sides have ``name``."""
+        both = all(s.source.column(name) is not None or name in SIDE_PSEUDO for s in (self.left, self.right))
+        if qualifier is None or not both:
+            return name
+        side = self.left if qualifier in (self.left.alias, self.left.source.name) else self.right
+        return side.column_name(name)
 
     @property
     def stream_table(self) -> bool:
@@ -76,15 +88,23 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
     right_src = catalog.get(clause.right.name)
     left_alias = query.source.alias or left_src.name
     right_alias = clause.right.alias or right_src.name
+    kafka = [s.name for s in (left_src, right_src) if s.value_format.upper() == "KAFKA"]
+    if kafka:
+        raise AnalysisError(f"Source(s) {', '.join(kafka)} are using the 'KAFKA' value format. This format "
+                            f"does not yet support JOIN.")
     if left_alias == right_alias:
         raise AnalysisError(f"Can not join '{left_src.name}' to '{right_src.name}': self joins require "
                             f"unique aliases.")
+    if clause.kind in ("FULL", "RIGHT") and right_src.is_table and not left_src.is_table:
+        raise AnalysisError(f"Invalid join type: {clause.kind.lower()}-outer join not supported for stream-table "
+                            f"join. Got {left_src.name} [{clause.kind}] OUTER JOIN {right_src.name}.")
     if clause.kind not in ("INNER", "LEFT"):
         raise AnalysisError(f"Not supported yet: {clause.kind} OUTER JOIN")
     if left_src.is_table:
         raise AnalysisError("Not supported yet: joins with a TABLE on the left (table-table joins)")
     if left_src.window_type or right_src.window_type:
         raise AnalysisError("Not supported yet: joins of windowed sources")
+    left_expr, right_expr = _split_condition(clause.on, left_alias, right_alias, left_src, right_src)
     stream_stream = not right_src.is_table
     if stream_stream and clause.within_before_ms is None:
         raise AnalysisError(f"Stream-Stream joins must have a WITHIN clause specified. None was provided. "
@@ -95,7 +115,6 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
         raise AnalysisError(f"A window definition was provided for a Stream-Table join. These joins are not "
                             f"windowed. Please drop the window definition (ie. the WITHIN clause) and try "
                             f"to execute your join again.")
-    left_expr, right_expr = _split_condition(clause.on, left_alias, right_alias, left_src, right_src)
     left_scope = _side_scope(left_src, left_alias)
     right_scope = _side_scope(right_src, right_alias)
     lk = ExpressionCompiler(left_scope).compile(_unqualified(left_expr))
@@ -104,24 +123,25 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
         keys = right_src.key_columns
         if len(keys) != 1 or not (isinstance(right_expr, exp.Column) and right_expr.name == keys[0].name):
             raise AnalysisError(
-                f"Cannot repartition a TABLE source. If this is a join, make sure that the criteria uses the "
-                f"TABLE's key column {', '.join(k.name for k in keys)} instead of {right_expr.sql()}")
+                f"Invalid join condition: stream-table joins require to join on the table's primary key. Got "
+                f"{_shown(left_expr, left_alias)} = {_shown(right_expr, right_alias)}.")
     if lk.type is not None and rk.type is not None and lk.type != rk.type and not (
             t.is_numeric(lk.type) and t.is_numeric(rk.type)):
         raise AnalysisError(f"Invalid join condition: types don't match. Got {left_expr.sql()}{{{lk.type}}} = "
                             f"{right_expr.sql()}{{{rk.type}}}.")
     left = JoinSide(left_src, left_alias, lk.sql, lk.type)
     right = JoinSide(right_src, right_alias, rk.sql, rk.type)
-    spec = JoinSpec(clause.kind, left, right, clause.within_before_ms, clause.within_after_ms, clause.grace_ms)
-    key_name = _key_column(left_expr, right_expr, left, right)
+    candidates = _key_candidates(clause.kind, left_expr, right_expr, left, right)
+    spec = JoinSpec(clause.kind, left, right, clause.within_before_ms, clause.within_after_ms, clause.grace_ms,
+                    key_candidates=tuple(name for name, _text in candidates),
+                    key_expressions=tuple(text for _name, text in candidates))
     columns: list[t.Column] = []
     for side in (left, right):
         for c in side.source.columns:
             if c.role not in ("key", "value"):
                 continue
             name = side.column_name(c.name)
-            columns.append(t.Column(name, c.type, "key" if name == key_name else "value"))
-    columns.sort(key=lambda c: not c.is_key)  # the key first, as every source
+            columns.append(t.Column(name, c.type, "key" if name in spec.key_candidates else "value"))
     joined = JoinedSource(
         name=f"{left_src.name}_{right_src.name}_JOIN", kind="STREAM", columns=columns, topic=left_src.topic,
         key_format=left_src.key_format if left_src.key_format != "NONE" else right_src.key_format,
@@ -154,6 +174,14 @@ def _side_scope(source: Source, alias: str) -> Scope:
     return Scope(cols, {alias, source.name})
 
 
+def _shown(node: exp.Expression, alias: str) -> str:
+    """An ON operand as ksqlDB prints it: columns qualified, upper case."""
+    node = node.copy()
+    for col in node.find_all(exp.Column):
+        col.set("table", exp.to_identifier(alias))
+    return node.sql().upper()
+
+
 def _unqualified(node: exp.Expression) -> exp.Expression:
     """``node`` with its column qualifiers removed (it is compiled over one side only)."""
     node = node.copy()
@@ -166,10 +194,11 @@ def _qualifiers(node: exp.Expression, left_alias: str, right_alias: str, left: S
     sides: set[str] = set()
     for col in node.find_all(exp.Column):
         q = col.table.upper() if col.table else None
-        if q in (left_alias, left.name):
-            sides.add("L")
-        elif q in (right_alias, right.name):
-            sides.add("R")
+        if q in (left_alias, left.name) or q in (right_alias, right.name):
+            mine = left if q in (left_alias, left.name) else right
+            if mine.column(col.name) is None and col.name not in t.PSEUDO_COLUMNS:
+                raise AnalysisError(f"JOIN ON column '{q}.{col.name}' cannot be resolved.")
+            sides.add("L" if mine is left else "R")
         elif q:
             raise AnalysisError(f"'{q}' is not a valid stream/table name or alias.")
         else:
@@ -196,6 +225,10 @@ def _split_condition(on: exp.Expression, left_alias: str, right_alias: str, left
     a, b = on.this, on.expression
     qa = _qualifiers(a, left_alias, right_alias, left, right)
     qb = _qualifiers(b, left_alias, right_alias, left, right)
+    for side, refs in ((a, qa), (b, qb)):
+        if not refs:
+            raise AnalysisError(f"Invalid comparison expression '{side.sql()}' in join '({on.sql()})'. Each side "
+                                f"of the join comparision must contain references from exactly one source.")
     if qa == {"L"} and qb == {"R"}:
         return a, b
     if qa == {"R"} and qb == {"L"}:
@@ -204,10 +237,15 @@ def _split_condition(on: exp.Expression, left_alias: str, right_alias: str, left
                         f"Left side references {sorted(qa)} and right references {sorted(qb)}")
 
 
-def _key_column(left_expr: exp.Expression, right_expr: exp.Expression, left: JoinSide, right: JoinSide) -> str | None:
-    """The key of the join result: the left join column, else the right one (ksqlDB)."""
-    if isinstance(left_expr, exp.Column) and left.source.column(left_expr.name) is not None:
-        return left.column_name(left_expr.name)
-    if isinstance(right_expr, exp.Column) and right.source.column(right_expr.name) is not None:
-        return right.column_name(right_expr.name)
-    return None
+def _key_candidates(kind: str, left_expr: exp.Expression, right_expr: exp.Expression, left: JoinSide,
+                    right: JoinSide) -> list[tuple[str, str]]:
+    """The join columns that can be the result's key, as (joined name, ON text): for an INNER
+    join either side's column (they are equal); for a LEFT join the left column (the right one may
+    be null), else the right one (ksqlDB)."""
+    out: list[tuple[str, str]] = []
+    for side, node in ((left, left_expr), (right, right_expr)):
+        if isinstance(node, exp.Column) and side.source.column(node.name) is not None:
+            out.append((side.column_name(node.name), f"{side.alias}.{node.name}"))
+    if kind == "LEFT" and len(out) == 2:
+        out = out[:1]
+    return out

@@ -150,7 +150,9 @@ class Planner:
         generators = tf.TableFunctionCollector(tf.WITH_TABLE_SOURCE if source.is_table else None)
         columns = self._projection(query, source, alias, scope.with_clause("SELECT"), generators, persistent)
         repartitioned = False
-        if query.partition_by:
+        if isinstance(source, JoinedSource) and source.join is not None and not query.partition_by:
+            columns = self._join_key(source, columns, persistent, sink_name)
+        elif query.partition_by:
             columns = self._apply_partition_by(query, columns, scope, sink_name)
             repartitioned = True
         elif persistent:
@@ -198,7 +200,10 @@ class Planner:
             assert item.expression is not None
             self._reject_aggregates(item.expression)
             compiled = compiler.compile(item.expression)
-            name = item.alias or self._implicit_name(item.expression, isinstance(source, JoinedSource))
+            name = item.alias or self._implicit_name(item.expression)
+            if (item.alias is None and isinstance(source, JoinedSource) and source.join is not None
+                    and isinstance(item.expression, exp.Column) and item.expression.table):
+                name = source.join.output_name(item.expression.table.upper(), item.expression.name)
             if name is None:
                 name, generated = generated_name(generated, {c.name for c in source.columns})
             is_key = (isinstance(item.expression, exp.Column) and compiled.sql in key_refs
@@ -207,10 +212,8 @@ class Planner:
         return out
 
     @staticmethod
-    def _implicit_name(node: exp.Expression, joined: bool = False) -> str | None:
+    def _implicit_name(node: exp.Expression) -> str | None:
         if isinstance(node, exp.Column):
-            if joined and node.table:  # ksqlDB names a qualified join column ALIAS_NAME
-                return f"{node.table.upper()}_{node.name}"
             return node.name
         if isinstance(node, exp.Dot):
             return node.expression.name
@@ -268,6 +271,25 @@ class Planner:
         order = {k.sql: i for i, k in enumerate(keys)}
         result.sort(key=lambda c: (not c.is_key, order.get(c.sql, 0) if c.is_key else 0))
         return result
+
+    @staticmethod
+    def _join_key(source: "JoinedSource", columns: list[OutputColumn], persistent: bool,
+                  sink_name: str | None) -> list[OutputColumn]:
+        """A join's key is the first projected join column, moved first; a persistent query must
+        project one (ksqlDB's message names the ON expressions)."""
+        assert source.join is not None
+        refs = {quote(name) for name in source.join.key_candidates}
+        key = next((c for c in columns if c.sql in refs), None)
+        if key is None:
+            exprs = source.join.key_expressions
+            if persistent and exprs:
+                listed = " or ".join(exprs)
+                noun = "expressions" if len(exprs) > 1 else "expression"
+                raise AnalysisError(f"The query used to build `{sink_name}` must include the join {noun} {listed} "
+                                    f"in its projection (eg, SELECT {exprs[0]}...).")
+            return [OutputColumn(c.name, c.sql, c.type, False) for c in columns]
+        return [OutputColumn(key.name, key.sql, key.type, True)] + [
+            OutputColumn(c.name, c.sql, c.type, False) for c in columns if c is not key]
 
     @staticmethod
     def _require_keys_projected(source: Source, query: ast.Query, columns: list[OutputColumn],

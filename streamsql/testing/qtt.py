@@ -15,7 +15,8 @@ over one shared broker and one shared SparkSession:
 * **Record-at-a-time.** Inputs are produced, then ``wait_until_idle``. Within one partition a
   stateless query keeps input order, so one batch gives ksqlDB's output order; when several queries
   write into the same topic (``INSERT INTO``) their interleaving depends on feeding one record at a
-  time, so such cases produce one record, wait until idle, and repeat.
+  time, so such cases produce one record, wait until idle, and repeat; so do cases with a join
+  (which side's record comes first decides what it emits).
 * **Comparison** per expected topic, in order: key, value (JSON as data; numbers numerically),
   timestamp, window start/end. Topics with several partitions are compared per partition (Kafka
   orders records only within a partition).
@@ -991,7 +992,9 @@ class QttRunner:
         writers: dict[str, int] = {}
         for q in engine.catalog.queries.values():
             writers[q.sink] = writers.get(q.sink, 0) + 1
-        one_at_a_time = any(n > 1 for n in writers.values())
+        # a join reads two topics: what it emits depends on which side's record came first
+        one_at_a_time = any(n > 1 for n in writers.values()) or any(
+            len(q.sources) > 1 for q in engine.catalog.queries.values())
         partitions: dict[str, int] = {}
         producer = self._raw()
         for rec in case.inputs:

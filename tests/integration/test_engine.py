@@ -166,6 +166,30 @@ def test_gzipped_batches_are_read_line_by_line(engine, topic_name):  # type: ign
                        f"VALUE_COMPRESSION='GZIP');")
 
 
+def test_stream_table_left_join_sees_the_table_as_of_each_record(engine, topic_name):  # type: ignore[no-untyped-def]
+    """Each order meets its customer's row at the time of the order: before the customer exists
+    (nulls, LEFT), after an update (the new name), after a delete (nulls again)."""
+    orders, customers = topic_name("orders"), topic_name("customers")
+    engine.execute(f"""
+        CREATE STREAM orders (id VARCHAR KEY, customer INT, amount DOUBLE)
+          WITH (KAFKA_TOPIC='{orders}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE customers (cid INT PRIMARY KEY, name VARCHAR)
+          WITH (KAFKA_TOPIC='{customers}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE STREAM enriched AS SELECT o.customer, o.id, c.name AS name, o.amount AS amount
+          FROM orders o LEFT JOIN customers c ON o.customer = c.cid;
+    """)
+    steps = [(orders, "o1", '{"customer": 1, "amount": 5}', 1), (customers, 1, '{"name": "ann"}', 2),
+             (orders, "o2", '{"customer": 1, "amount": 6}', 3), (customers, 1, '{"name": "anne"}', 4),
+             (orders, "o3", '{"customer": 1, "amount": 7}', 5), (customers, 1, None, 6),
+             (orders, "o4", '{"customer": 1, "amount": 8}', 7)]
+    for topic, key, value, ts in steps:  # one at a time: the order of the two topics matters
+        key_bytes = key.to_bytes(4, "big") if isinstance(key, int) else key.encode()
+        engine.admin.produce(topic, key_bytes, value.encode() if value is not None else None, ts)
+        engine.wait_until_idle()
+    rows = [(v["ID"], v["NAME"], v["AMOUNT"], ts) for _k, v, ts in read(engine.admin, "ENRICHED")]
+    assert rows == [("o1", None, 5.0, 1), ("o2", "ann", 6.0, 3), ("o3", "anne", 7.0, 5), ("o4", None, 8.0, 7)]
+
+
 def test_errors_name_the_culprit(engine, topic_name):  # type: ignore[no-untyped-def]
     src = topic_name("e")
     engine.execute(f"CREATE STREAM e (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")

@@ -3,6 +3,8 @@ No Spark and no Kafka: the plan is data."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from streamsql import types as t
@@ -161,3 +163,52 @@ def test_arithmetic_with_a_bare_null_is_rejected_as_ksqldb_does(select: str, mes
     with pytest.raises(AnalysisError) as err:
         Planner(catalog).plan_query(stmt.query, persistent=False)
     assert str(err.value) == f"Error processing expression: {message}"
+
+
+# --- joins (planner/joins.py) ----------------------------------------------------------------------
+
+@pytest.fixture
+def join_catalog() -> Catalog:
+    c = Catalog()
+    c.add(Source("I1", "STREAM", [t.Column("K", t.STRING, "key"), t.Column("ID", t.INTEGER),
+                                  t.Column("F0", t.INTEGER)], topic="a", key_format="KAFKA", value_format="JSON"))
+    c.add(Source("I2", "STREAM", [t.Column("K", t.STRING, "key"), t.Column("ID", t.INTEGER),
+                                  t.Column("F0", t.INTEGER)], topic="b", key_format="KAFKA", value_format="JSON"))
+    c.add(Source("T", "TABLE", [t.Column("ID", t.INTEGER, "key"), t.Column("NAME", t.STRING)], topic="t",
+                 key_format="KAFKA", value_format="JSON"))
+    return c
+
+
+def test_join_star_names_columns_alias_underscore_column_with_the_join_key_first(join_catalog: Catalog) -> None:
+    p = plan(join_catalog, "SELECT *, I1.ROWTIME, I2.ROWTIME FROM I1 JOIN I2 WITHIN 60 SECONDS ON I1.K = I2.K "
+                           "EMIT CHANGES;", persistent=False)
+    assert [(c.name, c.is_key) for c in p.columns] == [
+        ("I1_K", True), ("I1_ID", False), ("I1_F0", False), ("I2_K", False), ("I2_ID", False), ("I2_F0", False),
+        ("I1_ROWTIME", False), ("I2_ROWTIME", False)]
+    spec = p.source.join
+    assert spec.kind == "INNER" and not spec.stream_table and spec.within_before_ms == 60_000
+
+
+def test_stream_table_join_keys_by_the_table_key_when_the_stream_side_is_an_expression(join_catalog: Catalog) -> None:
+    p = plan(join_catalog, "CREATE STREAM o AS SELECT * FROM I1 LEFT JOIN T ON ABS(I1.ID) = T.ID;")
+    assert p.key_columns[0].name == "T_ID"
+    assert p.source.join.stream_table and p.source.join.kind == "LEFT"
+    assert "abs(`ID`)" in p.source.join.left.key_sql
+    q = plan(join_catalog, "CREATE STREAM o2 AS SELECT I1.ID, NAME FROM I1 JOIN T ON T.ID = I1.ID;")
+    assert [(c.name, c.is_key) for c in q.columns] == [("I1_ID", True), ("NAME", False)]
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("SELECT F0 FROM I1 JOIN I2 WITHIN 1 SECOND ON I1.K = I2.K EMIT CHANGES;",
+     "Column 'F0' is ambiguous. Could be I1.F0 or I2.F0."),
+    ("SELECT UNKNOWN.* FROM I1 JOIN I2 WITHIN 1 SECOND ON I1.K = I2.K EMIT CHANGES;",
+     "'UNKNOWN' is not a valid stream/table name or alias."),
+    ("SELECT * FROM I1 JOIN I2 ON I1.K = I2.K EMIT CHANGES;", "Stream-Stream joins must have a WITHIN clause"),
+    ("SELECT * FROM I1 JOIN T WITHIN 1 SECOND ON I1.ID = T.ID EMIT CHANGES;", "not windowed"),
+    ("SELECT * FROM I1 JOIN T ON I1.ID = T.NAME EMIT CHANGES;", "Got I1.ID = T.NAME."),
+    ("SELECT * FROM I1 FULL OUTER JOIN T ON I1.ID = T.ID EMIT CHANGES;", "Invalid join type: full-outer join not supported for stream-table join. Got I1 [FULL] OUTER JOIN T."),
+    ("SELECT * FROM I1 FULL OUTER JOIN I2 WITHIN 1 SECOND ON I1.K = I2.K EMIT CHANGES;", "Not supported yet: FULL OUTER JOIN"),
+])
+def test_join_errors(join_catalog: Catalog, sql: str, message: str) -> None:
+    with pytest.raises(AnalysisError, match=re.escape(message)):
+        plan(join_catalog, sql, persistent=False)
