@@ -51,6 +51,8 @@ def cast_value(sql: str, source: t.SqlType | None, target: t.SqlType) -> str:
             value = cast_value(_field(sql, mine.name), mine.type, f.type) if mine is not None else \
                 f"CAST(NULL AS {_spark(f.type)})"
             parts.append(f"{_q(f.name)}, {value}")
+        if not source.fields:  # STRUCT(): every field null, the struct itself not
+            return f"named_struct({', '.join(parts)})"
         return f"(CASE WHEN {sql} IS NULL THEN NULL ELSE named_struct({', '.join(parts)}) END)"
     if isinstance(source, t.Array) and isinstance(target, t.Array) and isinstance(source.element, t.Struct):
         x = _var("x")

@@ -34,6 +34,7 @@ from streamsql.formats import registry as format_registry
 from streamsql.planner.functions import REGISTRY
 from streamsql.planner import aggregation
 from streamsql.planner.aggregation import AggregatePlan
+from streamsql.planner.casts import cast_value
 from streamsql.planner.expressions import quote
 from streamsql.planner.joins import JoinedSource
 from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant, source_columns
@@ -763,7 +764,9 @@ class Engine:
                 raise AnalysisError(f"Column name {name} does not exist.")
             if col.role in ("headers", "header"):
                 raise AnalysisError(f"Cannot insert into HEADER columns: {name}")
-            given[name] = compile_constant(node).sql
+            value = compile_constant(node)
+            # a STRUCT literal fills the column's struct by field name (absent fields null), as ksqlDB
+            given[name] = cast_value(value.sql, value.type, col.type) if isinstance(value.type, t.Struct) else value.sql
         values = self._evaluate_constants([(given.get(c.name, "NULL"), c.type) for c in writable])
         row = dict(zip([c.name for c in writable], values))
         key_bytes, value_bytes = self._encode_row(target, row)

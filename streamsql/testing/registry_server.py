@@ -77,6 +77,11 @@ class RegistryServer:
     def __exit__(self, *_exc: Any) -> None:
         self.stop()
 
+    def reset(self) -> None:
+        """Forget every schema: test cases that ask for the same ids run one after another."""
+        with self._lock:
+            self.store = _MemoryRegistry()
+
     def register(self, subject: str, text: str, schema_type: str, schema_id: int | None = None) -> int:
         """Register directly, honouring a requested id (the registry's import mode)."""
         with self._lock:

@@ -167,6 +167,7 @@ class RqttRunner:
                            topics=case.topics)
         for name, partitions in topics_to_create(qtt_like).items():
             self.admin.create_topic(name, partitions)
+        self.registry.reset()  # each case registers its own schemas, often with the same ids
         register_topic_schemas(qtt_like, "", self.registry.url, self.registry.register)
 
     def _properties(self, case: RqttCase) -> dict[str, str]:
