@@ -56,7 +56,9 @@ def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, f
     from streamsql.kafka.admin import KafkaAdmin, client_config
 
     admin = KafkaAdmin(bootstrap)
-    admin.create_topic(topic, w.partitions)
+    # explicit retention: Quix Streams derives its window state's changelog config from the input
+    # topic's retention.ms, which tansu reports only when it was set
+    admin.create_topic(topic, w.partitions, config={"retention.ms": "-1", "retention.bytes": "-1"})
     admin.close()
     producer = Producer(client_config(bootstrap, {"partitioner": "murmur2_random", "linger.ms": 5,
                                                   "enable.idempotence": True}))
