@@ -71,6 +71,12 @@ class JoinSpec:
     def stream_table(self) -> bool:
         return self.right.source.is_table
 
+    def describe(self) -> str:
+        """One line for EXPLAIN."""
+        window = "" if self.stream_table else f" WITHIN ({self.within_before_ms} ms, {self.within_after_ms} ms)"
+        return (f"{self.kind} JOIN {self.left.source.name} AS {self.left.alias} WITH {self.right.source.name} AS "
+                f"{self.right.alias}{window} ON {self.left.key_sql} = {self.right.key_sql}")
+
 
 @dataclass
 class JoinedSource(Source):

@@ -73,6 +73,8 @@ class QueryPlan:
     def explain(self) -> str:
         lines = [f"SOURCE {self.source.kind} {self.source.name} (topic {self.source.topic}, "
                  f"key {self.source.key_format}, value {self.source.value_format})"]
+        if isinstance(self.source, JoinedSource) and self.source.join is not None:
+            lines[0] = f"SOURCE {self.source.join.describe()}"
         if self.where:
             lines.append(f"  FILTER {self.where}")
         if self.table_functions:

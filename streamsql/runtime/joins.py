@@ -170,12 +170,3 @@ def _window_step(spec: JoinSpec) -> Callable[..., Iterator[Any]]:
 
     return step
 
-
-def describe(spec: JoinSpec) -> str:
-    """One line for EXPLAIN."""
-    window = ""
-    if not spec.stream_table:
-        window = f" WITHIN ({spec.within_before_ms} ms, {spec.within_after_ms} ms)"
-    return (f"{spec.kind} JOIN {spec.left.source.name} AS {spec.left.alias} WITH {spec.right.source.name} AS "
-            f"{spec.right.alias}{window} ON {spec.left.key_sql} = {spec.right.key_sql}")
-
