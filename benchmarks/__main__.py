@@ -59,9 +59,16 @@ def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, f
     # explicit retention: Quix Streams derives its window state's changelog config from the input
     # topic's retention.ms, which tansu reports only when it was set
     admin.create_topic(topic, w.partitions, config={"retention.ms": "-1", "retention.bytes": "-1"})
+    if w.table is not None:
+        admin.create_topic(f"{topic}_table", w.partitions, config={"retention.ms": "-1", "retention.bytes": "-1"})
     admin.close()
     producer = Producer(client_config(bootstrap, {"partitioner": "murmur2_random", "linger.ms": 5,
                                                   "enable.idempotence": True}))
+    if w.table is not None:  # the table first: every order finds its customer already there
+        for key, value, ts in w.table(count):
+            producer.produce(f"{topic}_table", value=value, key=key, timestamp=ts)
+            producer.poll(0)
+        producer.flush(60)
     reference = w.reference()
     expected = 0
     t0 = time.monotonic()

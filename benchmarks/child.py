@@ -200,7 +200,11 @@ def run_quixstreams(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
                       producer_extra_config={"log_level": 4})
     in_topic = app.topic(args.input_topic, key_deserializer="bytes", value_deserializer=w.quix_value_format)
     out_topic = app.topic(args.output_topic, key_serializer="bytes", value_serializer="json")
-    w.quix(app.dataframe(in_topic), out_topic)
+    if w.table is not None:
+        table_topic = app.topic(f"{args.input_topic}_table", key_deserializer="bytes", value_deserializer="json")
+        w.quix(app.dataframe(in_topic), out_topic, app.dataframe(table_topic))
+    else:
+        w.quix(app.dataframe(in_topic), out_topic)
     watcher = OutputWatcher(args.bootstrap, args.output_topic, args.expected, on_done=app.stop).start()
     timer = threading.Timer(args.timeout, app.stop)
     timer.daemon = True

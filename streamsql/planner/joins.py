@@ -13,7 +13,10 @@ Supported, as in ksqlDB:
 * stream-stream joins (INNER, LEFT) with ``WITHIN``: records of either side meet the other side's
   records of the same key whose timestamps are within the window.
 
-Not yet: table-table joins, RIGHT/FULL joins, n-way joins, windowed sources in joins.
+* table-table joins (INNER, LEFT) on both primary keys: the result is a table, updated when either
+  side changes, with a tombstone when a joined row disappears.
+
+Not yet: RIGHT/FULL joins, n-way joins, foreign-key joins, windowed sources in joins.
 """
 
 from __future__ import annotations
@@ -69,11 +72,15 @@ class JoinSpec:
 
     @property
     def stream_table(self) -> bool:
-        return self.right.source.is_table
+        return self.right.source.is_table and not self.left.source.is_table
+
+    @property
+    def table_table(self) -> bool:
+        return self.left.source.is_table
 
     def describe(self) -> str:
         """One line for EXPLAIN."""
-        window = "" if self.stream_table else f" WITHIN ({self.within_before_ms} ms, {self.within_after_ms} ms)"
+        window = "" if self.right.source.is_table else f" WITHIN ({self.within_before_ms} ms, {self.within_after_ms} ms)"
         return (f"{self.kind} JOIN {self.left.source.name} AS {self.left.alias} WITH {self.right.source.name} AS "
                 f"{self.right.alias}{window} ON {self.left.key_sql} = {self.right.key_sql}")
 
@@ -101,13 +108,14 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
     if left_alias == right_alias:
         raise AnalysisError(f"Can not join '{left_src.name}' to '{right_src.name}': self joins require "
                             f"unique aliases.")
-    if clause.kind in ("FULL", "RIGHT") and right_src.is_table and not left_src.is_table:
+    if clause.kind in ("FULL", "RIGHT") and right_src.is_table:
         raise AnalysisError(f"Invalid join type: {clause.kind.lower()}-outer join not supported for stream-table "
                             f"join. Got {left_src.name} [{clause.kind}] OUTER JOIN {right_src.name}.")
     if clause.kind not in ("INNER", "LEFT"):
         raise AnalysisError(f"Not supported yet: {clause.kind} OUTER JOIN")
-    if left_src.is_table:
-        raise AnalysisError("Not supported yet: joins with a TABLE on the left (table-table joins)")
+    if left_src.is_table and not right_src.is_table:
+        raise AnalysisError(f"Invalid join order: table-stream joins are not supported; only stream-table "
+                            f"joins. Got {left_src.name} [{clause.kind}] JOIN {right_src.name}.")
     if left_src.window_type or right_src.window_type:
         raise AnalysisError("Not supported yet: joins of windowed sources")
     left_expr, right_expr = _split_condition(clause.on, left_alias, right_alias, left_src, right_src)
@@ -125,6 +133,12 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
     right_scope = _side_scope(right_src, right_alias)
     lk = ExpressionCompiler(left_scope).compile(_unqualified(left_expr))
     rk = ExpressionCompiler(right_scope).compile(_unqualified(right_expr))
+    if left_src.is_table:
+        keys = left_src.key_columns
+        if len(keys) != 1 or not (isinstance(left_expr, exp.Column) and left_expr.name == keys[0].name):
+            raise AnalysisError(
+                f"Invalid join condition: table-table joins require to join on the primary key of the left "
+                f"table. Got {_shown(left_expr, left_alias)} = {_shown(right_expr, right_alias)}.")
     if not stream_stream:
         keys = right_src.key_columns
         if len(keys) != 1 or not (isinstance(right_expr, exp.Column) and right_expr.name == keys[0].name):
@@ -149,7 +163,8 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
             name = side.column_name(c.name)
             columns.append(t.Column(name, c.type, "key" if name in spec.key_candidates else "value"))
     joined = JoinedSource(
-        name=f"{left_src.name}_{right_src.name}_JOIN", kind="STREAM", columns=columns, topic=left_src.topic,
+        name=f"{left_src.name}_{right_src.name}_JOIN", kind="TABLE" if left_src.is_table else "STREAM",
+        columns=columns, topic=left_src.topic,
         key_format=left_src.key_format if left_src.key_format != "NONE" else right_src.key_format,
         value_format=left_src.value_format, partitions=left_src.partitions,
         key_delimiter=left_src.key_delimiter, value_delimiter=left_src.value_delimiter,

@@ -61,16 +61,21 @@ def joined_dataframe(spec: JoinSpec, left_df: "DataFrame", right_df: "DataFrame"
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     union = _narrow(left_df, spec.left, 0).unionByName(_narrow(right_df, spec.right, 1))
-    step = _table_step(spec.kind) if spec.stream_table else _window_step(spec)
+    if spec.table_table:
+        step = _table_table_step(spec.kind)
+    elif spec.stream_table:
+        step = _table_step(spec.kind)
+    else:
+        step = _window_step(spec)
     joined = union.groupBy("__JK").applyInPandasWithState(
-        step, "__TS long, __SEQ long, __L string, __R string", "state binary", "append",
+        step, "__TS long, __SEQ long, __L string, __R string, __DEL boolean", "state binary", "append",
         GroupStateTimeout.NoTimeout)
 
     def spark_type(ty: t.SqlType) -> str:
         return t.to_spark(ty).simpleString()
 
     parsed = joined.selectExpr(
-        "__TS", "__SEQ",
+        "__TS", "__SEQ", "__DEL",
         f"from_json(__L, '{_row_schema(spec.left, spark_type)}') AS __LROW",
         f"from_json(__R, '{_row_schema(spec.right, spark_type)}') AS __RROW",
     )
@@ -83,7 +88,7 @@ def joined_dataframe(spec: JoinSpec, left_df: "DataFrame", right_df: "DataFrame"
         f"__LROW.{t.ROWPARTITION} AS {t.ROWPARTITION}",
         f"__LROW.{t.ROWOFFSET} AS {t.ROWOFFSET}",
         f"coalesce(__LROW.{HEADERS_COL}, array()) AS {HEADERS_COL}",
-        f"FALSE AS {TOMBSTONE_COL}",
+        f"__DEL AS {TOMBSTONE_COL}",
     ]
     return parsed.selectExpr(*exprs)
 
@@ -100,12 +105,15 @@ def _records(pdfs: Iterator[Any]) -> list[tuple[int, int, int, bool, str]]:
     return rows
 
 
-def _output(out: list[tuple[int, int, str | None, str | None]]) -> Iterator[Any]:
+def _output(out: list[tuple[Any, ...]]) -> Iterator[Any]:
+    """Rows (ts, seq, left JSON, right JSON[, deleted]) as the step's pandas output."""
     import pandas as pd
 
     if out:
-        ts, seq, left, right = zip(*out)
-        yield pd.DataFrame({"__TS": list(ts), "__SEQ": list(seq), "__L": list(left), "__R": list(right)})
+        rows = [r if len(r) == 5 else (*r, False) for r in out]
+        ts, seq, left, right, deleted = zip(*rows)
+        yield pd.DataFrame({"__TS": list(ts), "__SEQ": list(seq), "__L": list(left), "__R": list(right),
+                            "__DEL": list(deleted)})
 
 
 def _table_step(kind: str) -> Callable[..., Iterator[Any]]:
@@ -129,6 +137,38 @@ def _table_step(kind: str) -> Callable[..., Iterator[Any]]:
                 state.remove()
             else:
                 state.update((pickle.dumps(current),))
+        yield from _output(out)
+
+    return step
+
+
+def _table_table_step(kind: str) -> Callable[..., Iterator[Any]]:
+    """Both sides are tables: the joined row of a key changes whenever either side does; when it
+    disappears (INNER: either side deleted; LEFT: the left deleted) a tombstone carries the key."""
+
+    def step(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
+        if key[0] is None:  # table records without a key are not rows
+            for _ in pdfs:
+                pass
+            return
+        st: dict[str, Any] = pickle.loads(state.get[0]) if state.exists else {
+            "L": None, "R": None, "lts": 0, "rts": 0, "last": None, "emitted": False}
+        out: list[tuple[Any, ...]] = []
+        for side, ts, off, tomb, row in _records(pdfs):
+            name = "L" if side == 0 else "R"
+            st[name] = None if tomb else row
+            st["lts" if side == 0 else "rts"] = ts
+            if st["L"] is not None:
+                st["last"] = st["L"]
+            alive = st["L"] is not None and (st["R"] is not None or kind == "LEFT")
+            if alive:
+                both = st["R"] is not None
+                out.append((max(st["lts"], st["rts"]) if both else st["lts"], off, st["L"], st["R"], False))
+                st["emitted"] = True
+            elif st["emitted"]:
+                out.append((ts, off, st["last"], None, True))
+                st["emitted"] = False
+        state.update((pickle.dumps(st),))
         yield from _output(out)
 
     return step

@@ -212,3 +212,15 @@ def test_stream_table_join_keys_by_the_table_key_when_the_stream_side_is_an_expr
 def test_join_errors(join_catalog: Catalog, sql: str, message: str) -> None:
     with pytest.raises(AnalysisError, match=re.escape(message)):
         plan(join_catalog, sql, persistent=False)
+
+
+def test_table_table_join_is_a_table_keyed_by_the_primary_keys(join_catalog: Catalog) -> None:
+    join_catalog.add(Source("U", "TABLE", [t.Column("UID", t.INTEGER, "key"), t.Column("CITY", t.STRING)], topic="u",
+                            key_format="KAFKA", value_format="JSON"))
+    p = plan(join_catalog, "CREATE TABLE o AS SELECT T.ID, NAME, CITY FROM T LEFT JOIN U ON T.ID = U.UID;")
+    assert p.source.is_table and p.source.join.table_table
+    assert [(c.name, c.is_key) for c in p.columns] == [("ID", True), ("NAME", False), ("CITY", False)]
+    with pytest.raises(AnalysisError, match="table-table joins require to join on the primary key"):
+        plan(join_catalog, "CREATE TABLE o2 AS SELECT * FROM T JOIN U ON T.NAME = U.UID;")
+    with pytest.raises(AnalysisError, match="table-stream joins are not supported"):
+        plan(join_catalog, "SELECT * FROM T JOIN I1 ON T.ID = I1.ID EMIT CHANGES;", persistent=False)
