@@ -10,13 +10,13 @@ Supported, as in ksqlDB:
 
 * stream-table joins (INNER, LEFT): each stream record meets the table row of its key as of that
   record; the ON condition must use the table's PRIMARY KEY;
-* stream-stream joins (INNER, LEFT) with ``WITHIN``: records of either side meet the other side's
+* stream-stream joins (INNER, LEFT, RIGHT) with ``WITHIN``: records of either side meet the other side's
   records of the same key whose timestamps are within the window.
 
-* table-table joins (INNER, LEFT) on both primary keys: the result is a table, updated when either
+* table-table joins (INNER, LEFT, RIGHT) on both primary keys: the result is a table, updated when either
   side changes, with a tombstone when a joined row disappears.
 
-Not yet: RIGHT/FULL joins, n-way joins, foreign-key joins, windowed sources in joins.
+Not yet: FULL OUTER joins, n-way joins, foreign-key joins, windowed sources in joins.
 """
 
 from __future__ import annotations
@@ -108,10 +108,10 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
     if left_alias == right_alias:
         raise AnalysisError(f"Can not join '{left_src.name}' to '{right_src.name}': self joins require "
                             f"unique aliases.")
-    if clause.kind in ("FULL", "RIGHT") and right_src.is_table:
+    if clause.kind in ("FULL", "RIGHT") and right_src.is_table and not left_src.is_table:
         raise AnalysisError(f"Invalid join type: {clause.kind.lower()}-outer join not supported for stream-table "
                             f"join. Got {left_src.name} [{clause.kind}] OUTER JOIN {right_src.name}.")
-    if clause.kind not in ("INNER", "LEFT"):
+    if clause.kind not in ("INNER", "LEFT", "RIGHT"):
         raise AnalysisError(f"Not supported yet: {clause.kind} OUTER JOIN")
     if left_src.is_table and not right_src.is_table:
         raise AnalysisError(f"Invalid join order: table-stream joins are not supported; only stream-table "
@@ -262,7 +262,8 @@ def _key_candidates(kind: str, left_expr: exp.Expression, right_expr: exp.Expres
                     right: JoinSide) -> list[tuple[str, str]]:
     """The join columns that can be the result's key, as (joined name, ON text): for an INNER
     join either side's column (they are equal); for a LEFT join the left column (the right one may
-    be null), else the right one (ksqlDB)."""
+    be null), else the right one; for a RIGHT join either, the left first (ksqlDB). The runtime
+    fills a join column from the join key when its side is missing (runtime/joins.py)."""
     out: list[tuple[str, str]] = []
     for side, node in ((left, left_expr), (right, right_expr)):
         if isinstance(node, exp.Column) and side.source.column(node.name) is not None:

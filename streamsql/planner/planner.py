@@ -277,11 +277,10 @@ class Planner:
     @staticmethod
     def _join_key(source: "JoinedSource", columns: list[OutputColumn], persistent: bool,
                   sink_name: str | None) -> list[OutputColumn]:
-        """A join's key is the first projected join column, moved first; a persistent query must
-        project one (ksqlDB's message names the ON expressions)."""
+        """A join's key is its left join column when projected, else the right one, moved first;
+        a persistent query must project one (ksqlDB's message names the ON expressions)."""
         assert source.join is not None
-        refs = {quote(name) for name in source.join.key_candidates}
-        key = next((c for c in columns if c.sql in refs), None)
+        key = next((c for name in source.join.key_candidates for c in columns if c.sql == quote(name)), None)
         if key is None:
             exprs = source.join.key_expressions
             if persistent and exprs:

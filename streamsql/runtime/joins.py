@@ -68,21 +68,25 @@ def joined_dataframe(spec: JoinSpec, left_df: "DataFrame", right_df: "DataFrame"
     else:
         step = _window_step(spec)
     joined = union.groupBy("__JK").applyInPandasWithState(
-        step, "__TS long, __SEQ long, __L string, __R string, __DEL boolean", "state binary", "append",
+        step, "__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string", "state binary",
+        "append",
         GroupStateTimeout.NoTimeout)
 
     def spark_type(ty: t.SqlType) -> str:
         return t.to_spark(ty).simpleString()
 
     parsed = joined.selectExpr(
-        "__TS", "__SEQ", "__DEL",
+        "__TS", "__SEQ", "__DEL", "__KEY",
         f"from_json(__L, '{_row_schema(spec.left, spark_type)}') AS __LROW",
         f"from_json(__R, '{_row_schema(spec.right, spark_type)}') AS __RROW",
     )
     exprs: list[str] = []
     for side, row in ((spec.left, "__LROW"), (spec.right, "__RROW")):
-        for name, _ty, joined_name in side_columns(side):
-            exprs.append(f"{row}.{quote(name)} AS {quote(joined_name)}")
+        for name, ty, joined_name in side_columns(side):
+            value = f"{row}.{quote(name)}"
+            if joined_name in spec.key_candidates:  # a join column holds the join key even when its side is missing
+                value = f"coalesce({value}, CAST(__KEY AS {spark_type(ty)}))"
+            exprs.append(f"{value} AS {quote(joined_name)}")
     exprs += [
         f"__TS AS {t.ROWTIME}",
         f"__LROW.{t.ROWPARTITION} AS {t.ROWPARTITION}",
@@ -105,15 +109,15 @@ def _records(pdfs: Iterator[Any]) -> list[tuple[int, int, int, bool, str]]:
     return rows
 
 
-def _output(out: list[tuple[Any, ...]]) -> Iterator[Any]:
-    """Rows (ts, seq, left JSON, right JSON[, deleted]) as the step's pandas output."""
+def _output(out: list[tuple[Any, ...]], key: Any) -> Iterator[Any]:
+    """Rows (ts, seq, left JSON, right JSON[, deleted]) of join key ``key`` as the step's output."""
     import pandas as pd
 
     if out:
         rows = [r if len(r) == 5 else (*r, False) for r in out]
         ts, seq, left, right, deleted = zip(*rows)
         yield pd.DataFrame({"__TS": list(ts), "__SEQ": list(seq), "__L": list(left), "__R": list(right),
-                            "__DEL": list(deleted)})
+                            "__DEL": list(deleted), "__KEY": [key] * len(rows)})
 
 
 def _table_step(kind: str) -> Callable[..., Iterator[Any]]:
@@ -137,7 +141,7 @@ def _table_step(kind: str) -> Callable[..., Iterator[Any]]:
                 state.remove()
             else:
                 state.update((pickle.dumps(current),))
-        yield from _output(out)
+        yield from _output(out, key[0])
 
     return step
 
@@ -152,24 +156,25 @@ def _table_table_step(kind: str) -> Callable[..., Iterator[Any]]:
                 pass
             return
         st: dict[str, Any] = pickle.loads(state.get[0]) if state.exists else {
-            "L": None, "R": None, "lts": 0, "rts": 0, "last": None, "emitted": False}
+            "L": None, "R": None, "lts": 0, "rts": 0, "lastL": None, "lastR": None, "emitted": False}
         out: list[tuple[Any, ...]] = []
         for side, ts, off, tomb, row in _records(pdfs):
             name = "L" if side == 0 else "R"
             st[name] = None if tomb else row
             st["lts" if side == 0 else "rts"] = ts
-            if st["L"] is not None:
-                st["last"] = st["L"]
-            alive = st["L"] is not None and (st["R"] is not None or kind == "LEFT")
+            if not tomb:
+                st["last" + name] = row
+            left, right = st["L"] is not None, st["R"] is not None
+            alive = {"INNER": left and right, "LEFT": left, "RIGHT": right}[kind]
             if alive:
-                both = st["R"] is not None
-                out.append((max(st["lts"], st["rts"]) if both else st["lts"], off, st["L"], st["R"], False))
+                when = max(st["lts"], st["rts"]) if left and right else (st["lts"] if left else st["rts"])
+                out.append((when, off, st["L"], st["R"], False))
                 st["emitted"] = True
-            elif st["emitted"]:
-                out.append((ts, off, st["last"], None, True))
+            elif st["emitted"]:  # the tombstone carries the last rows, so the key columns are set
+                out.append((ts, off, st["lastL"], st["lastR"], True))
                 st["emitted"] = False
         state.update((pickle.dumps(st),))
-        yield from _output(out)
+        yield from _output(out, key[0])
 
     return step
 
@@ -185,8 +190,10 @@ def _window_step(spec: JoinSpec) -> Callable[..., Iterator[Any]]:
         out: list[tuple[int, int, str | None, str | None]] = []
         for side, ts, off, tomb, row in _records(pdfs):
             if key[0] is None or tomb:
-                if side == 0 and kind == "LEFT" and not tomb:
+                if not tomb and side == 0 and kind == "LEFT":
                     out.append((ts, off, row, None))
+                elif not tomb and side == 1 and kind == "RIGHT":
+                    out.append((ts, off, None, row))
                 continue
             if side == 0:
                 matches = [(rts, roff, r) for rts, roff, r in buffers["R"] if ts - before <= rts <= ts + after]
@@ -196,9 +203,13 @@ def _window_step(spec: JoinSpec) -> Callable[..., Iterator[Any]]:
                     out.append((ts, off, row, None))
                 buffers["L"].append((ts, off, row))
             else:
+                matched = False
                 for lts, loff, lrow in buffers["L"]:
                     if lts - before <= ts <= lts + after:
                         out.append((max(ts, lts), loff, lrow, row))
+                        matched = True
+                if not matched and kind == "RIGHT":
+                    out.append((ts, off, None, row))
                 buffers["R"].append((ts, off, row))
             newest = ts if buffers["max"] is None else max(buffers["max"], ts)
             buffers["max"] = newest
@@ -206,7 +217,7 @@ def _window_step(spec: JoinSpec) -> Callable[..., Iterator[Any]]:
             buffers["L"] = [b for b in buffers["L"] if b[0] >= horizon]
             buffers["R"] = [b for b in buffers["R"] if b[0] >= horizon]
         state.update((pickle.dumps(buffers),))
-        yield from _output(out)
+        yield from _output(out, key[0])
 
     return step
 
