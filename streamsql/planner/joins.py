@@ -10,13 +10,15 @@ Supported, as in ksqlDB:
 
 * stream-table joins (INNER, LEFT): each stream record meets the table row of its key as of that
   record; the ON condition must use the table's PRIMARY KEY;
-* stream-stream joins (INNER, LEFT, RIGHT) with ``WITHIN``: records of either side meet the other side's
+* stream-stream joins (INNER, LEFT, RIGHT, FULL) with ``WITHIN``: records of either side meet the other side's
   records of the same key whose timestamps are within the window.
 
-* table-table joins (INNER, LEFT, RIGHT) on both primary keys: the result is a table, updated when either
+* table-table joins (INNER, LEFT, RIGHT, FULL) on both primary keys: the result is a table, updated when either
   side changes, with a tombstone when a joined row disappears.
 
-Not yet: FULL OUTER joins, n-way joins, foreign-key joins, windowed sources in joins.
+A FULL OUTER join (or one whose ON has no plain column) is keyed by a synthetic ``ROWKEY``.
+
+Not yet: n-way joins, foreign-key joins, windowed sources in joins.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from streamsql.sql import ast
 
 #: pseudo columns each side of a join keeps, reachable as ``alias.ROWTIME`` etc.
 SIDE_PSEUDO = (t.ROWTIME, t.ROWPARTITION, t.ROWOFFSET)
+#: the key column ksqlDB adds when the join key is no source's column
+SYNTHETIC_KEY = "ROWKEY"
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,9 @@ class JoinSpec:
     #: comes from its left side when that is a column) and how the ON clause wrote them
     key_candidates: tuple[str, ...] = ()
     key_expressions: tuple[str, ...] = ()
+    #: the type of the synthetic ROWKEY column, when the key is not a source column (FULL OUTER
+    #: joins, or ON expressions on both sides)
+    synthetic_key: t.SqlType | None = None
 
     def output_name(self, qualifier: str | None, name: str) -> str:
         """A projected column's name: its own, or ``ALIAS_NAME`` when both sides have ``name``."""
@@ -111,8 +118,7 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
     if clause.kind in ("FULL", "RIGHT") and right_src.is_table and not left_src.is_table:
         raise AnalysisError(f"Invalid join type: {clause.kind.lower()}-outer join not supported for stream-table "
                             f"join. Got {left_src.name} [{clause.kind}] OUTER JOIN {right_src.name}.")
-    if clause.kind not in ("INNER", "LEFT", "RIGHT"):
-        raise AnalysisError(f"Not supported yet: {clause.kind} OUTER JOIN")
+
     if left_src.is_table and not right_src.is_table:
         raise AnalysisError(f"Invalid join order: table-stream joins are not supported; only stream-table "
                             f"joins. Got {left_src.name} [{clause.kind}] JOIN {right_src.name}.")
@@ -152,10 +158,13 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
     left = JoinSide(left_src, left_alias, lk.sql, lk.type)
     right = JoinSide(right_src, right_alias, rk.sql, rk.type)
     candidates = _key_candidates(clause.kind, left_expr, right_expr, left, right)
+    synthetic = None if candidates else (lk.type or rk.type or t.STRING)
+    if synthetic is not None:  # FULL OUTER, or no column on either side of ON: ksqlDB's ROWKEY
+        candidates = [(SYNTHETIC_KEY, SYNTHETIC_KEY)]
     spec = JoinSpec(clause.kind, left, right, clause.within_before_ms, clause.within_after_ms, clause.grace_ms,
                     key_candidates=tuple(name for name, _text in candidates),
-                    key_expressions=tuple(text for _name, text in candidates))
-    columns: list[t.Column] = []
+                    key_expressions=tuple(text for _name, text in candidates), synthetic_key=synthetic)
+    columns: list[t.Column] = [t.Column(SYNTHETIC_KEY, synthetic, "key")] if synthetic is not None else []
     for side in (left, right):
         for c in side.source.columns:
             if c.role not in ("key", "value"):
@@ -179,6 +188,8 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
             scope_cols.append(ScopeColumn(name, t.PSEUDO_COLUMNS[name], quote(side.column_name(name)), side.alias))
     for name, ty in t.PSEUDO_COLUMNS.items():  # unqualified: the joined record's own
         scope_cols.append(ScopeColumn(name, ty, quote(name), None))
+    if synthetic is not None:
+        scope_cols.append(ScopeColumn(SYNTHETIC_KEY, synthetic, quote(SYNTHETIC_KEY), None))
     return joined, Scope(scope_cols, {left_alias, right_alias})
 
 
@@ -270,4 +281,6 @@ def _key_candidates(kind: str, left_expr: exp.Expression, right_expr: exp.Expres
             out.append((side.column_name(node.name), f"{side.alias}.{node.name}"))
     if kind == "LEFT" and len(out) == 2:
         out = out[:1]
+    if kind == "FULL":  # either side may be missing: the key is synthetic
+        return []
     return out

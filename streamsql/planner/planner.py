@@ -27,7 +27,7 @@ from streamsql.planner.aggregation import AggregatePlan, AggregationPlanner
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
 from streamsql.planner.functions import REGISTRY
 from streamsql.planner import table_functions as tf
-from streamsql.planner.joins import JoinedSource, plan_join
+from streamsql.planner.joins import SYNTHETIC_KEY, JoinedSource, plan_join
 from streamsql.sql import ast
 
 if TYPE_CHECKING:
@@ -249,6 +249,8 @@ class Planner:
             if not sides:
                 raise AnalysisError(f"'{qualifier}' is not a valid stream/table name or alias.")
         names = {s.column_name(c.name) for s in sides for c in s.source.columns}
+        if qualifier is None and source.join.synthetic_key is not None:
+            names.add(SYNTHETIC_KEY)
         return [OutputColumn(c.name, quote(c.name), c.type, c.is_key) for c in source.columns if c.name in names]
 
     def _reject_aggregates(self, node: exp.Expression) -> None:
@@ -286,8 +288,12 @@ class Planner:
             if persistent and exprs:
                 listed = " or ".join(exprs)
                 noun = "expressions" if len(exprs) > 1 else "expression"
+                note = ""
+                if source.join.synthetic_key is not None:
+                    note = (f"\n{exprs[0]} was added as a synthetic key column because the join criteria did "
+                            f"not match any source column.")
                 raise AnalysisError(f"The query used to build `{sink_name}` must include the join {noun} {listed} "
-                                    f"in its projection (eg, SELECT {exprs[0]}...).")
+                                    f"in its projection (eg, SELECT {exprs[0]}...).{note}")
             return [OutputColumn(c.name, c.sql, c.type, False) for c in columns]
         return [OutputColumn(key.name, key.sql, key.type, True)] + [
             OutputColumn(c.name, c.sql, c.type, False) for c in columns if c is not key]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from streamsql import types as t
 from streamsql.planner.expressions import quote
-from streamsql.planner.joins import JoinSide, JoinSpec, side_columns
+from streamsql.planner.joins import SYNTHETIC_KEY, JoinSide, JoinSpec, side_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -81,6 +81,8 @@ def joined_dataframe(spec: JoinSpec, left_df: "DataFrame", right_df: "DataFrame"
         f"from_json(__R, '{_row_schema(spec.right, spark_type)}') AS __RROW",
     )
     exprs: list[str] = []
+    if spec.synthetic_key is not None:
+        exprs.append(f"CAST(__KEY AS {spark_type(spec.synthetic_key)}) AS {quote(SYNTHETIC_KEY)}")
     for side, row in ((spec.left, "__LROW"), (spec.right, "__RROW")):
         for name, ty, joined_name in side_columns(side):
             value = f"{row}.{quote(name)}"
@@ -165,7 +167,7 @@ def _table_table_step(kind: str) -> Callable[..., Iterator[Any]]:
             if not tomb:
                 st["last" + name] = row
             left, right = st["L"] is not None, st["R"] is not None
-            alive = {"INNER": left and right, "LEFT": left, "RIGHT": right}[kind]
+            alive = {"INNER": left and right, "LEFT": left, "RIGHT": right, "FULL": left or right}[kind]
             if alive:
                 when = max(st["lts"], st["rts"]) if left and right else (st["lts"] if left else st["rts"])
                 out.append((when, off, st["L"], st["R"], False))
@@ -190,16 +192,16 @@ def _window_step(spec: JoinSpec) -> Callable[..., Iterator[Any]]:
         out: list[tuple[int, int, str | None, str | None]] = []
         for side, ts, off, tomb, row in _records(pdfs):
             if key[0] is None or tomb:
-                if not tomb and side == 0 and kind == "LEFT":
+                if not tomb and side == 0 and kind in ("LEFT", "FULL"):
                     out.append((ts, off, row, None))
-                elif not tomb and side == 1 and kind == "RIGHT":
+                elif not tomb and side == 1 and kind in ("RIGHT", "FULL"):
                     out.append((ts, off, None, row))
                 continue
             if side == 0:
                 matches = [(rts, roff, r) for rts, roff, r in buffers["R"] if ts - before <= rts <= ts + after]
                 for rts, _roff, r in matches:
                     out.append((max(ts, rts), off, row, r))
-                if not matches and kind == "LEFT":
+                if not matches and kind in ("LEFT", "FULL"):
                     out.append((ts, off, row, None))
                 buffers["L"].append((ts, off, row))
             else:
@@ -208,7 +210,7 @@ def _window_step(spec: JoinSpec) -> Callable[..., Iterator[Any]]:
                     if lts - before <= ts <= lts + after:
                         out.append((max(ts, lts), loff, lrow, row))
                         matched = True
-                if not matched and kind == "RIGHT":
+                if not matched and kind in ("RIGHT", "FULL"):
                     out.append((ts, off, None, row))
                 buffers["R"].append((ts, off, row))
             newest = ts if buffers["max"] is None else max(buffers["max"], ts)

@@ -207,7 +207,6 @@ def test_stream_table_join_keys_by_the_table_key_when_the_stream_side_is_an_expr
     ("SELECT * FROM I1 JOIN T WITHIN 1 SECOND ON I1.ID = T.ID EMIT CHANGES;", "not windowed"),
     ("SELECT * FROM I1 JOIN T ON I1.ID = T.NAME EMIT CHANGES;", "Got I1.ID = T.NAME."),
     ("SELECT * FROM I1 FULL OUTER JOIN T ON I1.ID = T.ID EMIT CHANGES;", "Invalid join type: full-outer join not supported for stream-table join. Got I1 [FULL] OUTER JOIN T."),
-    ("SELECT * FROM I1 FULL OUTER JOIN I2 WITHIN 1 SECOND ON I1.K = I2.K EMIT CHANGES;", "Not supported yet: FULL OUTER JOIN"),
 ])
 def test_join_errors(join_catalog: Catalog, sql: str, message: str) -> None:
     with pytest.raises(AnalysisError, match=re.escape(message)):
@@ -224,3 +223,11 @@ def test_table_table_join_is_a_table_keyed_by_the_primary_keys(join_catalog: Cat
         plan(join_catalog, "CREATE TABLE o2 AS SELECT * FROM T JOIN U ON T.NAME = U.UID;")
     with pytest.raises(AnalysisError, match="table-stream joins are not supported"):
         plan(join_catalog, "SELECT * FROM T JOIN I1 ON T.ID = I1.ID EMIT CHANGES;", persistent=False)
+
+
+def test_full_outer_join_is_keyed_by_a_synthetic_rowkey(join_catalog: Catalog) -> None:
+    p = plan(join_catalog, "CREATE STREAM o AS SELECT * FROM I1 FULL OUTER JOIN I2 WITHIN 1 SECOND ON I1.K = I2.K;")
+    assert [(c.name, c.is_key) for c in p.columns][:3] == [("ROWKEY", True), ("I1_K", False), ("I1_ID", False)]
+    with pytest.raises(AnalysisError, match="must include the join expression ROWKEY in its projection .*\n"
+                                            "ROWKEY was added as a synthetic key column"):
+        plan(join_catalog, "CREATE STREAM o2 AS SELECT I1.ID FROM I1 FULL OUTER JOIN I2 WITHIN 1 SECOND ON I1.K = I2.K;")
