@@ -9,8 +9,12 @@ walks each key's records in time order, keeping per key:
 * stream-table: the table's current row (a tombstone deletes it); a stream record emits itself
   with that row (INNER: only when there is one; LEFT: with nulls otherwise);
 * stream-stream: the records of each side within the WITHIN window (plus grace); a record emits
-  one joined row per record of the other side in range, in their arrival order (LEFT: a left
-  record with no match yet emits with nulls, as ksqlDB did before its spurious-result fix).
+  one joined row per record of the other side in range, in their arrival order (LEFT/RIGHT/FULL:
+  a record with no match yet emits with nulls, as ksqlDB did before its spurious-result fix);
+* table-table: both sides' current rows; every change of either emits the joined row, or a
+  tombstone (carrying the last rows, so the key columns are set) when it stops existing.
+
+Join columns (and a synthetic ROWKEY) are filled from the join key when their side is missing.
 
 Spark checkpoints that state with the query's offsets, so a restarted query joins as if it had
 never stopped. The output has the joined source's columns (``<ALIAS>_<COLUMN>``), each side's
