@@ -88,3 +88,34 @@ def test_aggregation_push_query(engine, topic_name):  # type: ignore[no-untyped-
     assert isinstance(stream, r.RowStream)
     # one update per input record (ksqlDB with its record cache off)
     assert list(stream.rows(timeout=60)) == [["a", 1], ["a", 3]]
+
+
+def test_push_queries_without_group_by_and_over_a_table_with_deletes(engine, topic_name):  # type: ignore[no-untyped-def]
+    """An aggregate without GROUP BY folds the whole stream (push-queries.json); a push query over
+    a table emits a deleted row as a tombstone row (key set, values null), as ksqlDB's
+    ``"tombstone": true``; records without a key are not table rows."""
+    src, tbl = topic_name("nogb"), topic_name("tomb")
+    engine.execute(f"""
+        CREATE STREAM nogb (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE tomb (k VARCHAR PRIMARY KEY, n INT) WITH (KAFKA_TOPIC='{tbl}', VALUE_FORMAT='JSON', PARTITIONS=1);
+    """)
+    produce(engine.admin, src, [("a", '{"n":1}', 1), ("b", '{"n":2}', 2)])
+    [totals] = engine.execute("SELECT SUM(n) AS s, COUNT(*) AS c FROM nogb EMIT CHANGES LIMIT 2;")
+    assert list(totals.rows(timeout=60)) == [[1, 1], [3, 2]]
+    produce(engine.admin, tbl, [("x", '{"n":1}', 1), ("x", None, 2), (None, '{"n":9}', 3), ("y", '{"n":4}', 4)])
+    [changes] = engine.execute("SELECT k, n FROM tomb EMIT CHANGES LIMIT 3;")
+    rows = list(changes.rows(timeout=60))
+    assert rows == [["x", 1], ["x", None], ["y", 4]]
+    assert [isinstance(row, r.TombstoneRow) for row in rows] == [False, True, False]
+
+
+def test_insert_values_fills_a_struct_column_by_field_name(engine, topic_name):  # type: ignore[no-untyped-def]
+    """insert-values.json: STRUCT(...) with some fields (or none) fills the column's struct by
+    name, absent fields null."""
+    src = topic_name("st")
+    engine.execute(f"CREATE STREAM st (k VARCHAR KEY, s STRUCT<a INT, b VARCHAR>) "
+                   f"WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    engine.execute("INSERT INTO st (k, s) VALUES ('1', STRUCT(b := 'x'));")
+    engine.execute("INSERT INTO st (k, s) VALUES ('2', STRUCT());")
+    assert [(k, v) for k, v, _ in read(engine.admin, src)] == [
+        ("1", {"S": {"A": None, "B": "x"}}), ("2", {"S": {"A": None, "B": None}})]

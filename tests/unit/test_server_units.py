@@ -94,3 +94,12 @@ def test_rqtt_matching(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert query_mismatch(expected, actual[:2]) is not None
     assert is_rqtt_path(tmp_path / "rqtt" / "push-queries.json")
     assert not is_rqtt_path(tmp_path / "qtt" / "sum.json")
+
+
+def test_query_rows_mark_table_deletes_as_tombstones() -> None:
+    """push-queries.json: a deleted table row is ``{"row": {"columns": [...], "tombstone": true}}``."""
+    from streamsql.runtime.results import TombstoneRow
+    from streamsql.server.app import _row_entity
+
+    assert _row_entity([1, "a"]) == {"row": {"columns": [1, "a"]}}
+    assert _row_entity(TombstoneRow([1, None])) == {"row": {"columns": [1, None], "tombstone": True}}
