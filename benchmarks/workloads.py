@@ -50,15 +50,24 @@ class Workload:
 
 # --- W1: payments JSON → fraud filter (seed pipeline 002, queries/fraud_filter.sql) ---------------
 
+def seed_sql(file: str, workload: str, substitutions: list[tuple[str, str]], stop_at: str | None = None) -> str:
+    """A seed pipeline from queries/ as shipped (up to the ``stop_at`` marker), pointed at the run's
+    topics: each (pattern, replacement) must match exactly once, or the file changed shape."""
+    text = (QUERIES_DIR / file).read_text()
+    if stop_at is not None:
+        text = text.split(stop_at)[0]
+    for pattern, replacement in substitutions:
+        text, n = re.subn(pattern, replacement, text, flags=re.IGNORECASE)
+        if n != 1:
+            raise RuntimeError(f"queries/{file} changed shape; update benchmarks/workloads.py {workload}")
+    return text
+
+
 def _w1_sql(input_topic: str, output_topic: str) -> str:
     """queries/fraud_filter.sql as shipped, pointed at the run's topics."""
-    text = (QUERIES_DIR / "fraud_filter.sql").read_text()
-    text, n_in = re.subn(r"KAFKA_TOPIC\s*=\s*'payments'", f"KAFKA_TOPIC = '{input_topic}'", text)
-    text, n_out = re.subn(r"(CREATE STREAM fraudulent_payments)\s+AS",
-                          rf"\1 WITH (KAFKA_TOPIC = '{output_topic}') AS", text, flags=re.IGNORECASE)
-    if n_in != 1 or n_out != 1:
-        raise RuntimeError("queries/fraud_filter.sql changed shape; update benchmarks/workloads.py W1")
-    return text
+    return seed_sql("fraud_filter.sql", "W1", [
+        (r"KAFKA_TOPIC\s*=\s*'payments'", f"KAFKA_TOPIC = '{input_topic}'"),
+        (r"(CREATE STREAM fraudulent_payments)\s+AS", rf"\1 WITH (KAFKA_TOPIC = '{output_topic}') AS")])
 
 
 def _w1_reference() -> Callable[[bytes | None, bytes | None], int]:
@@ -188,14 +197,9 @@ def w2_log_lines(count: int, seed: int = 0) -> Iterator[Record]:
 def _w2_sql(input_topic: str, output_topic: str) -> str:
     """Statements 1 and 2 of queries/heavy_hitters.sql (cutter, heavy hitters) on the run's topics;
     the third (exact counts) is left out so every system does the same work."""
-    text = (QUERIES_DIR / "heavy_hitters.sql").read_text().split("-- 3.")[0]
-    replaced = 0
-    for name, topic in (("log_lines", input_topic), ("log_words", f"{input_topic}_words"),
-                        ("heavy_hitters", output_topic)):
-        text, n = re.subn(rf"KAFKA_TOPIC\s*=\s*'{name}'", f"KAFKA_TOPIC = '{topic}'", text)
-        replaced += n
-    if replaced != 3:
-        raise RuntimeError("queries/heavy_hitters.sql changed shape; update benchmarks/workloads.py W2")
+    topics = (("log_lines", input_topic), ("log_words", f"{input_topic}_words"), ("heavy_hitters", output_topic))
+    text = seed_sql("heavy_hitters.sql", "W2", [(rf"KAFKA_TOPIC\s*=\s*'{name}'", f"KAFKA_TOPIC = '{topic}'")
+                                                for name, topic in topics], stop_at="-- 3.")
     return text.replace("PARTITIONS = 1", "PARTITIONS = 2")
 
 
@@ -266,11 +270,10 @@ W2 = Workload(
 
 def _w4_sql(input_topic: str, output_topic: str) -> str:
     """The source and the first table of queries/cheapest_flight.sql on the run's topics."""
-    text = (QUERIES_DIR / "cheapest_flight.sql").read_text().split("-- quotes per route")[0]
-    text, n_in = re.subn(r"KAFKA_TOPIC\s*=\s*'cflight_searches'", f"KAFKA_TOPIC = '{input_topic}'", text)
-    text, n_out = re.subn(r"(CREATE TABLE cflight_cheapest)\s+AS", rf"\1 WITH (KAFKA_TOPIC = '{output_topic}') AS", text)
-    if n_in != 1 or n_out != 1:
-        raise RuntimeError("queries/cheapest_flight.sql changed shape; update benchmarks/workloads.py W4")
+    text = seed_sql("cheapest_flight.sql", "W4", [
+        (r"KAFKA_TOPIC\s*=\s*'cflight_searches'", f"KAFKA_TOPIC = '{input_topic}'"),
+        (r"(CREATE TABLE cflight_cheapest)\s+AS", rf"\1 WITH (KAFKA_TOPIC = '{output_topic}') AS")],
+        stop_at="-- quotes per route")
     return text.replace("PARTITIONS = 1", "PARTITIONS = 2")
 
 
