@@ -108,9 +108,11 @@ def w3_keys(count: int) -> int:
 
 def w3_readings(count: int, seed: int = 3) -> Iterator[Record]:
     """``count`` records: readings 1 ms apart over ``w3_keys(count)`` sensors, then one sentinel per
-    sensor an hour after the last reading. The sentinels close every earlier window (each key's and
-    the partition's stream time move past window end + grace), so an EMIT FINAL pipeline is done
-    when it has emitted one row per (sensor, window) of the readings; their own windows stay open."""
+    sensor just past the last reading window's end + grace. The sentinels close every earlier
+    window (stream time moves past window end + grace), so an EMIT FINAL pipeline is done when it
+    has emitted one row per (sensor, window) of the readings; their own windows stay open. Not
+    later: a jump beyond the window store's retention drops the open windows unemitted, as Kafka
+    Streams' segmented store does (and so does streamsql)."""
     rng = random.Random(seed)
     keys = w3_keys(count)
     readings = max(0, count - keys)
@@ -119,7 +121,8 @@ def w3_readings(count: int, seed: int = 3) -> Iterator[Record]:
         sensor = f"sensor-{rng.randrange(keys):04d}"
         value = {"reading": round(rng.uniform(0.0, 100.0), 3), "ts": ts}
         yield sensor.encode(), json.dumps(value, separators=(",", ":")).encode(), ts
-    end = samples.BASE_TIME_MS + readings + 3_600_000
+    last = samples.BASE_TIME_MS + max(readings - 1, 0)
+    end = last // W3_WINDOW_MS * W3_WINDOW_MS + W3_WINDOW_MS + W3_GRACE_MS + 1
     for k in range(min(keys, count)):
         value = {"reading": 0.0, "ts": end, "sentinel": True}
         yield f"sensor-{k:04d}".encode(), json.dumps(value, separators=(",", ":")).encode(), end

@@ -102,6 +102,10 @@ class AggregationProcessor:
         self.stream_time: int = meta.get("stream_time", -1)
         self.final_time: int = meta.get("final_time", -1)
         self.pending_final: dict[str, Update] = meta.get("pending_final", {})
+        #: lower bounds of the held windows' ends and starts: ``_emit_closed`` scans the held
+        #: windows only when stream time may have closed or expired one (a scan per record made
+        #: EMIT FINAL quadratic in the number of open windows)
+        self._min_end, self._min_start = self._bounds()
         self.dropped: int = meta.get("dropped", 0)
         self.errors: int = meta.get("errors", 0)
         self.last_error: str | None = None
@@ -299,8 +303,16 @@ class AggregationProcessor:
             self.pending_final.pop(ident, None)
         else:
             self.pending_final[ident] = update
+            start, end = update.window
+            if start is not None and end is not None:
+                self._min_end, self._min_start = min(self._min_end, end), min(self._min_start, start)
         self.final_time = max(self.final_time, update.rowtime)
         self._emit_closed(out)
+
+    def _bounds(self) -> tuple[float, float]:
+        windows = [u.window for u in self.pending_final.values() if None not in u.window]
+        return (min((w[1] for w in windows), default=float("inf")),
+                min((w[0] for w in windows), default=float("inf")))
 
     def _expired(self, window_start: int, now: int) -> bool:
         """Kafka Streams' segmented window store: segments of retention/2; a segment older than
@@ -319,6 +331,8 @@ class AggregationProcessor:
         session = self.window.type == "SESSION"
         now = self.final_time if session else self.stream_time
         expiry = now - self.grace
+        if self._min_end > expiry and (session or not self._expired(int(min(self._min_start, now)), now)):
+            return  # nothing held can be ready or expired yet
         ready = []
         for i, (k, u) in enumerate(list(self.pending_final.items())):
             start, end = u.window
@@ -330,6 +344,7 @@ class AggregationProcessor:
                 ready.append((end if session else start, i, k))
         for _, _, k in sorted(ready):
             out.append(self.pending_final.pop(k))
+        self._min_end, self._min_start = self._bounds()
 
 
 def ordered(rows: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
