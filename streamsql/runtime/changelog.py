@@ -27,8 +27,10 @@ class ChangelogWriter:
     """The ``foreachBatch`` function of a CTAS query."""
 
     def __init__(self, bootstrap_servers: str, table: Source, store: TableStore,
-                 processor: AggregationProcessor | None = None) -> None:
+                 processor: AggregationProcessor | None = None, emit: bool = True) -> None:
         self.table = table
+        #: False for a source table's materialization: rows go to the store only
+        self.emit = emit
         self.store = store
         #: GROUP BY queries: the batch holds pre-aggregation rows the processor turns into updates
         self.processor = processor
@@ -66,7 +68,7 @@ class ChangelogWriter:
                 out.append((row, True))
         upserts = [change for up, change in final.values() if up]
         deletes = [change for up, change in final.values() if not up]
-        if out:
+        if out and self.emit:
             write_arrow([self._encode(out)], self.options)
         self.store.apply(batch_id, upserts, deletes, state)
 

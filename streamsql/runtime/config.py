@@ -21,6 +21,8 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "ksql.output.topic.name.prefix": "",
     "ksql.persistence.wrap.single.values": "true",
     "ksql.streams.max.records.per.batch": "100000",
+    "ksql.query.pull.table.scan.enabled": "true",
+    "ksql.query.pull.range.scan.enabled": "true",
 }
 VALID_OFFSET_RESETS = {"earliest", "latest"}
 

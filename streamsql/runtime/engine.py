@@ -40,7 +40,7 @@ from streamsql.planner.joins import JoinedSource
 from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant, source_columns
 from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, project
 from streamsql.runtime.changelog import ChangelogWriter
-from streamsql.runtime.pull import lookup_for
+from streamsql.runtime.pull import check_access_path, lookup_for
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime import io
 from streamsql.runtime import results as r
@@ -69,6 +69,11 @@ class RunningQuery:
 #: The query itself is fine: it is restarted from its checkpoint (nothing lost or repeated).
 TRANSIENT_FAILURES = ("Python worker failed to connect back",)
 MAX_RESTARTS = 3
+
+
+def _enabled(value: str) -> bool:
+    """A boolean property as ksqlDB reads it (anything but ``false`` is on; unset is the default)."""
+    return str(value).strip().lower() != "false"
 
 
 def _normalize(text: str) -> str:
@@ -267,8 +272,24 @@ class Engine:
         if existing is not None:
             self.catalog.remove(existing.name)
         self.catalog.add(source)
-        self._log_command(stmt, replay_seq)
+        seq = self._log_command(stmt, replay_seq)
+        if source.is_source and source.is_table:
+            self._materialize_source_table(source, seq, deferred)
         return r.CommandStatus(stmt.text, f"{stmt.kind.title()} created")
+
+    def _materialize_source_table(self, table: Source, seq: int, deferred: list | None) -> None:
+        """A CREATE SOURCE TABLE is queryable (ksqlDB): a query ``CST_<name>_<seq>`` reads the
+        topic into the table's store, nothing else. It is the table's writer, so DROP stops it and
+        a restart resumes it from its checkpoint like any persistent query."""
+        query = parse(f"SELECT * FROM {quote(table.name)} EMIT CHANGES;", custom_types=self.catalog.types)[0]
+        plan = self.planner.plan_query(query.query, persistent=True, sink_name=table.name)
+        query_id = f"CST_{table.name}_{seq}"
+        table.writer_query = query_id
+        self.catalog.queries[query_id] = QueryInfo(query_id, table.statement, table.name, [])
+        if deferred is not None:
+            deferred.append((query_id, plan, query, table.name))
+        else:
+            self._start_persistent(query_id, plan, query, table)
 
     def _source_from_ddl(self, stmt: ast.CreateSource) -> Source:
         props = stmt.properties
@@ -662,7 +683,8 @@ class Engine:
                 writer = ChangelogWriter(self.bootstrap_servers, sink, store, processor)
             else:
                 out = self._build(plan, df, changelog=True)
-                writer = ChangelogWriter(self.bootstrap_servers, sink, store)
+                # a source table's own query only fills the store: its topic is the input
+                writer = ChangelogWriter(self.bootstrap_servers, sink, store, emit=not sink.is_source)
             handle = (out.writeStream.foreachBatch(writer).outputMode("append")
                       .option("checkpointLocation", str(checkpoint)).queryName(query_id).start())
         else:
@@ -879,6 +901,8 @@ class Engine:
         from pyspark.sql import types as st
 
         table = plan.source
+        check_access_path(stmt.query.where, table, _enabled(self.prop("ksql.query.pull.table.scan.enabled")),
+                          _enabled(self.prop("ksql.query.pull.range.scan.enabled")))
         store = self.stores.get(table.name)
         if store is None:
             raise AnalysisError(f"The `{table.name}` table isn't queryable. To derive a queryable table, you can do "

@@ -99,3 +99,160 @@ def _bound(lookup: Lookup, prefix: str, op: type, value: Any) -> None:
         setattr(lookup, f"{prefix}_low", (value, op is exp.GTE))
     else:
         setattr(lookup, f"{prefix}_high", (value, op is exp.LTE))
+
+
+# --- which access path a pull query needs (ksqlDB's QueryFilterNode + PullPhysicalPlanBuilder) ---
+
+_COMPARISONS: dict[type, str] = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<",
+                                 exp.LTE: "<=", exp.NullSafeEQ: "IS NOT DISTINCT FROM",
+                                 exp.NullSafeNEQ: "IS DISTINCT FROM"}
+_MAX_DISJUNCTS = 256
+#: key types a literal must already match (no text to number or number to text conversion)
+_STRICT_KINDS = (t.Kind.STRING, t.Kind.INTEGER, t.Kind.BIGINT, t.Kind.DOUBLE, t.Kind.DECIMAL)
+TABLE_SCAN_REQUIRED = ("Query requires table scan to be enabled. Table scans can be enabled by setting "
+                       "ksql.query.pull.table.scan.enabled=true")
+
+
+def _text(node: exp.Expression) -> str:
+    """An expression as ksqlDB prints it in messages: every comparison and AND in parentheses."""
+    if isinstance(node, exp.Paren):
+        return _text(node.this)
+    if isinstance(node, (exp.And, exp.Or)):
+        return f"({_text(node.left)} {'AND' if isinstance(node, exp.And) else 'OR'} {_text(node.right)})"
+    if type(node) in _COMPARISONS:
+        return f"({_text(node.left)} {_COMPARISONS[type(node)]} {_text(node.right)})"
+    if isinstance(node, exp.Column):
+        return node.name.upper() if not node.table else f"{node.table.upper()}.{node.name.upper()}"
+    if isinstance(node, exp.Literal) and node.is_string:
+        return "'" + node.this.replace("'", "''") + "'"
+    if isinstance(node, exp.Null):
+        return "null"
+    return node.sql()
+
+
+def _check_key_value(leaf: exp.Expression, other: exp.Expression, name: str, key_type: t.SqlType) -> None:
+    """A key lookup's value must be a key (ksqlDB's ``resolveKey``): not NULL, and a literal
+    that converts to the key column's type without a cast."""
+    from streamsql.errors import AnalysisError
+
+    if isinstance(other, exp.Null):
+        raise AnalysisError(f"Primary key columns can not be NULL: {_text(leaf)}")
+    if isinstance(other, exp.Literal) and key_type.kind in _STRICT_KINDS:
+        is_text = key_type.kind == t.Kind.STRING
+        if other.is_string != is_text:
+            raise AnalysisError(f"'{other.this}' can not be converted to the type of the key column: "
+                                f"{name} {key_type} KEY")
+
+
+def disjuncts(where: exp.Expression) -> list[list[exp.Expression]]:
+    """``where`` in disjunctive normal form: a list of disjuncts, each a list of ANDed leaves; an
+    ``IN`` list on a column becomes one equality per value (as ksqlDB rewrites it)."""
+    if isinstance(where, exp.Paren):
+        return disjuncts(where.this)
+    if isinstance(where, exp.Or):
+        return disjuncts(where.left) + disjuncts(where.right)
+    if isinstance(where, exp.And):
+        left, right = disjuncts(where.left), disjuncts(where.right)
+        if len(left) * len(right) > _MAX_DISJUNCTS:
+            return [[where]]  # too large to expand: treated as one opaque condition
+        return [a + b for a in left for b in right]
+    if isinstance(where, exp.In) and isinstance(where.this, exp.Column) and not where.args.get("query") \
+            and where.expressions:
+        return [[exp.EQ(this=where.this.copy(), expression=v.copy())] for v in where.expressions]
+    return [[where]]
+
+
+def _has_column(node: exp.Expression) -> bool:
+    return any(True for _ in node.find_all(exp.Column))
+
+
+def check_access_path(where: exp.Expression | None, table: Source, table_scans: bool, range_scans: bool) -> str:
+    """Decide how a pull query over ``table`` reads its store — ``key-lookup``, ``range-scan`` or
+    ``table-scan`` — and raise ksqlDB's errors when the WHERE needs a table scan but
+    ``ksql.query.pull.table.scan.enabled`` is false (or a range scan the engine may not do)."""
+    from streamsql.errors import AnalysisError
+
+    def scan_or_raise(message: str) -> None:
+        if not table_scans:
+            raise AnalysisError(message)
+
+    if where is None:
+        scan_or_raise(TABLE_SCAN_REQUIRED)
+        return "table-scan"
+    keys = [c.name.upper() for c in table.key_columns]
+    key_types = {c.name.upper(): c.type for c in table.key_columns}
+    windowed = bool(table.window_type)
+    needs_scan = False
+    constraints: list[str | None] = []  # per disjunct: the operator of a usable key constraint
+    lookups: list[tuple[exp.Expression, exp.Expression, str]] = []  # key = value comparisons
+    for leaves in disjuncts(where):
+        seen: list[str] = []
+        operators: dict[str, type] = {}
+        for leaf in leaves:
+            while isinstance(leaf, exp.Paren):
+                leaf = leaf.this
+            if isinstance(leaf, exp.Like):
+                if not isinstance(leaf.this, exp.Column):
+                    scan_or_raise("Like condition must be between strings")
+                    needs_scan = True
+                continue
+            if type(leaf) not in _COMPARISONS:
+                scan_or_raise(f"Unsupported expression in WHERE clause: {_text(leaf)}")
+                needs_scan = True
+                continue
+            left, right = leaf.left, leaf.right
+            column = right if isinstance(right, exp.Column) else left if isinstance(left, exp.Column) else None
+            if column is None:
+                scan_or_raise("A comparison must directly reference a key column.")
+                needs_scan = True
+                continue
+            other = left if column is right else right
+            if _has_column(other):
+                scan_or_raise("A comparison must be between a key column and a resolvable expression.")
+                needs_scan = True
+                continue
+            name = column.name.upper()
+            if name in (t.WINDOWSTART, t.WINDOWEND) or name not in keys:
+                continue
+            op = type(leaf) if column is left else _FLIP.get(type(leaf), type(leaf))
+            if op in (exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ):
+                scan_or_raise(f"Bound on key columns '{', '.join(keys)}' must currently be '='")
+                needs_scan = True
+            if name in seen and not table_scans:
+                raise AnalysisError("A comparison condition on the key column cannot be combined with other "
+                                    "comparisons such as an IN predicate")
+            if name not in seen:
+                seen.append(name)
+            if operators.get(name) is not exp.EQ and (op is exp.EQ or name not in operators):
+                operators[name] = op
+            if op is exp.EQ:
+                lookups.append((leaf, other, name))
+        if not seen:
+            scan_or_raise(f"WHERE clause missing key column for disjunct: {_text(exp.and_(*leaves))}")
+            needs_scan = True
+        elif len(seen) != len(keys):
+            scan_or_raise(f"Multi-column sources must specify every key in the WHERE clause. Specified: "
+                          f"[{', '.join(seen)}] Expected: [{', '.join(keys)}]")
+            needs_scan = True
+        if not seen:
+            constraints.append(None)
+        elif all(op is exp.EQ for op in operators.values()):
+            constraints.append("=")
+        elif len(operators) == 1 and next(iter(key_types[n] for n in operators)).kind in (t.Kind.STRING, t.Kind.BYTES):
+            constraints.append("range")
+        else:
+            constraints.append(None)
+    if not needs_scan:
+        for leaf, other, name in lookups:
+            _check_key_value(leaf, other, name, key_types[name])
+    if needs_scan or any(c is None for c in constraints):
+        path = "table-scan"
+    elif all(c == "=" for c in constraints):
+        path = "key-lookup"
+    elif len(constraints) == 1:
+        path = "range-scan" if range_scans and not windowed else "table-scan"
+    else:
+        path = "table-scan"
+    if path == "table-scan":
+        scan_or_raise(TABLE_SCAN_REQUIRED)
+    return path

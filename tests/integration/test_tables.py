@@ -80,6 +80,25 @@ def test_source_table_latest_value_and_tombstones(engine, topic_name):  # type: 
     assert list(pull.rows(timeout=30)) == [["3", "cy"]]
 
 
+
+def test_source_table_is_queryable_and_stays_read_only(engine, topic_name):  # type: ignore[no-untyped-def]
+    """CREATE SOURCE TABLE materializes the topic (ksqlDB's CST query): pull queries work, the
+    topic is never written to, DROP stops the query."""
+    src = topic_name("cst")
+    engine.execute(f"CREATE SOURCE TABLE cst (k INT PRIMARY KEY, text STRING) "
+                   f"WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
+    [query_id] = [q for q in engine.catalog.queries if q.startswith("CST_CST_")]
+    for key, value, ts in [(1, b"a1", 10), (2, b"a2", 11), (3, b"a3", 12), (2, None, 13)]:
+        engine.admin.produce(src, struct.pack(">i", key), value, ts)
+    engine.wait_until_idle()
+    [pull] = engine.execute("SELECT K, TEXT FROM cst;")
+    assert sorted(pull.rows(timeout=30)) == [[1, "a1"], [3, "a3"]]
+    [one] = engine.execute("SELECT * FROM cst WHERE k = 3;")
+    assert list(one.rows(timeout=30)) == [[3, "a3"]]
+    assert len(engine.admin.read_all(src)) == 4  # the materialization wrote nothing back
+    engine.execute("DROP TABLE cst;")
+    assert query_id not in engine.catalog.queries and query_id not in engine.queries
+
 def test_aggregation_push_query(engine, topic_name):  # type: ignore[no-untyped-def]
     src = topic_name("pq")
     engine.execute(f"CREATE STREAM pq (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")

@@ -66,3 +66,18 @@ def test_w4_batches_are_gzipped_csv_keyed_by_batch_and_counted_per_quote() -> No
     assert all(len(line.split(",")) == 8 for batch in lines for line in batch)
     ref = w.reference()
     assert sum(ref(k, v) for k, v, _ in records) == sum(len(b) for b in lines)
+
+
+def test_profile_summary_groups_samples_by_process_kind_and_function(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from benchmarks.profile import summarize
+
+    raw = tmp_path / "w.raw"
+    raw.write_text(
+        'process 0:"python -m benchmarks";process 1:"python -m pyspark.daemon";read (/x/site-packages/streamsql/kafka/source.py:10);'
+        'decode (/x/site-packages/streamsql/formats/json_format.py:5) 30\n'
+        'process 0:"python -m benchmarks";process 1:"python -m pyspark.daemon";read (/x/site-packages/streamsql/kafka/source.py:12) 10\n'
+        'process 2:"python -m benchmarks.child streamsql";process (/work/main/streamsql/runtime/aggregator.py:1) 60\n')
+    report = summarize(raw)
+    assert "60.0%  driver (streamsql engine)" in report and "40.0%  spark python worker" in report
+    assert "75.0%  decode (streamsql/formats/json_format.py)" in report  # self time within the workers
+    assert "100.0%  read (streamsql/kafka/source.py)" in report  # inclusive: both lines of read()

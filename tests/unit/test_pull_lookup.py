@@ -39,3 +39,56 @@ def test_store_reads_selected_rows_through_indexes(tmp_path: Path) -> None:
     assert "rows_key" in store.explain(Lookup(keys=[[3]]))
     assert "rows_k0" in store.explain(Lookup(key_low=(7, False)))
     store.close()
+
+
+STRING_KEYED = Source("MATVIEW", "TABLE", [t.Column("ID", t.STRING, "key"), t.Column("V0", t.STRING)], topic="m",
+                      key_format="KAFKA", value_format="JSON")
+TWO_KEYS = Source("AGG", "TABLE", [t.Column("ID1", t.STRING, "key"), t.Column("ID2", t.INTEGER, "key"),
+                                   t.Column("COUNT", t.BIGINT)], topic="a", key_format="JSON", value_format="JSON")
+
+
+def _path(where: str | None, table: Source = STRING_KEYED, scans: bool = False, ranges: bool = True) -> str:
+    from streamsql.runtime.pull import check_access_path
+
+    return check_access_path(parse_expression(where) if where else None, table, scans, ranges)
+
+
+def _error(where: str | None, table: Source = STRING_KEYED, ranges: bool = True) -> str:
+    import pytest
+
+    from streamsql.errors import AnalysisError
+
+    with pytest.raises(AnalysisError) as e:
+        _path(where, table, False, ranges)
+    return str(e.value)
+
+
+def test_access_path_with_table_scans_disabled_follows_ksqldb() -> None:
+    """The cases of ksqlDB's pull-queries-with-range-scan RQTT file."""
+    assert _path("ID = '1'") == "key-lookup"
+    assert _path("ID IN ('1', '2')") == "key-lookup"
+    assert _path("ID < '12'") == "range-scan"
+    assert _path("ID < '12' AND V0 > '10'") == "range-scan"
+    assert _path("ID1 = '11' AND ID2 = 10", TWO_KEYS) == "key-lookup"
+    assert "Query requires table scan to be enabled" in _error("ID <= '10'", ranges=False)
+    assert "Query requires table scan to be enabled" in _error(None)
+    assert "Query requires table scan to be enabled" in _error("ID <= '11' OR ID >= '13'")
+    assert "Query requires table scan to be enabled" in _error("ID1 <= '11' AND ID2 >= 10", TWO_KEYS)
+    assert "cannot be combined with other comparisons such as an IN predicate" in _error("ID >= '11' AND ID <= '13'")
+    assert "WHERE clause missing key column for disjunct: (V0 >= '13a')" in _error("V0 >= '13a'")
+    assert "Multi-column sources must specify every key" in _error("ID1 = '11'", TWO_KEYS)
+    assert "A comparison must be between a key column and a resolvable expression" in _error("ID = V0")
+
+
+def test_access_path_with_table_scans_enabled_never_fails() -> None:
+    for where in (None, "ID <= '11' OR ID >= '13'", "V0 >= 'v13a'", "ID = V0"):
+        assert _path(where, scans=True) == "table-scan"
+    assert _path("ID >= '11' AND ID <= '13'", scans=True) == "range-scan"  # ksqlDB keeps the first bound
+    assert _path("ID <= '10'", scans=True, ranges=False) == "table-scan"
+    assert _path("ID <= '10'", TABLE, scans=True) == "table-scan"  # ranges over numbers are scans in ksqlDB
+
+
+def test_key_lookup_values_must_be_keys() -> None:
+    assert "Primary key columns can not be NULL: (ID = null)" in _error("ID IN (NULL)")
+    assert "'10' can not be converted to the type of the key column: ID BIGINT KEY" in _error("ID IN ('10', 8)", TABLE)
+    assert _path("ID IN (10, 8)", TABLE) == "key-lookup"
