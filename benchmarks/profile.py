@@ -22,6 +22,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+_PROCESS = re.compile(r'^process \d+:"')  # py-spy's frame naming a process (a function may be called "process")
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 
 
@@ -65,7 +66,7 @@ def summarize(raw: Path, top: int = 15) -> str:
         frames = stack.split(";")
         # py-spy nests each child process's frames under its ancestors' "process ..." frames:
         # the innermost one is the process sampled
-        last = max((i for i, f in enumerate(frames) if f.startswith("process ")), default=-1)
+        last = max((i for i, f in enumerate(frames) if _PROCESS.match(f)), default=-1)
         kind = process_kind(frames[last]) if last >= 0 else "other"
         functions = [function_of(f) for f in frames[last + 1:]]
         if not functions:

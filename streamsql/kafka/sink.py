@@ -223,6 +223,7 @@ def write_arrow(batches: Iterable[pa.RecordBatch], options: Mapping[str, str] | 
             # librdkafka cannot write timestamp 0 (it means "now" there); ksqlDB writes it as is.
             # Earlier records go first, so order within the partition is kept.
             _flush_or_raise(producer, opts.topic, errors)
+            _require_topic(producer, opts.topic)
             count += write_exact_timestamps(opts, keys, values, timestamps, headers)
             continue
         for k, v, ts, h in zip(keys, values, timestamps, headers):
@@ -250,24 +251,44 @@ def _flush_or_raise(producer: Any, topic: str, errors: list[Any]) -> None:
         raise KafkaError(f"cannot write to topic '{topic}': {reason}")
 
 
-_EXACT_PRODUCERS: dict[str, Any] = {}
+
+
+def _require_topic(producer: Any, topic: str) -> None:
+    """Fail unless ``topic`` exists, asked through librdkafka (auto-creation off). kafka-python's
+    metadata requests make tansu create a missing topic whatever the client asks, so the
+    exact-timestamp path would resurrect a deleted sink topic with the broker's default
+    partition count."""
+    from confluent_kafka import KafkaException
+
+    try:
+        meta = producer.list_topics(topic, timeout=FLUSH_TIMEOUT_S).topics.get(topic)
+    except KafkaException as e:
+        raise KafkaError(f"cannot write to topic '{topic}': {e}") from None
+    if meta is None or meta.error is not None:
+        raise KafkaError(f"cannot write to topic '{topic}': "
+                         f"{meta.error.str() if meta is not None and meta.error else 'topic does not exist'}")
+#: how long a send waits for a topic's metadata before failing (kafka-python's default is 60 s)
+EXACT_MAX_BLOCK_MS = 10_000
 
 
 def write_exact_timestamps(opts: SinkOptions, keys: list[bytes | None], values: list[bytes | None],
                             timestamps: list[int | None], headers: list[Any]) -> int:
     """Write records through kafka-python, which sends the timestamp it is given (0 included).
-    Same guarantees as the main path: idempotent, acks=all, Java-compatible murmur2 partitioning."""
+    Same guarantees as the main path: idempotent, acks=all, Java-compatible murmur2 partitioning.
+
+    One producer per call, closed after it (10-40 ms on a local broker; the path is taken only
+    for records at timestamp 0): a cached kafka-python producer keeps refreshing the metadata of
+    every topic it ever wrote to, and tansu answers such a request for a deleted topic by creating
+    it again, with its default partition count."""
     from kafka import KafkaProducer
     from kafka.errors import KafkaError as KPError
 
-    with _PRODUCERS_LOCK:
-        producer = _EXACT_PRODUCERS.get(opts.bootstrap)
-        if producer is None:
-            producer = KafkaProducer(bootstrap_servers=opts.bootstrap.split(","), acks="all",
-                                     enable_idempotence=True, linger_ms=5, key_serializer=_key_bytes)
-            _EXACT_PRODUCERS[opts.bootstrap] = producer
+    producer = None
     futures = []
     try:
+        producer = KafkaProducer(bootstrap_servers=opts.bootstrap.split(","), acks="all",
+                                 enable_idempotence=True, linger_ms=5, key_serializer=_key_bytes,
+                                 allow_auto_create_topics=False, max_block_ms=EXACT_MAX_BLOCK_MS)
         for k, v, ts, h in zip(keys, values, timestamps, headers):
             key = _NULL_KEY if k is None and v is None else k
             futures.append(producer.send(opts.topic, key=key, value=v, timestamp_ms=ts, headers=list(h) if h else None))
@@ -276,6 +297,9 @@ def write_exact_timestamps(opts: SinkOptions, keys: list[bytes | None], values: 
             f.get(timeout=FLUSH_TIMEOUT_S)
     except KPError as e:
         raise KafkaError(f"cannot write to topic '{opts.topic}': {e}") from None
+    finally:
+        if producer is not None:
+            producer.close(FLUSH_TIMEOUT_S)
     return len(futures)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from sqlglot import exp
 
@@ -145,8 +145,13 @@ def iso_to_millis(text: str) -> int:
     if not m:
         raise AnalysisError(f"Failed to parse timestamp '{text}': expected ISO-8601, e.g. 2020-01-01T00:00:00")
     year, month, day, hour, minute, second, ms, tz = m.groups()
-    dt = datetime(int(year), int(month or 1), int(day or 1), int(hour or 0), int(minute or 0),
-                  int(second or 0), int((ms or "0").ljust(3, "0")) * 1000, tzinfo=timezone.utc)
+    try:
+        # the time of day is added, not set, so "T24" is the next midnight (as ksqlDB reads it)
+        dt = datetime(int(year), int(month or 1), int(day or 1), tzinfo=timezone.utc) + timedelta(
+            hours=int(hour or 0), minutes=int(minute or 0), seconds=int(second or 0),
+            milliseconds=int((ms or "0").ljust(3, "0")))
+    except ValueError as e:
+        raise AnalysisError(f"Failed to parse timestamp '{text}': {e}") from None
     millis = int(dt.timestamp() * 1000)
     if tz and tz != "Z":
         sign = 1 if tz[0] == "+" else -1
@@ -274,8 +279,13 @@ class ExpressionCompiler:
                 return Compiled(cast_value(compiled.sql, t.STRING, t.TIME), t.TIME)
         return compiled
 
-    @staticmethod
-    def _check_comparable(node: exp.Expression, left: Compiled, right: Compiled, name: str) -> None:
+    def _check_comparable(self, node: exp.Expression, left: Compiled, right: Compiled, name: str) -> None:
+        if isinstance(node.this, exp.Null) or isinstance(node.expression, exp.Null):
+            # ksqlDB types a bare NULL as "null", which compares with nothing
+            lt = "NULL" if isinstance(node.this, exp.Null) else str(left.type)
+            rt = "NULL" if isinstance(node.expression, exp.Null) else str(right.type)
+            self._comparison_error(node, f"Comparison with NULL not supported: {lt} {_SYMBOLS.get(name, name)} "
+                                         f"{rt}\nUse 'IS NULL' or 'IS NOT NULL' instead.")
         if left.type is None or right.type is None:
             return
         lc, rc = _category(left.type), _category(right.type)
@@ -283,9 +293,17 @@ class ExpressionCompiler:
         if lc in ("ARRAY", "MAP", "STRUCT") and name not in ("EQUAL", "NOT_EQUAL"):
             comparable = False
         if not comparable:
-            raise AnalysisError(
-                f"Cannot compare {node.this.sql()} ({left.type}) to {node.expression.sql()} ({right.type}) with {name}."
-            )
+            self._comparison_error(node, f"Cannot compare {node.this.sql()} ({left.type}) to {node.expression.sql()} "
+                                         f"({right.type}) with {name}.")
+
+    def _comparison_error(self, node: exp.Expression, message: str) -> None:
+        """ksqlDB names the clause and the comparison for errors in a WHERE."""
+        if self.scope.clause == "WHERE":
+            symbol = _SYMBOLS.get(type(node).__name__, "")
+            shown = (f"({_ksql_text(node.this)} {symbol} {_ksql_text(node.expression)})" if symbol
+                     else _ksql_text(node))
+            raise AnalysisError(f"Error in WHERE expression: {message}\nStatement: {shown}")
+        raise AnalysisError(message)
 
     def _arithmetic(self, node: exp.Expression, op: str) -> Compiled:
         left, right = self.compile(node.this), self.compile(node.expression)
@@ -430,6 +448,13 @@ def cast_sql(inner: Compiled, target: t.SqlType) -> str:
     from streamsql.planner.casts import compile_cast
 
     return compile_cast(inner, target)
+
+
+#: comparison names (ksqlDB's ComparisonExpression.Type) and sqlglot node names -> SQL symbols
+_SYMBOLS = {"EQUAL": "=", "NOT_EQUAL": "<>", "LESS_THAN": "<", "LESS_THAN_OR_EQUAL": "<=", "GREATER_THAN": ">",
+            "GREATER_THAN_OR_EQUAL": ">=", "IS_DISTINCT_FROM": "IS DISTINCT FROM",
+            "IS_NOT_DISTINCT_FROM": "IS NOT DISTINCT FROM", "EQ": "=", "NEQ": "<>", "LT": "<", "LTE": "<=",
+            "GT": ">", "GTE": ">=", "NullSafeEQ": "IS NOT DISTINCT FROM", "NullSafeNEQ": "IS DISTINCT FROM"}
 
 
 def _ksql_text(node: exp.Expression) -> str:

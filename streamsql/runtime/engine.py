@@ -71,6 +71,22 @@ TRANSIENT_FAILURES = ("Python worker failed to connect back",)
 MAX_RESTARTS = 3
 
 
+def _spark_value(value: Any, sql_type: t.SqlType) -> Any:
+    """A stored value in the shape ``createDataFrame`` accepts: Arrow gives maps as lists of
+    (key, value) pairs, Spark wants dicts (also inside arrays and structs)."""
+    if value is None:
+        return None
+    kind = sql_type.kind
+    if kind == t.Kind.MAP and isinstance(sql_type, t.Map):
+        pairs = value.items() if isinstance(value, dict) else value
+        return {k: _spark_value(v, sql_type.value) for k, v in pairs}
+    if kind == t.Kind.ARRAY and isinstance(sql_type, t.Array):
+        return [_spark_value(v, sql_type.element) for v in value]
+    if kind == t.Kind.STRUCT and isinstance(sql_type, t.Struct) and isinstance(value, dict):
+        return {f.name: _spark_value(value.get(f.name), f.type) for f in sql_type.fields}
+    return value
+
+
 def _enabled(value: str) -> bool:
     """A boolean property as ksqlDB reads it (anything but ``false`` is on; unset is the default)."""
     return str(value).strip().lower() != "false"
@@ -821,6 +837,8 @@ class Engine:
     # --- transient queries ---------------------------------------------------------------------
 
     def _do_SelectStatement(self, stmt: ast.SelectStatement) -> r.Result:
+        if stmt.query.emit is None:
+            self._check_pull_query(stmt.query)
         plan = self.planner.plan_query(stmt.query, persistent=False)
         self._transient_seq += 1
         push = stmt.query.emit is not None
@@ -895,6 +913,20 @@ class Engine:
         threading.Thread(target=watch, name=f"watch-{query_id}", daemon=True).start()
         return stream
 
+    def _check_pull_query(self, query: ast.Query) -> None:
+        """What a pull query may not have, in ksqlDB's words, before planning would fail on it
+        with a less helpful message."""
+        help_text = " See https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query."
+        if query.joins:
+            raise AnalysisError("Pull queries don't support JOIN clauses." + help_text)
+        if query.group_by:
+            raise AnalysisError("Pull queries don't support GROUP BY clauses." + help_text)
+        source = self.catalog.find(query.source.name)
+        if source is not None and source.is_table and not source.window_type and query.where is not None:
+            for column in query.where.find_all(exp.Column):
+                if column.name.upper() in (t.WINDOWSTART, t.WINDOWEND):
+                    raise AnalysisError(f"WHERE column '{column.name.upper()}' cannot be resolved.")
+
     def _pull_table(self, stmt: ast.SelectStatement, plan: QueryPlan) -> r.Result:
         """A pull query over a materialized table: the store's current rows, through the
         query's WHERE and projection (evaluated by Spark as a batch query)."""
@@ -917,9 +949,11 @@ class Engine:
                                + [st.StructField(n, ty) for n, ty in extra])
         key_names = [c.name for c in table.key_columns]
         data = []
+        types = {c.name: c.type for c in columns}
         for key, wstart, wend, value, rowtime in store.rows(lookup_for(stmt.query.where, table)):
             rec: dict[str, Any] = dict(zip(key_names, key))
             rec.update(value)
+            rec = {n: _spark_value(v, types[n]) if n in types else v for n, v in rec.items()}
             rec.update({t.WINDOWSTART: wstart, t.WINDOWEND: wend, t.ROWTIME: rowtime, TOMBSTONE_COL: False})
             data.append(tuple(rec.get(f.name) for f in schema.fields))
         df = self.spark.createDataFrame(data, schema)

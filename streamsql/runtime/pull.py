@@ -45,6 +45,10 @@ def _literal(node: exp.Expression, kind: t.Kind) -> tuple[bool, Any]:
         value: Any = int(text)
     except ValueError:
         value = float(text)
+    if kind == t.Kind.DOUBLE:
+        value = float(value)  # the store's key text of a DOUBLE key is "10.0", never "10"
+    elif isinstance(value, float):
+        return False, None  # 10.5 never equals an INT/BIGINT key; let the WHERE decide
     return True, -value if neg else value
 
 

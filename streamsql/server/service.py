@@ -277,7 +277,7 @@ class KsqlService:
         if stream.kind != "pull" or not isinstance(stmt, ast.SelectStatement):
             return set()
         source = self.engine.catalog.find(stmt.query.source.name)
-        if source is None:
+        if source is None or not source.is_table:  # a pull query over a stream marks no keys
             return set()
         keys = {c.name for c in source.key_columns}
         if source.window_type:

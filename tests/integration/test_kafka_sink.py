@@ -143,3 +143,16 @@ def test_raw_copy_without_specs(spark, admin, bootstrap, topic_name) -> None:  #
     assert produce_dataframe(df, opts) == 2
     assert [(r.key, r.value, r.timestamp, r.headers) for r in admin.read_all(dst)] == [
         (b"k", b"v", 42, [("a", b"1")]), (None, None, 43, [])]
+
+
+def test_exact_timestamp_writes_never_create_a_missing_topic(admin, bootstrap, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """The timestamp-0 producer asked for metadata with auto-creation on: a sink topic deleted under
+    it came back (with the broker's default partition count) at its next metadata refresh."""
+    from streamsql.errors import KafkaError
+
+    t = topic_name("never_created")
+    batch = pa.RecordBatch.from_pydict({"K": pa.array(["k"], pa.string()), "ID": [1], "NAME": ["x"],
+                                        "ROWTIME": [0], "__TOMBSTONE": [False]})
+    with pytest.raises(KafkaError, match=t):
+        write_arrow([batch], sink_options(bootstrap, t))
+    assert t not in admin.topics()

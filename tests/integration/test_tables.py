@@ -99,6 +99,21 @@ def test_source_table_is_queryable_and_stays_read_only(engine, topic_name):  # t
     engine.execute("DROP TABLE cst;")
     assert query_id not in engine.catalog.queries and query_id not in engine.queries
 
+
+def test_pull_query_returns_maps_inside_arrays(engine, topic_name):  # type: ignore[no-untyped-def]
+    """The store holds maps as Arrow gives them (lists of pairs); the pull query's DataFrame
+    needs dicts (it failed with FIELD_DATA_TYPE_UNACCEPTABLE, a 500 in the server)."""
+    src = topic_name("maps")
+    engine.execute(f"""
+        CREATE TABLE m_in (id STRING PRIMARY KEY, arraying ARRAY<MAP<STRING, INTEGER>>)
+            WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE m_mat AS SELECT id, arraying FROM m_in;
+    """)
+    produce(engine.admin, src, [("one", '{"arraying": [{"a": 1}, {"b": 2, "c": 3}]}', 1)])
+    engine.wait_until_idle()
+    [pull] = engine.execute("SELECT id, arraying FROM m_mat;")
+    assert list(pull.rows(timeout=30)) == [["one", [{"a": 1}, {"b": 2, "c": 3}]]]
+
 def test_aggregation_push_query(engine, topic_name):  # type: ignore[no-untyped-def]
     src = topic_name("pq")
     engine.execute(f"CREATE STREAM pq (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")

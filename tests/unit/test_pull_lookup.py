@@ -92,3 +92,10 @@ def test_key_lookup_values_must_be_keys() -> None:
     assert "Primary key columns can not be NULL: (ID = null)" in _error("ID IN (NULL)")
     assert "'10' can not be converted to the type of the key column: ID BIGINT KEY" in _error("ID IN ('10', 8)", TABLE)
     assert _path("ID IN (10, 8)", TABLE) == "key-lookup"
+
+
+def test_double_keys_are_looked_up_as_doubles() -> None:
+    doubles = Source("D", "TABLE", [t.Column("ID", t.DOUBLE, "key"), t.Column("V", t.STRING)], topic="d",
+                     key_format="KAFKA", value_format="JSON")
+    assert lookup_for(parse_expression("ID IN (10, 8)"), doubles).keys == [[10.0], [8.0]]
+    assert lookup_for(parse_expression("ID = 10.5"), TABLE) == Lookup()  # no BIGINT key is 10.5
