@@ -922,6 +922,14 @@ class Engine:
         if query.group_by:
             raise AnalysisError("Pull queries don't support GROUP BY clauses." + help_text)
         source = self.catalog.find(query.source.name)
+        if source is not None and source.is_table:
+            # the store keeps no partition/offset per row (ksqlDB's state store neither)
+            used = [n for n in (t.ROWPARTITION, t.ROWOFFSET)
+                    if any(c.name.upper() == n for item in query.select if item.expression is not None
+                           for c in item.expression.find_all(exp.Column))]
+            if used:
+                raise AnalysisError("Pull queries don't support the following columns in SELECT clauses: "
+                                    + ", ".join(f"`{n}`" for n in used))
         if source is not None and source.is_table and not source.window_type and query.where is not None:
             for column in query.where.find_all(exp.Column):
                 if column.name.upper() in (t.WINDOWSTART, t.WINDOWEND):

@@ -185,6 +185,7 @@ def check_access_path(where: exp.Expression | None, table: Source, table_scans: 
         return "table-scan"
     keys = [c.name.upper() for c in table.key_columns]
     key_types = {c.name.upper(): c.type for c in table.key_columns}
+    column_types = {c.name.upper(): c.type for c in table.columns}
     windowed = bool(table.window_type)
     needs_scan = False
     constraints: list[str | None] = []  # per disjunct: the operator of a usable key constraint
@@ -196,7 +197,12 @@ def check_access_path(where: exp.Expression | None, table: Source, table_scans: 
             while isinstance(leaf, exp.Paren):
                 leaf = leaf.this
             if isinstance(leaf, exp.Like):
-                if not isinstance(leaf.this, exp.Column):
+                if isinstance(leaf.this, exp.Column):
+                    column_type = column_types.get(leaf.this.name.upper())
+                    if column_type is not None and column_type.kind != t.Kind.STRING:
+                        raise AnalysisError(f"The column type for Like condition must be VARCHAR. The column "
+                                            f"type is {column_type.kind.value}")
+                else:
                     scan_or_raise("Like condition must be between strings")
                     needs_scan = True
                 continue

@@ -99,3 +99,16 @@ def test_double_keys_are_looked_up_as_doubles() -> None:
                      key_format="KAFKA", value_format="JSON")
     assert lookup_for(parse_expression("ID IN (10, 8)"), doubles).keys == [[10.0], [8.0]]
     assert lookup_for(parse_expression("ID = 10.5"), TABLE) == Lookup()  # no BIGINT key is 10.5
+
+
+def test_like_on_a_non_string_column_is_rejected() -> None:
+    from streamsql.runtime.pull import check_access_path
+
+    import pytest
+
+    from streamsql.errors import AnalysisError
+
+    with pytest.raises(AnalysisError, match="The column type for Like condition must be VARCHAR. The column type "
+                                            "is BIGINT"):
+        check_access_path(parse_expression("ID LIKE 12"), TABLE, True, True)
+    assert check_access_path(parse_expression("V LIKE 'a%'"), TABLE, True, True) == "table-scan"
