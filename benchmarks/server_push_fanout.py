@@ -1,6 +1,7 @@
 """How concurrent push queries cost on ``streamsql server``: time to first row and server memory
-for 1 and N simultaneous ``/query-stream`` push queries on the same stream (each one is its own
-Spark streaming query; see docs/differences.md "Push queries are not shared").
+for 1 and N simultaneous ``/query-stream`` push queries on the same stream from ``earliest`` (each
+one its own Spark streaming query: only identical push queries from the latest offset share one,
+see docs/differences.md "Identical stateless push queries share one Spark query").
 
     python -m benchmarks.server_push_fanout [--clients 4]
 """

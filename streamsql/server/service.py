@@ -10,6 +10,7 @@ request, as in ksqlDB).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import shutil
@@ -22,6 +23,7 @@ from streamsql import types as t
 from streamsql.errors import ParseError, StreamsqlError
 from streamsql.runtime import results as r
 from streamsql.server import entities
+from streamsql.server.sharing import PushQueryHub
 from streamsql.server.errors import (BAD_REQUEST, COMMAND_QUEUE_CATCHUP_TIMEOUT, QUERY_ENDPOINT, ServerError,
                                      bad_request, statement_error)
 from streamsql.sql import ast, parse
@@ -96,6 +98,8 @@ class KsqlService:
         self._queries_lock = threading.Lock()
         self._applied = threading.Condition()
         self.supervisor: Any = None
+        #: identical stateless push queries from the latest offset share one Spark query
+        self.push_hub = PushQueryHub()
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -253,7 +257,14 @@ class KsqlService:
                     raise statement_error("The query endpoints only run SELECT and PRINT statements; send "
                                           f"{type(stmt).__name__} statements to /ksql.", _text(stmt))
                 try:
-                    result = engine.execute_statement(stmt)
+                    if self._shareable(stmt):
+                        assert isinstance(stmt, ast.SelectStatement)
+                        unlimited = dataclasses.replace(stmt, query=dataclasses.replace(stmt.query, limit=None))
+                        result = self.push_hub.subscribe(PushQueryHub.key(stmt.text, dict(overrides), dict(variables)),
+                                                         stmt.text, stmt.query.limit,
+                                                         lambda: engine.execute_statement(unlimited))
+                    else:
+                        result = engine.execute_statement(stmt)
                 except StreamsqlError as e:
                     raise statement_error(e.message, _text(stmt)) from None
                 except Exception as e:
@@ -271,6 +282,21 @@ class KsqlService:
             self._queries[handle.query_id] = handle
         result.on_close(lambda: self._forget(handle.query_id))
         return handle
+
+    def _shareable(self, stmt: ast.Statement) -> bool:
+        """A push query that many clients can read from one Spark query (server/sharing.py):
+        from the latest offset, and no state a late subscriber would see built before it came.
+        Called with the request's properties in force."""
+        if not isinstance(stmt, ast.SelectStatement) or stmt.query.emit != "CHANGES":
+            return False
+        q = stmt.query
+        if q.joins or q.group_by or q.window is not None or q.partition_by or q.having is not None:
+            return False
+        if self.engine.prop("auto.offset.reset").lower() != "latest":
+            return False
+        from streamsql.planner.aggregation import AggregatePlan
+
+        return not isinstance(self.engine.planner.plan_query(q, persistent=False), AggregatePlan)
 
     def _key_columns(self, stmt: ast.Statement, stream: r.RowStream) -> set[str]:
         """Pull queries mark the source's key columns (and window bounds) in their header."""

@@ -190,7 +190,8 @@ def test_query_endpoint_push_and_pull(client: httpx.Client) -> None:
     assert push[3] == {"finalMessage": "Limit Reached"} and len(push) == 4
 
     pull = query(client, f"SELECT * FROM {name} WHERE V > 0;")
-    assert pull[0]["header"]["schema"] == "`ID` STRING KEY, `V` INTEGER"
+    # a pull query over a stream marks no KEY columns (ksqlDB's pull-queries-with-headers RQTT)
+    assert pull[0]["header"]["schema"] == "`ID` STRING, `V` INTEGER"
     assert sorted(e["row"]["columns"][1] for e in pull[1:-1]) == [1, 2]
     assert pull[-1] == {"finalMessage": "Query Completed"}
 
@@ -246,6 +247,37 @@ def test_query_stream_over_http2_cleartext(server: ServerProcess) -> None:
         reader.join(60)
         assert not reader.is_alive() and sorted(r[0] for r in rows) == [0, 1, 2]
 
+
+
+def test_identical_push_queries_share_one_spark_query(server: ServerProcess) -> None:
+    """Two clients, the same stateless push query from the latest offset: one source query
+    (their query ids are its id plus a subscriber number), each client its own LIMIT."""
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=600) as client:
+        name = make_stream(client, rows=0)
+        heads: list[dict[str, Any]] = []
+        rows: dict[int, list[Any]] = {0: [], 1: []}
+        ready = threading.Barrier(3)
+
+        def consume(i: int, limit: int) -> None:
+            body = {"sql": f"SELECT V FROM {name} EMIT CHANGES LIMIT {limit};"}
+            with client.stream("POST", "/query-stream", json=body) as r:
+                lines = r.iter_lines()
+                heads.append(json.loads(next(line for line in lines if line)))
+                ready.wait(120)
+                rows[i] += [json.loads(line) for line in lines if line]
+
+        readers = [threading.Thread(target=consume, args=(0, 2)), threading.Thread(target=consume, args=(1, 3))]
+        for reader in readers:
+            reader.start()
+            time.sleep(1.0)  # the second subscribes to the first one's running query
+        ready.wait(120)
+        time.sleep(3)  # both subscribed; the source reads from the latest offset
+        assert ok(ksql(client, " ".join(f"INSERT INTO {name} (ID, V) VALUES ('k{i}', {i});" for i in range(3)))) == []
+        for reader in readers:
+            reader.join(120)
+        assert rows == {0: [[0], [1]], 1: [[0], [1], [2]]}
+        ids = sorted(h["queryId"] for h in heads)
+        assert ids[0] != ids[1] and ids[0].rsplit("_", 1)[0] == ids[1].rsplit("_", 1)[0]
 
 def test_inserts_stream(server: ServerProcess) -> None:
     with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), http1=False, http2=True, timeout=600) as h2:
