@@ -111,6 +111,14 @@ def test_rowtime_compares_with_iso_strings(catalog: Catalog) -> None:
     assert c.sql == f"coalesce((`ROWTIME` >= {iso_to_millis('2020-01-01T00:00:01')}L), FALSE)"
     assert iso_to_millis("1970-01-01T00:00:01") == 1000
     assert iso_to_millis("1970-01-01T01:00:00+01:00") == 0
+    assert iso_to_millis("2020-02-24T24") == iso_to_millis("2020-02-25T00:00")  # hour 24: the next midnight
+    with pytest.raises(AnalysisError, match="Failed to parse timestamp '2020-02-30'"):
+        iso_to_millis("2020-02-30")
+
+
+def test_comparisons_with_a_bare_null_are_rejected(catalog: Catalog) -> None:
+    with pytest.raises(AnalysisError, match="Comparison with NULL not supported: NULL <> NULL"):
+        compile_expr(catalog, "NULL <> NULL")
 
 
 def test_type_errors_name_operands(catalog: Catalog) -> None:
