@@ -251,8 +251,6 @@ def _flush_or_raise(producer: Any, topic: str, errors: list[Any]) -> None:
         raise KafkaError(f"cannot write to topic '{topic}': {reason}")
 
 
-
-
 def _require_topic(producer: Any, topic: str) -> None:
     """Fail unless ``topic`` exists, asked through librdkafka (auto-creation off). kafka-python's
     metadata requests make tansu create a missing topic whatever the client asks, so the
@@ -267,6 +265,8 @@ def _require_topic(producer: Any, topic: str) -> None:
     if meta is None or meta.error is not None:
         raise KafkaError(f"cannot write to topic '{topic}': "
                          f"{meta.error.str() if meta is not None and meta.error else 'topic does not exist'}")
+
+
 #: how long a send waits for a topic's metadata before failing (kafka-python's default is 60 s)
 EXACT_MAX_BLOCK_MS = 10_000
 

@@ -299,10 +299,7 @@ class ExpressionCompiler:
     def _comparison_error(self, node: exp.Expression, message: str) -> None:
         """ksqlDB names the clause and the comparison for errors in a WHERE."""
         if self.scope.clause == "WHERE":
-            symbol = _SYMBOLS.get(type(node).__name__, "")
-            shown = (f"({_ksql_text(node.this)} {symbol} {_ksql_text(node.expression)})" if symbol
-                     else _ksql_text(node))
-            raise AnalysisError(f"Error in WHERE expression: {message}\nStatement: {shown}")
+            raise AnalysisError(f"Error in WHERE expression: {message}\nStatement: {ksql_text(node)}")
         raise AnalysisError(message)
 
     def _arithmetic(self, node: exp.Expression, op: str) -> Compiled:
@@ -311,8 +308,8 @@ class ExpressionCompiler:
             # ksqlDB types a bare NULL as "null", with which no arithmetic is defined
             lt = "null" if isinstance(node.this, exp.Null) else str(left.type)
             rt = "null" if isinstance(node.expression, exp.Null) else str(right.type)
-            raise AnalysisError(f"Error processing expression: ({_ksql_text(node.this)} {op} "
-                                f"{_ksql_text(node.expression)}). Arithmetic on types {lt} and {rt} are not supported.")
+            raise AnalysisError(f"Error processing expression: ({ksql_text(node.this)} {op} "
+                                f"{ksql_text(node.expression)}). Arithmetic on types {lt} and {rt} are not supported.")
         if op == "+" and (left.type == t.STRING or right.type == t.STRING):
             return Compiled(f"concat({left.sql}, {right.sql})", t.STRING)
         for side, expr in ((left, node.this), (right, node.expression)):
@@ -450,19 +447,29 @@ def cast_sql(inner: Compiled, target: t.SqlType) -> str:
     return compile_cast(inner, target)
 
 
-#: comparison names (ksqlDB's ComparisonExpression.Type) and sqlglot node names -> SQL symbols
+#: ksqlDB's comparison names (ComparisonExpression.Type) -> SQL symbols, for messages
 _SYMBOLS = {"EQUAL": "=", "NOT_EQUAL": "<>", "LESS_THAN": "<", "LESS_THAN_OR_EQUAL": "<=", "GREATER_THAN": ">",
             "GREATER_THAN_OR_EQUAL": ">=", "IS_DISTINCT_FROM": "IS DISTINCT FROM",
-            "IS_NOT_DISTINCT_FROM": "IS NOT DISTINCT FROM", "EQ": "=", "NEQ": "<>", "LT": "<", "LTE": "<=",
-            "GT": ">", "GTE": ">=", "NullSafeEQ": "IS NOT DISTINCT FROM", "NullSafeNEQ": "IS DISTINCT FROM"}
+            "IS_NOT_DISTINCT_FROM": "IS NOT DISTINCT FROM"}
+#: comparison nodes -> the symbols ksqlDB prints for them
+COMPARISON_SYMBOLS: dict[type, str] = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">",
+                                       exp.GTE: ">=", exp.NullSafeEQ: "IS NOT DISTINCT FROM",
+                                       exp.NullSafeNEQ: "IS DISTINCT FROM"}
 
 
-def _ksql_text(node: exp.Expression) -> str:
-    """An operand as ksqlDB prints it in error messages (``null``, ``ARRAY[1, 2]``, ``'x'``)."""
+def ksql_text(node: exp.Expression) -> str:
+    """An expression as ksqlDB prints it in error messages (``null``, ``ARRAY[1, 2]``, ``'x'``,
+    every comparison and AND/OR in parentheses: ``((ID = 1) AND (V > 'a'))``)."""
+    if isinstance(node, exp.Paren):
+        return ksql_text(node.this)
+    if isinstance(node, (exp.And, exp.Or)):
+        return f"({ksql_text(node.left)} {'AND' if isinstance(node, exp.And) else 'OR'} {ksql_text(node.right)})"
+    if type(node) in COMPARISON_SYMBOLS:
+        return f"({ksql_text(node.left)} {COMPARISON_SYMBOLS[type(node)]} {ksql_text(node.right)})"
     if isinstance(node, exp.Null):
         return "null"
     if isinstance(node, exp.Array):
-        return "ARRAY[" + ", ".join(_ksql_text(e) for e in node.expressions) + "]"
+        return "ARRAY[" + ", ".join(ksql_text(e) for e in node.expressions) + "]"
     if isinstance(node, exp.Literal):
         return f"'{node.this}'" if node.is_string else str(node.this)
     return node.sql()

@@ -69,6 +69,7 @@ class RunningQuery:
 #: The query itself is fine: it is restarted from its checkpoint (nothing lost or repeated).
 TRANSIENT_FAILURES = ("Python worker failed to connect back",)
 MAX_RESTARTS = 3
+PULL_QUERY_HELP = " See https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query."
 
 
 def _spark_value(value: Any, sql_type: t.SqlType) -> Any:
@@ -844,8 +845,7 @@ class Engine:
         push = stmt.query.emit is not None
         query_id = f"transient_{plan.source.name}_{int(time.time() * 1000)}{self._transient_seq}"
         if not push and isinstance(plan, AggregatePlan):
-            raise AnalysisError("Pull queries don't support GROUP BY clauses. See "
-                                "https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query.")
+            raise AnalysisError("Pull queries don't support GROUP BY clauses." + PULL_QUERY_HELP)
         if not push and plan.source.is_table:
             return self._pull_table(stmt, plan)
         df = self._source_dataframe(plan.source, query_id, self._offset_reset() if push else "earliest")
@@ -916,21 +916,21 @@ class Engine:
     def _check_pull_query(self, query: ast.Query) -> None:
         """What a pull query may not have, in ksqlDB's words, before planning would fail on it
         with a less helpful message."""
-        help_text = " See https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query."
         if query.joins:
-            raise AnalysisError("Pull queries don't support JOIN clauses." + help_text)
+            raise AnalysisError("Pull queries don't support JOIN clauses." + PULL_QUERY_HELP)
         if query.group_by:
-            raise AnalysisError("Pull queries don't support GROUP BY clauses." + help_text)
+            raise AnalysisError("Pull queries don't support GROUP BY clauses." + PULL_QUERY_HELP)
         source = self.catalog.find(query.source.name)
-        if source is not None and source.is_table:
-            # the store keeps no partition/offset per row (ksqlDB's state store neither)
-            used = [n for n in (t.ROWPARTITION, t.ROWOFFSET)
-                    if any(c.name.upper() == n for item in query.select if item.expression is not None
-                           for c in item.expression.find_all(exp.Column))]
-            if used:
-                raise AnalysisError("Pull queries don't support the following columns in SELECT clauses: "
-                                    + ", ".join(f"`{n}`" for n in used))
-        if source is not None and source.is_table and not source.window_type and query.where is not None:
+        if source is None or not source.is_table:
+            return
+        # the store keeps no partition/offset per row (ksqlDB's state store neither)
+        used = [n for n in (t.ROWPARTITION, t.ROWOFFSET)
+                if any(c.name.upper() == n for item in query.select if item.expression is not None
+                       for c in item.expression.find_all(exp.Column))]
+        if used:
+            raise AnalysisError("Pull queries don't support the following columns in SELECT clauses: "
+                                + ", ".join(f"`{n}`" for n in used))
+        if not source.window_type and query.where is not None:
             for column in query.where.find_all(exp.Column):
                 if column.name.upper() in (t.WINDOWSTART, t.WINDOWEND):
                     raise AnalysisError(f"WHERE column '{column.name.upper()}' cannot be resolved.")

@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from streamsql import types as t
 from streamsql.catalog import Source
+from streamsql.planner.expressions import COMPARISON_SYMBOLS, ksql_text
 from streamsql.runtime.materialized import Lookup
 
 _FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE, exp.EQ: exp.EQ}
@@ -107,31 +108,11 @@ def _bound(lookup: Lookup, prefix: str, op: type, value: Any) -> None:
 
 # --- which access path a pull query needs (ksqlDB's QueryFilterNode + PullPhysicalPlanBuilder) ---
 
-_COMPARISONS: dict[type, str] = {exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<",
-                                 exp.LTE: "<=", exp.NullSafeEQ: "IS NOT DISTINCT FROM",
-                                 exp.NullSafeNEQ: "IS DISTINCT FROM"}
 _MAX_DISJUNCTS = 256
 #: key types a literal must already match (no text to number or number to text conversion)
 _STRICT_KINDS = (t.Kind.STRING, t.Kind.INTEGER, t.Kind.BIGINT, t.Kind.DOUBLE, t.Kind.DECIMAL)
 TABLE_SCAN_REQUIRED = ("Query requires table scan to be enabled. Table scans can be enabled by setting "
                        "ksql.query.pull.table.scan.enabled=true")
-
-
-def _text(node: exp.Expression) -> str:
-    """An expression as ksqlDB prints it in messages: every comparison and AND in parentheses."""
-    if isinstance(node, exp.Paren):
-        return _text(node.this)
-    if isinstance(node, (exp.And, exp.Or)):
-        return f"({_text(node.left)} {'AND' if isinstance(node, exp.And) else 'OR'} {_text(node.right)})"
-    if type(node) in _COMPARISONS:
-        return f"({_text(node.left)} {_COMPARISONS[type(node)]} {_text(node.right)})"
-    if isinstance(node, exp.Column):
-        return node.name.upper() if not node.table else f"{node.table.upper()}.{node.name.upper()}"
-    if isinstance(node, exp.Literal) and node.is_string:
-        return "'" + node.this.replace("'", "''") + "'"
-    if isinstance(node, exp.Null):
-        return "null"
-    return node.sql()
 
 
 def _check_key_value(leaf: exp.Expression, other: exp.Expression, name: str, key_type: t.SqlType) -> None:
@@ -140,7 +121,7 @@ def _check_key_value(leaf: exp.Expression, other: exp.Expression, name: str, key
     from streamsql.errors import AnalysisError
 
     if isinstance(other, exp.Null):
-        raise AnalysisError(f"Primary key columns can not be NULL: {_text(leaf)}")
+        raise AnalysisError(f"Primary key columns can not be NULL: {ksql_text(leaf)}")
     if isinstance(other, exp.Literal) and key_type.kind in _STRICT_KINDS:
         is_text = key_type.kind == t.Kind.STRING
         if other.is_string != is_text:
@@ -206,8 +187,8 @@ def check_access_path(where: exp.Expression | None, table: Source, table_scans: 
                     scan_or_raise("Like condition must be between strings")
                     needs_scan = True
                 continue
-            if type(leaf) not in _COMPARISONS:
-                scan_or_raise(f"Unsupported expression in WHERE clause: {_text(leaf)}")
+            if type(leaf) not in COMPARISON_SYMBOLS:
+                scan_or_raise(f"Unsupported expression in WHERE clause: {ksql_text(leaf)}")
                 needs_scan = True
                 continue
             left, right = leaf.left, leaf.right
@@ -238,7 +219,7 @@ def check_access_path(where: exp.Expression | None, table: Source, table_scans: 
             if op is exp.EQ:
                 lookups.append((leaf, other, name))
         if not seen:
-            scan_or_raise(f"WHERE clause missing key column for disjunct: {_text(exp.and_(*leaves))}")
+            scan_or_raise(f"WHERE clause missing key column for disjunct: {ksql_text(exp.and_(*leaves))}")
             needs_scan = True
         elif len(seen) != len(keys):
             scan_or_raise(f"Multi-column sources must specify every key in the WHERE clause. Specified: "
