@@ -88,9 +88,13 @@ def _spark_value(value: Any, sql_type: t.SqlType) -> Any:
     return value
 
 
-def _enabled(value: str) -> bool:
-    """A boolean property as ksqlDB reads it (anything but ``false`` is on; unset is the default)."""
-    return str(value).strip().lower() != "false"
+def _enabled(name: str, value: str) -> bool:
+    """A boolean property's value; anything but true/false is a configuration error naming it."""
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"Invalid value {value} for configuration {name}: Expected value to be either "
+                          f"true or false")
+    return text == "true"
 
 
 def _normalize(text: str) -> str:
@@ -941,8 +945,9 @@ class Engine:
         from pyspark.sql import types as st
 
         table = plan.source
-        check_access_path(stmt.query.where, table, _enabled(self.prop("ksql.query.pull.table.scan.enabled")),
-                          _enabled(self.prop("ksql.query.pull.range.scan.enabled")))
+        scans, ranges = ("ksql.query.pull.table.scan.enabled", "ksql.query.pull.range.scan.enabled")
+        check_access_path(stmt.query.where, table, _enabled(scans, self.prop(scans)),
+                          _enabled(ranges, self.prop(ranges)))
         store = self.stores.get(table.name)
         if store is None:
             raise AnalysisError(f"The `{table.name}` table isn't queryable. To derive a queryable table, you can do "

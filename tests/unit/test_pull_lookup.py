@@ -112,3 +112,15 @@ def test_like_on_a_non_string_column_is_rejected() -> None:
                                             "is BIGINT"):
         check_access_path(parse_expression("ID LIKE 12"), TABLE, True, True)
     assert check_access_path(parse_expression("V LIKE 'a%'"), TABLE, True, True) == "table-scan"
+
+
+def test_scan_properties_must_be_booleans() -> None:
+    import pytest
+
+    from streamsql.errors import ConfigError
+    from streamsql.runtime.engine import _enabled
+
+    assert _enabled("ksql.query.pull.table.scan.enabled", "FALSE") is False
+    assert _enabled("ksql.query.pull.table.scan.enabled", " true") is True
+    with pytest.raises(ConfigError, match="Invalid value yes for configuration ksql.query.pull.table.scan.enabled"):
+        _enabled("ksql.query.pull.table.scan.enabled", "yes")
