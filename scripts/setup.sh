@@ -19,3 +19,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install --quiet -e ".[test]"
   touch "$stamp"
 fi
+# Spark's Python workers import PySpark from a zip without bytecode (0.6 CPU-s per process start);
+# byte-compile it once (streamsql/runtime/worker_zip.py; get_spark does the same if needed)
+.venv/bin/python -m streamsql.runtime.worker_zip

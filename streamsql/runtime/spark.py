@@ -8,6 +8,8 @@ Settings and why:
   * ``spark.sql.shuffle.partitions`` small (2× cores): the default 200 is 4–5× slower here and the
     value is frozen into each query's checkpoint.
   * session time zone UTC: ksqlDB's timestamps are UTC unless a function says otherwise.
+  * the Python workers' ``pyspark.zip`` is byte-compiled once (:mod:`streamsql.runtime.worker_zip`):
+    every Python process Spark starts would otherwise compile PySpark from source (0.6 CPU-s each).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> 
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with _lock:
+        if SparkSession.getActiveSession() is None:
+            from streamsql.runtime.worker_zip import ensure_compiled
+
+            ensure_compiled()
         builder = SparkSession.builder.appName("streamsql")
         builder = builder.master(master or os.environ.get("STREAMSQL_SPARK_MASTER", "local[2]"))
         settings = {

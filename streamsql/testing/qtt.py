@@ -827,7 +827,8 @@ class QttRunner:
 
     def iter_results(self, cases: Iterable[QttCase]) -> Iterable[CaseResult]:
         """Results in the order of ``cases``; with ``parallel`` > 1, that many cases run at once
-        (each on its own engine; results still come back in order)."""
+        (each on its own engine). Every case is queued up front, so a slow case holds back only
+        the *reporting* of later ones, never their start: the workers stay busy to the end."""
         if self.parallel == 1:
             for case in cases:
                 yield self.run_case(case)
@@ -835,14 +836,13 @@ class QttRunner:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(self.parallel, thread_name_prefix="qtt-pool") as pool:
-            pending = []
-            it = iter(cases)
-            for case in it:
-                pending.append(pool.submit(self.run_case, case))
-                if len(pending) >= self.parallel * 2:
-                    yield pending.pop(0).result()
-            for f in pending:
-                yield f.result()
+            futures = [pool.submit(self.run_case, case) for case in cases]
+            try:
+                for f in futures:
+                    yield f.result()
+            finally:
+                for f in futures:
+                    f.cancel()  # the consumer stopped early: run nothing more
 
     #: Spark gives a Python worker 10 s to start; on an overloaded machine the Kafka source's worker
     #: misses it and the query dies before reading anything. Not a result: the case is run again.
@@ -1159,8 +1159,14 @@ def file_line(file: str, results: Sequence[CaseResult]) -> str:
 
 def write_report(path: Path, results: Sequence[CaseResult], elapsed_s: float) -> None:
     p, f, s = summarize(results)
-    path.write_text(json.dumps({"passed": p, "failed": f, "skipped": s, "elapsed_s": round(elapsed_s, 1),
-                                "tests": [r.to_json() for r in results]}, indent=1), encoding="utf-8")
+    files: dict[str, list[CaseResult]] = {}
+    for r in results:
+        files.setdefault(r.file, []).append(r)
+    path.write_text(json.dumps({
+        "passed": p, "failed": f, "skipped": s, "elapsed_s": round(elapsed_s, 1),
+        "files": {name: dict(zip(("passed", "failed", "skipped"), summarize(rs))) for name, rs in files.items()},
+        "top_failures": [{"category": c, "tests": n} for c, n in top_failures(results)],
+        "tests": [r.to_json() for r in results]}, indent=1), encoding="utf-8")
 
 
 def reason_category(reason: str) -> str:
@@ -1191,6 +1197,14 @@ def reason_category(reason: str) -> str:
     r = re.sub(r"`[^`]*`", "`…`", r)
     r = re.sub(r"\b\d+\b", "N", r)
     return r[:120]
+
+
+def top_failures(results: Sequence[CaseResult], n: int = 10) -> list[tuple[str, int]]:
+    """The ``n`` most common failure categories (:func:`reason_category`) with their counts."""
+    from collections import Counter
+
+    counts = Counter(reason_category(r.reason) for r in results if r.status == "failed")
+    return counts.most_common(n)
 
 
 def copy_case(case: QttCase, **changes: Any) -> QttCase:

@@ -209,3 +209,54 @@ def test_topics_to_create_for_a_multi_statement_script() -> None:
     case = qtt.QttCase("f/t", "f.json", "t", statements=[script])
     assert qtt.split_statements(script)[1].strip().startswith("CREATE STREAM b")
     assert qtt.topics_to_create(case) == {"src": 1}
+
+
+def test_report_has_per_file_counts_and_top_failures(tmp_path: Path) -> None:
+    results = [
+        qtt.CaseResult("a/1", "a.json", "passed"),
+        qtt.CaseResult("a/2", "a.json", "failed", "statement 1 rejected: Not supported yet: FOO (later)"),
+        qtt.CaseResult("b/1", "b.json", "failed", "statement 2 rejected: Not supported yet: FOO (later)"),
+        qtt.CaseResult("b/2", "b.json", "failed", "Topic 'X', message 0: Expected <1, 2> but was <1, 3>"),
+        qtt.CaseResult("b/3", "b.json", "skipped", "disabled"),
+    ]
+    assert qtt.top_failures(results, 1) == [("Not supported yet: FOO", 2)]
+    report = tmp_path / "r.json"
+    qtt.write_report(report, results, 1.0)
+    data = json.loads(report.read_text())
+    assert data["files"] == {"a.json": {"passed": 1, "failed": 1, "skipped": 0},
+                             "b.json": {"passed": 0, "failed": 2, "skipped": 1}}
+    assert data["top_failures"][0] == {"category": "Not supported yet: FOO", "tests": 2}
+    assert [t["id"] for t in data["tests"]] == ["a/1", "a/2", "b/1", "b/2", "b/3"]
+
+
+def test_parallel_results_come_back_in_order_with_every_worker_busy() -> None:
+    """iter_results queues every case up front: a slow first case does not hold back the start
+    of the others (only their reporting), and results keep the order of the cases."""
+    import threading
+    import time
+
+    started: list[str] = []
+    release = threading.Event()
+
+    class Runner(qtt.QttRunner):
+        def __init__(self) -> None:  # no broker or Spark: run_case is replaced
+            self.parallel = 2
+
+        def run_case(self, case: qtt.QttCase) -> qtt.CaseResult:
+            started.append(case.id)
+            if case.id == "slow":
+                assert release.wait(10)
+            return qtt.CaseResult(case.id, case.file, "passed")
+
+    cases = [qtt.QttCase(i, "f.json", i, []) for i in ("slow", "b", "c", "d", "e")]
+    results: list[qtt.CaseResult] = []
+    consumer = threading.Thread(target=lambda: results.extend(Runner().iter_results(cases)))
+    consumer.start()
+    deadline = time.monotonic() + 10
+    while len(started) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(started) == ["b", "c", "d", "e", "slow"]  # all ran while "slow" was still running
+    assert results == []  # reported in order: nothing before "slow"
+    release.set()
+    consumer.join(10)
+    assert [r.id for r in results] == ["slow", "b", "c", "d", "e"]
