@@ -814,6 +814,7 @@ class QttRunner:
         self._producer: Any = None
         self._admin_client: Any = None
         self.run_tag = f"{int(time.time()) % 100000:05d}"
+        self._warm = False  # a case has run a query through Spark (see iter_results)
 
     # -- public --------------------------------------------------------------------------------
 
@@ -835,8 +836,17 @@ class QttRunner:
             return
         from concurrent.futures import ThreadPoolExecutor
 
+        pending = list(cases)
+        # Warm-up, one case at a time until one has run a query: the first tasks of Spark's Python
+        # runners add entries to an environment map shared by every query of the Kafka data
+        # source (BasePythonRunner puts SPARK_LOCAL_DIRS, SPARK_REUSE_WORKER, ... into the
+        # function's envVars). Three cold queries doing that at once corrupted the HashMap, and
+        # from then on every task failed to deserialize (java.io.OptionalDataException), the
+        # whole corpus run failing. Once the entries exist, later puts only replace values.
+        while pending and not self._warm:
+            yield self.run_case(pending.pop(0))
         with ThreadPoolExecutor(self.parallel, thread_name_prefix="qtt-pool") as pool:
-            futures = [pool.submit(self.run_case, case) for case in cases]
+            futures = [pool.submit(self.run_case, case) for case in pending]
             try:
                 for f in futures:
                     yield f.result()
@@ -1020,6 +1030,8 @@ class QttRunner:
             if one_at_a_time:
                 engine.wait_until_idle()
         engine.wait_until_idle()
+        if engine.queries:
+            self._warm = True
         failed = engine.failed_queries()
         if failed:
             raise StreamsqlError(f"Query {failed[0][0]} failed: {failed[0][1]}")

@@ -241,6 +241,7 @@ def test_parallel_results_come_back_in_order_with_every_worker_busy() -> None:
     class Runner(qtt.QttRunner):
         def __init__(self) -> None:  # no broker or Spark: run_case is replaced
             self.parallel = 2
+            self._warm = True
 
         def run_case(self, case: qtt.QttCase) -> qtt.CaseResult:
             started.append(case.id)
@@ -260,3 +261,49 @@ def test_parallel_results_come_back_in_order_with_every_worker_busy() -> None:
     release.set()
     consumer.join(10)
     assert [r.id for r in results] == ["slow", "b", "c", "d", "e"]
+
+
+def test_markdown_summary_of_a_report(tmp_path: Path) -> None:
+    from streamsql.testing import report
+
+    results = [qtt.CaseResult("a/1", "a.json", "passed"), qtt.CaseResult("a/2", "a.json", "failed", "timeout: x"),
+               qtt.CaseResult("b/1", "b.json", "skipped", "disabled")]
+    path = tmp_path / "r.json"
+    qtt.write_report(path, results, 90.0)
+    text = report.markdown(json.loads(path.read_text()))
+    assert text.startswith("**1 of 3 cases passed (33%; 50% of the 2 not disabled), 1 failed, 1 skipped; 1.5 min.**")
+    assert "| a | 1/2 | 50% |" in text and "| b | 0/1 | 0% |" in text
+    assert "| 1 | timeout |" in text
+
+
+def test_cases_run_one_at_a_time_until_one_has_warmed_spark() -> None:
+    """The first case that runs a query through Spark runs alone (see QttRunner.iter_results:
+    concurrent first tasks corrupted Spark's shared environment map)."""
+    import threading
+    import time
+
+    running: list[int] = []
+    peak_before_warm: list[int] = []
+    lock = threading.Lock()
+
+    class Runner(qtt.QttRunner):
+        def __init__(self) -> None:
+            self.parallel = 3
+            self._warm = False
+
+        def run_case(self, case: qtt.QttCase) -> qtt.CaseResult:
+            with lock:
+                running.append(1)
+                if not self._warm:
+                    peak_before_warm.append(len(running))
+            time.sleep(0.05)
+            with lock:
+                running.pop()
+            if case.id == "runs-a-query":
+                self._warm = True
+            return qtt.CaseResult(case.id, case.file, "passed")
+
+    ids = ["rejected-early", "runs-a-query", "c", "d", "e", "f"]
+    results = list(Runner().iter_results([qtt.QttCase(i, "f.json", i, []) for i in ids]))
+    assert [r.id for r in results] == ids
+    assert peak_before_warm == [1, 1]

@@ -1,0 +1,54 @@
+"""Summarise a ``streamsql test --json`` report as Markdown: pass rate per file and overall, and
+the most common failure reasons (what docs/conformance.md and closing notes quote).
+
+    python -m streamsql.testing.report /tmp/qtt.json [--top 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from streamsql.testing.qtt import CaseResult, top_failures
+
+
+def _rate(passed: int, total: int) -> str:
+    return f"{100 * passed / total:.0f}%" if total else "-"
+
+
+def markdown(report: dict[str, Any], top: int = 10) -> str:
+    results = [CaseResult(t["id"], t["file"], t["status"], t.get("reason", ""), t.get("duration_s", 0.0))
+               for t in report["tests"]]
+    files: dict[str, list[CaseResult]] = {}
+    for r in results:
+        files.setdefault(r.file, []).append(r)
+    passed = sum(r.status == "passed" for r in results)
+    skipped = sum(r.status == "skipped" for r in results)
+    run = len(results) - skipped
+    lines = [f"**{passed} of {len(results)} cases passed ({_rate(passed, len(results))}; "
+             f"{_rate(passed, run)} of the {run} not disabled), {len(results) - passed - skipped} failed, "
+             f"{skipped} skipped; {report.get('elapsed_s', 0) / 60:.1f} min.**", "",
+             "| file | passed / cases | rate |", "|---|---|---|"]
+    for name in sorted(files):
+        rs = files[name]
+        p = sum(r.status == "passed" for r in rs)
+        lines.append(f"| {name.removesuffix('.json')} | {p}/{len(rs)} | {_rate(p, len(rs))} |")
+    lines += ["", f"Top {top} failure reasons (tests per category):", "",
+              "| tests | category |", "|---|---|"]
+    lines += [f"| {n} | {c.replace('|', '/')} |" for c, n in top_failures(results, top)]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("report", help="a report written by streamsql test --json")
+    p.add_argument("--top", type=int, default=10)
+    args = p.parse_args(argv)
+    print(markdown(json.loads(Path(args.report).read_text(encoding="utf-8")), args.top), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
