@@ -312,6 +312,35 @@ class CollectSet(Accumulator):
         return list(self.items)
 
 
+class Attr(Accumulator):
+    """ATTR: the value when every row of the group has the same one (null counts as a value),
+    else null. Keeps a count per distinct value, so it can retract (tables)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[Any, list[Any]] = {}  # canonical form -> [value, count]
+
+    def add(self, args: Sequence[Any]) -> None:
+        entry = self.counts.setdefault(_hashable(args[0]), [args[0], 0])
+        entry[1] += 1
+
+    def remove(self, args: Sequence[Any]) -> None:
+        canon = _hashable(args[0])
+        entry = self.counts.get(canon)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self.counts[canon]
+
+    def merge(self, other: Accumulator) -> None:
+        for canon, (value, n) in other.counts.items():  # type: ignore[attr-defined]
+            self.counts.setdefault(canon, [value, 0])[1] += n
+
+    def result(self) -> Any:
+        if len(self.counts) != 1:
+            return None
+        return next(iter(self.counts.values()))[0]
+
+
 class Histogram(Accumulator):
     def __init__(self) -> None:
         self.counts: dict[Any, int] = {}
@@ -533,6 +562,10 @@ def _bind_collect(name: str, cls: type) -> Callable[[list[t.SqlType | None], lis
     return bind
 
 
+def _bind_attr(types: list[t.SqlType | None], params: list[Any]) -> BoundAggregate:
+    return BoundAggregate("ATTR", types, params, types[0], lambda b: Attr())
+
+
 def _bind_histogram(types: list[t.SqlType | None], params: list[Any]) -> BoundAggregate:
     if types[0] is not None and types[0].kind != t.Kind.STRING:
         raise _reject("HISTOGRAM", types)
@@ -620,6 +653,7 @@ SIGNATURES: dict[str, list[str]] = {
     "COLLECT_LIST": ["T -> ARRAY<T>"],
     "COLLECT_SET": ["T -> ARRAY<T>"],
     "HISTOGRAM": ["STRING -> MAP<STRING, BIGINT>"],
+    "ATTR": ["T -> T"],
     "TOPK": ["T, INTEGER -> ARRAY<T>", "T, INTEGER, U... -> ARRAY<STRUCT<SORT_COL T, COL0 U, ...>>"],
     "TOPKDISTINCT": ["T, INTEGER -> ARRAY<T>"],
     "EARLIEST_BY_OFFSET": ["T -> T", "T, BOOLEAN -> T", "T, INTEGER -> ARRAY<T>", "T, INTEGER, BOOLEAN -> ARRAY<T>"],
@@ -644,6 +678,8 @@ def _register_builtins() -> None:
         AggregateFunction("COLLECT_SET", _bind_collect("COLLECT_SET", CollectSet), one, 1, 1,
                           "Array of the distinct values (null included) (at most 1000)."),
         AggregateFunction("HISTOGRAM", _bind_histogram, one, 1, 1, "Map of each value to its count."),
+        AggregateFunction("ATTR", _bind_attr, one, 1, 1,
+                          "The value if all rows of the group have the same one (null included), else null."),
         AggregateFunction("TOPK", _bind_topk(False), lambda n: n - 1, 2, 100, "The k largest values."),
         AggregateFunction("TOPKDISTINCT", _bind_topk(True), lambda n: n - 1, 2, 2, "The k largest distinct values."),
         AggregateFunction("EARLIEST_BY_OFFSET", _bind_by_offset(False), one, 1, 3,

@@ -60,6 +60,8 @@ class AggregateCall:
     function: BoundAggregate
     arg_columns: list[str]
     text: str
+    #: the call as written (``SUM(VALUE)``), for error messages about the post-aggregation scope
+    shown: str = ""
 
 
 @dataclass
@@ -233,13 +235,17 @@ class AggregationPlanner:
         if query.having is not None:
             post = self._post_expression(query.having, bad)
         if not self.calls:
+            _reject_unknown_functions([i.expression for i in query.select] + [query.having])
             raise AnalysisError("GROUP BY requires aggregate functions in either the SELECT or HAVING clause.")
         if non_aggregate:
             raise AnalysisError("Non-aggregate SELECT expression(s) not part of GROUP BY: " + ", ".join(non_aggregate))
         if query.having is not None:
             if bad:
                 raise AnalysisError("Non-aggregate HAVING expression not part of GROUP BY: " + ", ".join(bad))
-            having = ExpressionCompiler(self._post_scope().with_clause("HAVING")).compile(post).sql
+            try:
+                having = ExpressionCompiler(self._post_scope().with_clause("HAVING")).compile(post).sql
+            except AnalysisError as e:
+                raise AnalysisError(self._unrewritten(str(e))) from None
         if self.source.is_table:
             names = list(dict.fromkeys(c.function.name for c in self.calls if not c.function.undoable))
             if names:
@@ -337,9 +343,17 @@ class AggregationPlanner:
             col = f"{name}_{j}"
             self.arguments.append((col, c.sql))
             arg_columns.append(col)
-        self.calls.append(AggregateCall(name, bound, arg_columns, text))
+        self.calls.append(AggregateCall(name, bound, arg_columns, text, call.sql()))
         self._call_index[text] = name
         return name
+
+    def _unrewritten(self, message: str) -> str:
+        """``message`` with the post-scope names of aggregate calls (``"__A0"``) replaced by the
+        calls as written, as ksqlDB's HAVING errors show them (``SUM(VALUE)``)."""
+        for call in reversed(self.calls):  # __A10 before __A1
+            message = message.replace(f'"{call.name}"', call.shown).replace(f"`{call.name}`", call.shown)
+            message = message.replace(call.name, call.shown)
+        return message
 
     def _shown(self, node: exp.Expression) -> str:
         try:
@@ -361,6 +375,18 @@ def _shown_expression(node: exp.Expression) -> str:
     """An expression as ksqlDB prints it in errors: binary operations in parentheses."""
     text = node.sql()
     return f"({text})" if isinstance(node, exp.Binary) else text
+
+
+def _reject_unknown_functions(expressions: list[exp.Expression | None]) -> None:
+    """An unknown function is the error to report (as ksqlDB does), not the absence of
+    aggregates it leads to: ``SELECT WONT_FIND_ME(id) ... GROUP BY``."""
+    from streamsql.planner.functions import REGISTRY
+
+    for expr in expressions:
+        for node in expr.find_all(exp.Anonymous) if expr is not None else ():
+            name = str(node.this)
+            if REGISTRY.get(name) is None:
+                raise AnalysisError(f"Can't find any functions with the name '{name.upper()}'")
 
 
 def _reject_window_bounds(expr: exp.Expression) -> None:

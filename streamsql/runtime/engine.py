@@ -317,7 +317,10 @@ class Engine:
         topic = props.get("KAFKA_TOPIC")
         if not topic:
             raise AnalysisError("Missing required property \"KAFKA_TOPIC\" which has no default value.")
-        key_format, value_format = self._formats(props, default_key="KAFKA", default_value=None)
+        # ksqlDB's server defaults for formats a CREATE STREAM/TABLE leaves out
+        key_format, value_format = self._formats(
+            props, default_key=self.prop("ksql.persistence.default.format.key") or "KAFKA",
+            default_value=self.prop("ksql.persistence.default.format.value") or None)
         columns = list(stmt.columns)
         for c in columns:
             if c.name in t.PSEUDO_COLUMNS or c.name in (t.WINDOWSTART, t.WINDOWEND):

@@ -150,3 +150,20 @@ def test_sum_list_adds_every_element(catalog: Catalog) -> None:
     assert out == [("a", None, 2), ("a", None, 6), ("a", None, 6)]
     with pytest.raises(AnalysisError, match="sum_list"):
         plan(catalog, "CREATE TABLE o2 AS SELECT id, SUM_LIST(id) AS total FROM l GROUP BY id;")
+
+
+def test_attr_is_the_common_value_or_null_and_retracts() -> None:
+    from streamsql.planner import aggregates
+
+    acc = aggregates.get("ATTR").bind([t.STRING], []).create()
+    acc.add(["1"])
+    acc.add(["1"])
+    assert acc.result() == "1"
+    acc.add([None])  # null is a value of its own (ksqlDB's attr.json)
+    assert acc.result() is None
+    acc.remove([None])
+    assert acc.result() == "1"
+    acc.remove(["1"])
+    acc.remove(["1"])
+    acc.add(["2"])
+    assert acc.result() == "2"

@@ -239,3 +239,23 @@ def test_full_outer_join_is_keyed_by_a_synthetic_rowkey(join_catalog: Catalog) -
     with pytest.raises(AnalysisError, match="must include the join expression ROWKEY in its projection .*\n"
                                             "ROWKEY was added as a synthetic key column"):
         plan(join_catalog, "CREATE STREAM o2 AS SELECT I1.ID FROM I1 FULL OUTER JOIN I2 WITHIN 1 SECOND ON I1.K = I2.K;")
+
+
+def test_unknown_function_in_a_group_by_is_named_before_missing_aggregates(catalog: Catalog) -> None:
+    with pytest.raises(AnalysisError, match="Can't find any functions with the name 'WONT_FIND_ME'"):
+        plan(catalog, "CREATE TABLE o AS SELECT name, wont_find_me(id) FROM pay GROUP BY name;")
+    with pytest.raises(AnalysisError, match="GROUP BY requires aggregate functions"):
+        plan(catalog, "CREATE TABLE o AS SELECT name, UCASE(name) AS u FROM pay GROUP BY name;")
+
+
+def test_having_type_errors_show_the_aggregate_call(catalog: Catalog) -> None:
+    with pytest.raises(AnalysisError, match=r"Cannot compare SUM\(N\) \(INTEGER\) to '100' \(STRING\)") as err:
+        plan(catalog, "CREATE TABLE o AS SELECT name, SUM(n) AS s FROM pay GROUP BY name HAVING SUM(n) > '100';")
+    assert "__A" not in str(err.value)
+
+
+def test_dateadd_with_a_column_for_its_unit_is_rejected_by_argument_types(catalog: Catalog) -> None:
+    with pytest.raises(AnalysisError, match=r"Function 'dateadd' does not accept parameters \(STRING, INTEGER, STRING\)\."):
+        compile_expr(catalog, "DATEADD(name, 5, name)")
+    with pytest.raises(AnalysisError, match="unknown time unit 'FORTNIGHTS'"):
+        compile_expr(catalog, "DATEADD(FORTNIGHTS, 5, name)")
