@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from streamsql.testing import qtt
-from streamsql.testing.command import read_ids
+from streamsql.testing.command import DEFAULT_PARALLEL, read_ids
 
 pytestmark = pytest.mark.integration
 
 RATCHET = Path(__file__).resolve().parents[1] / "qtt_ratchet.txt"
-#: cases per QTT file the suite re-runs: the first and the last listed id of every file (~120 of
-#: ~415; the whole list is ~35 minutes on 2 cores). STREAMSQL_QTT_RATCHET=full runs every id; the
-#: standalone form is ``streamsql test <corpus>/qtt --ids tests/qtt_ratchet.txt --parallel 2``.
+#: cases per QTT file the suite re-runs: the first and the last listed id of every file (~290 of
+#: ~1,300; the whole corpus is ~24 minutes on 2 cores). STREAMSQL_QTT_RATCHET=full runs every id;
+#: the standalone form is ``streamsql test <corpus>/qtt --ids tests/qtt_ratchet.txt``.
 PER_FILE = 2
 
 
@@ -46,7 +46,7 @@ def corpus_dir() -> Path:
     return Path("/work/shared/ksqldb-qtt")
 
 
-@pytest.mark.timeout(3000)  # the sample is ~10 minutes on 2 cores; the full list ~35
+@pytest.mark.timeout(3000)  # the sample is ~5 minutes on 2 cores; the full list ~20
 def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     root = corpus_dir() / "qtt"
     assert root.is_dir(), f"the QTT corpus is missing: expected it at {root} (shared/ksqldb-qtt beside the repo)"
@@ -57,9 +57,9 @@ def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ig
     unknown = [i for i in listed if i not in cases]
     assert not unknown, f"ratchet ids not in the corpus: {unknown}"
     ids = listed if os.environ.get("STREAMSQL_QTT_RATCHET") == "full" else sample(listed)
-    # Two cases at a time (each on its own engine): a case spends much of its time waiting on Spark
-    # and the broker, so two overlap well on 2 cores and keep the ratchet inside CI's budget.
-    runner = qtt.QttRunner(bootstrap, spark, work_dir=tmp_path / "qtt", timeout_s=120, parallel=2)
+    # cores + 1 cases at a time (each on its own engine), as `streamsql test` does: a case also
+    # waits on Spark and the broker, which one more case in flight fills.
+    runner = qtt.QttRunner(bootstrap, spark, work_dir=tmp_path / "qtt", timeout_s=120, parallel=DEFAULT_PARALLEL)
     started = time.monotonic()
     try:
         results = runner.run(cases[i] for i in ids)
