@@ -46,7 +46,7 @@ def corpus_dir() -> Path:
     return Path("/work/shared/ksqldb-qtt")
 
 
-@pytest.mark.timeout(3000)  # the sample is ~5 minutes on 2 cores; the full list ~20
+@pytest.mark.timeout(3000)  # the sample is a few minutes on 2 cores; the full list ~20
 def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     root = corpus_dir() / "qtt"
     assert root.is_dir(), f"the QTT corpus is missing: expected it at {root} (shared/ksqldb-qtt beside the repo)"
