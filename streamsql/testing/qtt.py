@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import json
 import math
 import re
@@ -1181,6 +1182,7 @@ def write_report(path: Path, results: Sequence[CaseResult], elapsed_s: float) ->
         "tests": [r.to_json() for r in results]}, indent=1), encoding="utf-8")
 
 
+@functools.lru_cache(maxsize=8192)  # the report is rewritten after every case: categorise each reason once
 def reason_category(reason: str) -> str:
     """A short key grouping failure reasons (for the top-N table): statement-specific names and
     numbers removed."""
