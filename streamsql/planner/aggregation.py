@@ -380,13 +380,12 @@ def _shown_expression(node: exp.Expression) -> str:
 def _reject_unknown_functions(expressions: list[exp.Expression | None]) -> None:
     """An unknown function is the error to report (as ksqlDB does), not the absence of
     aggregates it leads to: ``SELECT WONT_FIND_ME(id) ... GROUP BY``."""
-    from streamsql.planner.functions import REGISTRY
+    from streamsql.planner.functions import REGISTRY, unknown_function
 
     for expr in expressions:
         for node in expr.find_all(exp.Anonymous) if expr is not None else ():
-            name = str(node.this)
-            if REGISTRY.get(name) is None:
-                raise AnalysisError(f"Can't find any functions with the name '{name.upper()}'")
+            if REGISTRY.get(str(node.this)) is None:
+                raise unknown_function(str(node.this).upper())
 
 
 def _reject_window_bounds(expr: exp.Expression) -> None:

@@ -70,7 +70,7 @@ class FunctionRegistry:
     def compile_call(self, name: str, args: Sequence[exp.Expression], compiler: "ExpressionCompiler") -> "Compiled":
         fn = self.get(name)
         if fn is None:
-            raise AnalysisError(f"Can't find any functions with the name '{name}'")
+            raise unknown_function(name)
         if fn.compile_nodes is not None:
             if len(args) < fn.min_args or (fn.max_args is not None and len(args) > fn.max_args):
                 shown = ", ".join(_shown_type(compiler, a) for a in args)
@@ -147,3 +147,8 @@ from streamsql.planner import table_functions as _table_functions  # noqa: E402 
 _table_functions.register(REGISTRY)
 
 from streamsql.planner import aggregates as _aggregates  # noqa: E402,F401 - registers the aggregates
+
+
+def unknown_function(name: str) -> AnalysisError:
+    """ksqlDB's error for a call of a function no registry knows."""
+    return AnalysisError(f"Can't find any functions with the name '{name}'")

@@ -31,7 +31,7 @@ from streamsql.catalog.commands import CommandLog
 from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaError, StreamsqlError
 from streamsql.formats import FormatSpec, compression, schema_registry, serde_for
 from streamsql.formats import registry as format_registry
-from streamsql.planner.functions import REGISTRY
+from streamsql.planner.functions import REGISTRY, unknown_function
 from streamsql.planner import aggregation
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.casts import cast_value
@@ -1058,7 +1058,7 @@ class Engine:
         if stmt.function:
             fn = REGISTRY.get(stmt.name or "")
             if fn is None:
-                raise AnalysisError(f"Can't find any functions with the name '{stmt.name}'")
+                raise unknown_function(stmt.name or "")
             from streamsql.planner.signatures import variants
 
             return r.FunctionDescription(stmt.text, r.FunctionInfo(fn.name, fn.kind, fn.category, fn.description),

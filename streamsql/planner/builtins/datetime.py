@@ -152,14 +152,13 @@ def register(reg: FunctionRegistry) -> None:
         def compile_nodes(args: Sequence[exp.Expression], compiler: ExpressionCompiler) -> Compiled:
             try:
                 unit = _unit(args[0], name)
-            except AnalysisError:
+            except AnalysisError as unknown_unit:
                 # not a unit: when the first argument is a value (a column), ksqlDB rejects the
                 # call by its argument types, e.g. DATEADD(date, 5, date)
                 try:
                     types = [compiler.compile(a).type for a in args]
                 except AnalysisError:
-                    raise AnalysisError(f"Function '{name.lower()}': unknown time unit '{args[0].sql()}'. "
-                                        "Expected one of MILLISECONDS, SECONDS, MINUTES, HOURS, DAYS.") from None
+                    raise unknown_unit from None
                 shown = ", ".join("null" if ty is None else str(ty) for ty in types)
                 raise AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).") from None
             n = compiler.compile(args[1])
