@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("report", help="a report written by streamsql test --json")
     p.add_argument("--top", type=int, default=10)
     args = p.parse_args(argv)
-    print(markdown(json.loads(Path(args.report).read_text(encoding="utf-8")), args.top), end="")
+    try:
+        text = markdown(json.loads(Path(args.report).read_text(encoding="utf-8")), args.top)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"Error: {args.report} is not a report written by streamsql test --json ({type(e).__name__}: {e})",
+              file=sys.stderr)
+        return 2
+    print(text, end="")
     return 0
 
 

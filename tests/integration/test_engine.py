@@ -209,6 +209,22 @@ def test_errors_name_the_culprit(engine, topic_name):  # type: ignore[no-untyped
     assert isinstance(listing, r.SourceList) and [s.name for s in listing.sources] == ["E"]
 
 
+def test_default_formats_come_from_properties_and_bad_ones_are_named(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("d")
+    with pytest.raises(AnalysisError, match='Missing required property "VALUE_FORMAT"'):
+        engine.execute(f"CREATE STREAM d0 (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', PARTITIONS=1);")
+    engine.execute("SET 'ksql.persistence.default.format.value'='JSON';")
+    engine.execute(f"CREATE STREAM d1 (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', PARTITIONS=1);")
+    made = engine.catalog.get("D1")
+    assert (made.key_format, made.value_format) == ("KAFKA", "JSON")
+    engine.execute("SET 'ksql.persistence.default.format.value'='FOO';")
+    with pytest.raises(AnalysisError, match="Unknown format: FOO"):
+        engine.execute(f"CREATE STREAM d2 (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}');")
+    engine.execute("UNSET 'ksql.persistence.default.format.value';")
+    [listing] = engine.execute("SHOW STREAMS;")  # the engine keeps working
+    assert [x.name for x in listing.sources] == ["D1"]
+
+
 def test_missing_topic_is_a_clear_error(engine, topic_name):  # type: ignore[no-untyped-def]
     with pytest.raises(Exception, match="does not exist"):
         engine.execute(f"CREATE STREAM m (n INT) WITH (KAFKA_TOPIC='{topic_name('missing')}', VALUE_FORMAT='JSON');")

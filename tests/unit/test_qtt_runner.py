@@ -307,3 +307,13 @@ def test_cases_run_one_at_a_time_until_one_has_warmed_spark() -> None:
     results = list(Runner().iter_results([qtt.QttCase(i, "f.json", i, []) for i in ids]))
     assert [r.id for r in results] == ids
     assert peak_before_warm == [1, 1]
+
+
+def test_markdown_summary_names_a_file_that_is_not_a_report(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from streamsql.testing import report
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"passed": 1}')
+    assert report.main([str(bad)]) == 2
+    assert "is not a report written by streamsql test --json (KeyError" in capsys.readouterr().err
+    assert report.main([str(tmp_path / "missing.json")]) == 2
