@@ -4,6 +4,12 @@ Bootstrap servers are resolved in this order: the ``--bootstrap-servers`` flag, 
 ``STREAMSQL_BOOTSTRAP_SERVERS`` environment variable, ``bootstrap.servers`` in the config file
 (``--config FILE``, else ``streamsql.properties`` in the working directory). None of them set
 means: start an embedded broker for the command's lifetime.
+
+Spark settings: ``spark.master`` and every other ``spark.*`` key of the config file go to Spark, not
+to the ksqlDB properties; ``--conf key=value`` flags (repeatable) override the file's. The data
+directory may be a shared path (NFS and the like, mounted at the same place on every node): it is
+only ever named by its path, and on a cluster the query checkpoints under it must be reachable
+from every executor, since Spark's state stores write there.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ class EngineConfig:
     data_dir: Path = field(default_factory=lambda: Path.cwd() / ".streamsql")
     spark_master: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
+    #: Spark settings (``spark.*``) for the session this process creates
+    spark_conf: dict[str, str] = field(default_factory=dict)
 
     def property(self, name: str) -> str:
         return self.properties.get(name, DEFAULT_PROPERTIES.get(name, ""))
@@ -52,8 +60,24 @@ def read_properties_file(path: Path) -> dict[str, str]:
     return props
 
 
+def parse_spark_conf(pairs: list[str] | None) -> dict[str, str]:
+    """``--conf key=value`` flags: Spark settings (keys start with ``spark.``); later ones win."""
+    conf: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--conf expects key=value, got '{pair}'")
+        if not key.startswith("spark."):
+            raise ConfigError(f"--conf '{key}': only Spark settings (spark.*) can be given with --conf; "
+                              f"ksqlDB properties go in the config file or a SET statement")
+        conf[key] = value.strip()
+    return conf
+
+
 def resolve_config(bootstrap_servers: str | None = None, data_dir: str | None = None,
-                   config_file: str | None = None, spark_master: str | None = None) -> EngineConfig:
+                   config_file: str | None = None, spark_master: str | None = None,
+                   spark_conf: list[str] | dict[str, str] | None = None) -> EngineConfig:
     props: dict[str, str] = {}
     path = Path(config_file) if config_file else Path.cwd() / "streamsql.properties"
     if config_file and not path.exists():
@@ -62,5 +86,9 @@ def resolve_config(bootstrap_servers: str | None = None, data_dir: str | None = 
         props = read_properties_file(path)
     servers = bootstrap_servers or os.environ.get("STREAMSQL_BOOTSTRAP_SERVERS") or props.pop("bootstrap.servers", None)
     directory = Path(data_dir or props.pop("streamsql.data.dir", None) or Path.cwd() / ".streamsql")
-    master = spark_master or props.pop("spark.master", None)
-    return EngineConfig(servers or None, directory, master, props)
+    flags = spark_conf if isinstance(spark_conf, dict) else parse_spark_conf(spark_conf)
+    conf = {k: props.pop(k) for k in [k for k in props if k.startswith("spark.")]}
+    conf.update(flags)
+    conf_master = conf.pop("spark.master", None)
+    master = spark_master or conf_master
+    return EngineConfig(servers or None, directory, master, props, conf)

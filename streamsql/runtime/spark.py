@@ -1,75 +1,257 @@
 """One SparkSession per process, configured the way streamsql's queries need it.
 
 Settings and why:
-  * ``PYSPARK_PYTHON`` = this interpreter, else Python workers start another Python that lacks
-    our packages and fail to connect back (research/spark.md §5.1).
   * ``spark.sql.caseSensitive=true``: ksqlDB's back-quoted identifiers are case-sensitive; the
     parser upper-cases unquoted names, so plain SQL still behaves case-insensitively.
   * ``spark.sql.shuffle.partitions`` small (2× cores): the default 200 is 4–5× slower here and the
     value is frozen into each query's checkpoint.
   * session time zone UTC: ksqlDB's timestamps are UTC unless a function says otherwise.
+  * the RocksDB state store with changelog checkpointing, on every master: stateful operators run
+    in the executors and keep their state there; ``transformWithState`` (Python state) needs
+    RocksDB; changelog checkpointing writes only each batch's changes. Both are frozen into a
+    query's checkpoint when it first starts (a checkpoint written before keeps its provider).
   * the Python workers' ``pyspark.zip`` is byte-compiled once (:mod:`streamsql.runtime.worker_zip`):
     every Python process Spark starts would otherwise compile PySpark from source (0.6 CPU-s each).
+
+Local masters (``local``, ``local[N]``, ``local[*]``, ``local[N,F]``) and cluster masters
+(``spark://…``, ``local-cluster[…]``, ``yarn``, ``k8s://…``) differ:
+  * local: the driver binds to loopback (``SPARK_LOCAL_IP``, ``spark.driver.host``), and Python
+    workers run this interpreter with this process's ``sys.path`` (else they start another Python
+    that lacks our packages and fail to connect back, research/spark.md §5.1);
+  * cluster: none of that is forced. Executors run the cluster's Python — ``spark.pyspark.python``
+    (``--conf`` or the properties file) or ``PYSPARK_PYTHON`` as the user sets them, else Spark's
+    default ``python3`` — and streamsql ships its own code (the ``streamsql`` package as a zip,
+    built once per process) and the Python function directories (:func:`ship_directory`) with
+    ``SparkContext.addPyFile``, so a node needs Spark and the third-party packages only. The
+    Python processes Spark starts beside the driver (with the same interpreter path) get the zip
+    and the directories through the driver JVM's ``PYTHONPATH`` (:func:`_driver_python_path`).
+
+Spark settings pass through: ``--conf key=value`` and the ``spark.*`` keys of the properties file
+(:func:`streamsql.runtime.config.resolve_config`) reach :func:`configure`, and then every session
+this process creates; an explicit ``conf`` argument of :func:`get_spark` wins over both, and both
+win over the defaults above.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import hashlib
 import os
+import re
+import shutil
 import sys
+import tempfile
 import threading
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 _lock = threading.Lock()
 #: keeps Spark's own logging to errors (the default prints WARN lines users cannot act on)
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 _registered: set[int] = set()
+DEFAULT_MASTER = "local[2]"
+#: the state store every query uses (see the module docstring)
+STATE_STORE_SETTINGS = {
+    "spark.sql.streaming.stateStore.providerClass":
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+}
+_LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?\Z")
+#: settings given by the command line and the properties file (:func:`configure`)
+_configured: dict[str, str] = {}
+#: directories of Python functions to ship to executors (path -> the zip shipped for it, once shipped)
+_ship_dirs: dict[Path, str | None] = {}
+_ship_state: dict[str, object] = {"tmp": None, "package_zip": None, "session": None}
+
+
+def is_local_master(master: str) -> bool:
+    """True for the masters whose executors run inside the driver's JVM on this machine."""
+    return bool(_LOCAL_MASTER.match(master.strip()))
+
+
+def resolve_master(master: str | None) -> str:
+    return master or _configured.get("spark.master") or os.environ.get("STREAMSQL_SPARK_MASTER") or DEFAULT_MASTER
+
+
+def configure(conf: dict[str, str]) -> None:
+    """Spark settings from the command line and the properties file, for the session this
+    process creates (a session already running keeps its settings)."""
+    _configured.update(conf)
+
+
+def session_settings(master: str, conf: dict[str, str] | None = None) -> dict[str, str]:
+    """Every setting the session for ``master`` gets: our defaults, then :func:`configure`'s,
+    then ``conf``. Pure (no environment changes), so it can be checked without a JVM."""
+    settings = {
+        "spark.sql.caseSensitive": "true",
+        "spark.sql.shuffle.partitions": str(2 * (os.cpu_count() or 2)),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J}",
+        "spark.sql.streaming.stopTimeout": "30s",
+        "spark.sql.ansi.enabled": "false",
+        # ksqlDB's MAP(...) keeps the last value of a duplicated key; Spark would fail the query
+        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+        # ENCODE/FROM_BYTES: unmappable characters become '?'/U+FFFD as in Java, not a query failure
+        "spark.sql.legacy.codingErrorAction": "true",
+        "spark.python.worker.reuse": "true",
+        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        **STATE_STORE_SETTINGS,
+    }
+    user = {**_configured, **(conf or {})}
+    user.pop("spark.master", None)
+    if is_local_master(master):
+        settings.update({
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.driver.host": "127.0.0.1",
+            "spark.pyspark.python": user.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
+            or sys.executable,
+            "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        })
+    else:
+        python = user.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
+        if python:
+            settings["spark.pyspark.python"] = python
+    settings.update(user)
+    return settings
 
 
 def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """Return the process's SparkSession, creating it on first use, with our data sources registered."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    master = resolve_master(master)
+    settings = session_settings(master, conf)
+    local = is_local_master(master)
     with _lock:
         if SparkSession.getActiveSession() is None:
             from streamsql.runtime.worker_zip import ensure_compiled
 
             ensure_compiled()
-        builder = SparkSession.builder.appName("streamsql")
-        builder = builder.master(master or os.environ.get("STREAMSQL_SPARK_MASTER", "local[2]"))
-        settings = {
-            "spark.sql.caseSensitive": "true",
-            "spark.sql.shuffle.partitions": str(2 * (os.cpu_count() or 2)),
-            "spark.sql.session.timeZone": "UTC",
-            "spark.driver.bindAddress": "127.0.0.1",
-            "spark.driver.host": "127.0.0.1",
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J}",
-            "spark.sql.streaming.stopTimeout": "30s",
-            "spark.sql.ansi.enabled": "false",
-            # ksqlDB's MAP(...) keeps the last value of a duplicated key; Spark would fail the query
-            "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
-            # ENCODE/FROM_BYTES: unmappable characters become '?'/U+FFFD as in Java, not a query failure
-            "spark.sql.legacy.codingErrorAction": "true",
-            "spark.python.worker.reuse": "true",
-            "spark.sql.streaming.noDataMicroBatches.enabled": "true",
-            "spark.pyspark.python": sys.executable,
-            "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-        }
-        settings.update(conf or {})
+            # PySpark takes the Python its workers run from this variable (SparkContext.pythonExec),
+            # for the executors and for the Python processes Spark starts beside the driver
+            if "spark.pyspark.python" in settings:
+                os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
+            if local:
+                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = SparkSession.builder.appName("streamsql").master(master)
         for k, v in settings.items():
             builder = builder.config(k, v)
-        spark = builder.getOrCreate()
+        if local or SparkContext._active_spark_context is not None:  # the JVM runs already
+            spark = builder.getOrCreate()
+        else:
+            with _driver_python_path():
+                spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("STREAMSQL_SPARK_LOG_LEVEL", "ERROR"))
         if id(spark) not in _registered:
+            if not is_local_master(spark.sparkContext.master):
+                _ship_code(spark)
             from streamsql.kafka.datasource import KafkaDataSource
 
             spark.dataSource.register(KafkaDataSource)
             _registered.add(id(spark))
         return spark
+
+
+# --- shipping code to executors ----------------------------------------------------------------
+
+def _tmp_dir() -> Path:
+    if _ship_state["tmp"] is None:
+        path = Path(tempfile.mkdtemp(prefix="streamsql-ship-"))
+        atexit.register(shutil.rmtree, path, True)
+        _ship_state["tmp"] = path
+    return _ship_state["tmp"]  # type: ignore[return-value]
+
+
+def zip_tree(root: Path, target: Path, prefix: str = "") -> Path:
+    """Write the files under ``root`` (minus bytecode caches) into the zip ``target``, each under
+    ``prefix`` + its path relative to ``root``, in a fixed order. Returns ``target``."""
+    files = sorted(p for p in root.rglob("*")
+                   if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo"))
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p in files:
+            zf.write(p, prefix + p.relative_to(root).as_posix())
+    return target
+
+
+def package_zip() -> Path:
+    """The ``streamsql`` package as a zip importable from ``sys.path`` (built once per process)."""
+    if _ship_state["package_zip"] is None:
+        import streamsql
+
+        root = Path(streamsql.__file__).resolve().parent
+        _ship_state["package_zip"] = zip_tree(root, _tmp_dir() / "streamsql.zip", prefix="streamsql/")
+    return _ship_state["package_zip"]  # type: ignore[return-value]
+
+
+def _add_py_file(spark: SparkSession, path: Path) -> None:
+    """``addPyFile`` for executors (and the Python workers Spark starts beside the driver), without
+    the entry PySpark also puts at the head of this process's own ``sys.path``: the driver keeps
+    importing the installed code, and a function file's name cannot shadow a module here."""
+    before = list(sys.path)
+    spark.sparkContext.addPyFile(str(path))
+    sys.path[:] = [p for p in sys.path if p in before]
+
+
+@contextlib.contextmanager
+def _driver_python_path() -> Iterator[None]:
+    """While the driver's JVM starts, ``PYTHONPATH`` names our package zip and the function
+    directories: the JVM passes its own ``PYTHONPATH`` to the Python processes it starts beside
+    the driver, and some of those never read ``addPyFile``'s includes (Spark 4.1's
+    transformWithState driver runner does not; its streaming source runner looks for them in
+    another directory), yet unpickle our code. Executors are not affected (their environment
+    comes from the worker and ``spark.executorEnv.*``)."""
+    saved = os.environ.get("PYTHONPATH")
+    paths = [str(package_zip())] + [str(d) for d in _ship_dirs] + ([saved] if saved else [])
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def _ship_code(spark: SparkSession) -> None:
+    _ship_state["session"] = spark
+    _add_py_file(spark, package_zip())
+    for directory in list(_ship_dirs):
+        _ship_dirs[directory] = None
+        _ship_directory_now(spark, directory)
+
+
+def _ship_directory_now(spark: SparkSession, directory: Path) -> None:
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    digest = hashlib.sha1()
+    for p in files:
+        digest.update(p.relative_to(directory).as_posix().encode() + b"\0" + p.read_bytes())
+    name = f"streamsql-functions-{re.sub(r'[^0-9A-Za-z_]', '_', directory.name)}-{digest.hexdigest()[:12]}.zip"
+    if _ship_dirs.get(directory) == name:
+        return
+    target = _tmp_dir() / name
+    if not target.exists():
+        zip_tree(directory, target)
+    _add_py_file(spark, target)
+    _ship_dirs[directory] = name
+
+
+def ship_directory(directory: Path) -> None:
+    """Make the modules of a Python function directory importable on a cluster's executors by
+    their file names (helper modules a function file imports; the functions themselves travel by
+    value). Local masters need nothing: their workers share this machine's files. Shipped now if
+    a cluster session runs, else when one starts; again under a new name when the files change."""
+    directory = directory.resolve()
+    with _lock:
+        _ship_dirs.setdefault(directory, None)
+        session = _ship_state["session"]  # the cluster session we shipped our package to
+        if not isinstance(session, SparkSession) or session.sparkContext._jsc is None:  # none, or stopped
+            return
+        _ship_directory_now(session, directory)
 
 
 def stop_spark() -> None:

@@ -35,7 +35,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-servers", help="Kafka cluster to use (default: start an embedded broker)")
     p.add_argument("--data-dir", help="where the catalog and checkpoints live (default ./.streamsql)")
     p.add_argument("--config", help="properties file (bootstrap.servers=..., ksql properties)")
-    p.add_argument("--spark-master", help="Spark master URL (default local[2])")
+    p.add_argument("--spark-master", help="Spark master URL (default local[2]; spark://HOST:7077 for a cluster)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting, e.g. spark.executor.memory=2g (repeatable; overrides the config file's)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,7 +114,13 @@ def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
 
 
 def _config(args: argparse.Namespace) -> EngineConfig:
-    return resolve_config(args.bootstrap_servers, args.data_dir, args.config, args.spark_master)
+    config = resolve_config(args.bootstrap_servers, args.data_dir, args.config, args.spark_master,
+                            getattr(args, "conf", None))
+    if config.spark_conf:
+        from streamsql.runtime.spark import configure
+
+        configure(config.spark_conf)
+    return config
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -212,7 +220,6 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.basicConfig(level=os.environ.get("STREAMSQL_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     parser = build_parser()

@@ -8,6 +8,11 @@ Every declared function is checked before anything is registered: its name, its 
 must parse), its Python shape (the number of parameters matches ``params``; a UDAF class has
 initialize/aggregate/merge/map). A problem raises :class:`UdfLoadError` naming the file and the
 Python function, and nothing from that file is registered.
+
+On a Spark cluster the functions reach the executors by value (cloudpickle); the directory of
+every loaded file is shipped too (:func:`streamsql.runtime.spark.ship_directory`), so helper
+modules a function file imports (say ``_helpers.py`` beside it, on ``sys.path`` by the file's own
+doing) are importable there as well.
 """
 
 from __future__ import annotations
@@ -64,6 +69,9 @@ def load_file(path: Path) -> list[FunctionSpec]:
     for s in specs:
         s.source_file = str(path)
         check(s)
+    from streamsql.runtime.spark import ship_directory
+
+    ship_directory(path.parent)
     return specs
 
 
