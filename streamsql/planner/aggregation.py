@@ -7,11 +7,12 @@ GROUP BY k1, k2 [HAVING h]``. The plan has three stages:
    grouping expressions (``__K0, __K1, ...``) and the aggregate calls' column arguments
    (``__A0_0, ...``), plus ROWTIME/ROWPARTITION/ROWOFFSET (and, over a table, its key columns and
    whether the row still matches, so the processor can retract the row's old value);
-2. the aggregation itself, record by record in ``streamsql.runtime.aggregator`` with the
+2. the aggregation itself, record by record in ``streamsql.runtime.aggregator`` (run inside
+   Spark's executors by ``streamsql.physical.aggregate``) with the
    accumulators of ``streamsql.planner.aggregates`` (the one place aggregate functions live):
    one update per input record, retractions, windows against stream time, EMIT FINAL;
 3. post-aggregation, over ``__K*``, ``__A*``, WINDOWSTART/WINDOWEND: the projection and HAVING
-   (Spark SQL text, evaluated per micro-batch; bare column references skip Spark).
+   (Spark SQL text, evaluated in the executors after the stateful step).
 
 Why not Spark's streaming aggregation: it emits one row per key per micro-batch, cannot retract
 a table row's old value, rejects EMIT CHANGES on session windows, and judges lateness per
@@ -445,18 +446,3 @@ def post_select(plan: AggregatePlan) -> list[str]:
 def post_dataframe(plan: AggregatePlan, spark: "SparkSession", rows: list[tuple[Any, ...]]) -> "DataFrame":
     """Stage 3 over processor output rows (tuples in :func:`post_schema` order)."""
     return spark.createDataFrame(rows, post_schema(plan)).selectExpr(*post_select(plan))
-
-
-def direct_projection(plan: AggregatePlan) -> list[int] | None:
-    """When every output column is a bare post-scope column and there is no HAVING, the positions
-    of those columns in :func:`post_schema` (stage 3 then needs no Spark job)."""
-    if plan.having:
-        return None
-    names = [f.name for f in post_schema(plan).fields]
-    positions = []
-    for c in plan.columns:
-        found = next((i for i, n in enumerate(names) if quote(n) == c.sql), None)
-        if found is None:
-            return None
-        positions.append(found)
-    return positions

@@ -1,8 +1,9 @@
 """The aggregation processor: ksqlDB's per-record aggregation semantics over a micro-batch.
 
 A GROUP BY query runs as a stateless Spark stage (keys and arguments, see
-``planner/aggregation.py``) whose micro-batches reach :meth:`AggregationProcessor.process` in
-``foreachBatch``. The processor replays Kafka Streams' aggregate processors record by record:
+``planner/aggregation.py``) whose rows reach :meth:`AggregationProcessor.process` per bucket and
+micro-batch inside a Spark stateful operator (``physical/aggregate.py``). The processor replays
+Kafka Streams' aggregate processors record by record:
 
 * **One update per input record** (ksqlDB with its record cache off), whatever the batch size.
 * **Record order**: offset order within a partition; across partitions the record with the
@@ -14,9 +15,10 @@ A GROUP BY query runs as a stateless Spark stage (keys and arguments, see
   emit a tombstone for each merged-away session, as Kafka Streams does.
 * **EMIT FINAL**: each window's last value is held until stream time passes its end + grace.
 
-State (accumulators per group, the previous value of each table row, stream time) lives in the
-table's SQLite store and is saved in the same transaction as the materialized rows and the
-batch id, so a restart resumes exactly where the last committed batch left off.
+State (accumulators per group, the previous value of each table row, stream time) is read and
+written through a :class:`StateBackend`: Spark's state store of the bucket in a query, memory in
+unit tests; it is committed with the micro-batch's offsets, so a restart resumes exactly where
+the last committed batch left off.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol
 
 from streamsql import types as t
-from streamsql.planner.aggregation import MATCH_COL, AggregatePlan, direct_projection, post_dataframe
+from streamsql.planner.aggregation import MATCH_COL, AggregatePlan
 
 processing_log = logging.getLogger("streamsql.processing_log")
 
@@ -74,6 +76,22 @@ class Update:
     results: list[Any] | None
     rowtime: int
     removed: bool = False
+    #: the key (and window) had a value before this change, and that value's results (only
+    #: kept when the plan has a HAVING: the output stage decides whether a change that fails it
+    #: must retract a row that passed it, as Kafka Streams' table filter does with old values)
+    had: bool = False
+    previous: list[Any] | None = None
+
+
+def _dumps(value: Any) -> bytes:
+    """State bytes: pickle, or cloudpickle when a value holds an object of a class defined in a
+    Python function file (a UDAF's accumulator), which a Spark worker has by value, not by module."""
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        from pyspark import cloudpickle
+
+        return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _key_text(key: Any) -> str:
@@ -93,6 +111,7 @@ class AggregationProcessor:
         self.window = plan.window
         self.grace = plan.grace_ms
         self.final = plan.emit == "FINAL"
+        self.need_previous = plan.having is not None
         self._groups: dict[str, Group] = {}
         self._texts: dict[tuple[Any, ...], str] = {}  # key values -> state key text (saves json per record)
         self._rows: dict[str, Any] = {}  # table source: source key -> (group key, args) or None
@@ -138,13 +157,13 @@ class AggregationProcessor:
         for text in self._dirty_groups:
             g = self._groups[text]
             empty = g.accs is None and not g.windows and not g.sessions
-            out.append(("group", text, None if empty else pickle.dumps(g)))
+            out.append(("group", text, None if empty else _dumps(g)))
         for text in self._dirty_rows:
             row = self._rows[text]
-            out.append(("row", text, None if row is None else pickle.dumps(row)))
+            out.append(("row", text, None if row is None else _dumps(row)))
         meta = {"stream_time": self.stream_time, "final_time": self.final_time,
                 "pending_final": self.pending_final, "dropped": self.dropped, "errors": self.errors}
-        out.append(("meta", "", pickle.dumps(meta)))
+        out.append(("meta", "", _dumps(meta)))
         self._dirty_groups.clear()
         self._dirty_rows.clear()
         if len(self._groups) > 100_000:  # bound the cache; the store has everything
@@ -199,14 +218,20 @@ class AggregationProcessor:
     def _results(self, accs: list[Any]) -> list[Any]:
         return [a.result() for a in accs]
 
+    def _previous(self, accs: list[Any]) -> list[Any] | None:
+        """The results before a change, when the output stage needs them (HAVING)."""
+        return self._results(accs) if self.need_previous else None
+
     def _add(self, key: tuple[Any, ...], args: list[list[Any]], rowtime: int, out: list[Update]) -> None:
         _, group = self._group(key)
+        had = group.accs is not None
         if group.accs is None:
             group.accs = self._new_accs()
+        previous = self._previous(group.accs) if had else None
         for acc, a in zip(group.accs, args):
             acc.add(a)
         group.rowtime = max(rowtime, group.rowtime if group.rowtime is not None else rowtime)
-        out.append(Update(key, (None, None), self._results(group.accs), group.rowtime))
+        out.append(Update(key, (None, None), self._results(group.accs), group.rowtime, had=had, previous=previous))
 
     def _process_table_row(self, row: dict[str, Any], key: tuple[Any, ...], rowtime: int, out: list[Update]) -> None:
         source_key = tuple(row[c] for c in self.plan.source_key_columns)
@@ -222,15 +247,18 @@ class AggregationProcessor:
             old_key, old_args = previous
             _, group = self._group(old_key)
             if group.accs is not None:
+                previous = self._previous(group.accs)
                 for acc, a in zip(group.accs, old_args):
                     acc.remove(a)
                 group.rowtime = max(rowtime, group.rowtime or rowtime)
                 if new is None or new[0] != old_key:
-                    out.append(Update(old_key, (None, None), self._results(group.accs), group.rowtime))
+                    out.append(Update(old_key, (None, None), self._results(group.accs), group.rowtime,
+                                      had=True, previous=previous))
                 else:  # same group: the retraction and the addition make one update
                     for acc, a in zip(group.accs, new[1]):
                         acc.add(a)
-                    out.append(Update(old_key, (None, None), self._results(group.accs), group.rowtime))
+                    out.append(Update(old_key, (None, None), self._results(group.accs), group.rowtime,
+                                      had=True, previous=previous))
                     return
         if new is not None:
             self._add(new[0], new[1], rowtime, out)
@@ -254,12 +282,14 @@ class AggregationProcessor:
                 continue
             accepted = True
             entry = group.windows.get(start)
+            had = entry is not None
             if entry is None:
                 entry = group.windows[start] = [end, self._new_accs(), rowtime]
+            previous = self._previous(entry[1]) if had else None
             for acc, a in zip(entry[1], args):
                 acc.add(a)
             entry[2] = max(entry[2], rowtime)
-            self._emit(Update(key, (start, end), self._results(entry[1]), entry[2]), out)
+            self._emit(Update(key, (start, end), self._results(entry[1]), entry[2], had=had, previous=previous), out)
             start += advance
         if not accepted:
             self.dropped += 1
@@ -286,7 +316,8 @@ class AggregationProcessor:
         for s in merged:
             group.sessions.remove(s)
             if (start, end) != (rowtime, rowtime):  # Kafka Streams forwards a tombstone per merged session
-                self._emit(Update(key, (s[0], s[1]), None, s[1], removed=True), out)
+                self._emit(Update(key, (s[0], s[1]), None, s[1], removed=True, had=True,
+                                  previous=self._previous(s[2])), out)
         for acc, a in zip(accs, args):
             acc.add(a)
         group.sessions.append([start, end, accs, end])
@@ -302,6 +333,7 @@ class AggregationProcessor:
         if update.removed:
             self.pending_final.pop(ident, None)
         else:
+            update.had, update.previous = False, None  # a final window is emitted once
             self.pending_final[ident] = update
             start, end = update.window
             if start is not None and end is not None:
@@ -357,43 +389,3 @@ def ordered(rows: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
     queues = [sorted(part, key=lambda r: r.get(t.ROWOFFSET) or 0) for _, part in sorted(by_partition.items(),
                                                                                        key=lambda kv: kv[0] or 0)]
     return heapq.merge(*queues, key=lambda r: r.get(t.ROWTIME) or 0)
-
-
-def project(plan: AggregatePlan, spark: Any, updates: list[Update]) -> list[dict[str, Any]]:
-    """Stage 3: output rows (plan columns + ROWTIME, __WINDOWSTART/__WINDOWEND, __HAVING) for the
-    updates, in order. A removed update (a merged-away session) has ``__HAVING`` false."""
-    if not updates:
-        return []
-    positions = direct_projection(plan)
-    tuples = [tuple(u.key) + tuple(u.results if u.results is not None else [None] * len(plan.calls))
-              + (u.window[0], u.window[1], u.rowtime) for u in updates]
-    names = [c.name for c in plan.columns]
-    out: list[dict[str, Any]] = []
-    if positions is not None:
-        for u, tup in zip(updates, tuples):
-            rec = {n: tup[p] for n, p in zip(names, positions)}
-            rec.update({t.ROWTIME: u.rowtime, "__WINDOWSTART": u.window[0], "__WINDOWEND": u.window[1],
-                        "__HAVING": not u.removed})
-            out.append(rec)
-        return out
-    rows = post_dataframe(plan, spark, tuples).collect()
-    for u, row in zip(updates, rows):
-        d = row.asDict(recursive=False)
-        rec = {n: _plain(d[n]) for n in names}
-        rec.update({t.ROWTIME: u.rowtime, "__WINDOWSTART": u.window[0], "__WINDOWEND": u.window[1],
-                    "__HAVING": bool(d["__HAVING"]) and not u.removed})
-        out.append(rec)
-    return out
-
-
-def _plain(v: Any) -> Any:
-    """Spark Row/struct values to plain Python (dicts), as the sink encoders expect."""
-    from pyspark.sql import Row
-
-    if isinstance(v, Row):
-        return {k: _plain(x) for k, x in v.asDict(recursive=False).items()}
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v

@@ -1,4 +1,6 @@
-"""Write a table's changes: the changelog topic and the materialized store, from ``foreachBatch``.
+"""Write a table's changes: the changelog topic and the materialized store, from ``foreachBatch``
+(the ``ChangelogSink`` step: a filtered/projected table and a source table's materialization;
+aggregations write from the executors, ``physical/aggregate.py``).
 
 A TABLE result (CREATE TABLE AS SELECT) changes per micro-batch: a set of rows, each either an
 upsert or a removal (``__HAVING`` false: the key left the result — a tombstone came in, the WHERE
@@ -19,21 +21,17 @@ from streamsql import types as t
 from streamsql.catalog import Source
 from streamsql.kafka.sink import write_arrow
 from streamsql.runtime import io
-from streamsql.runtime.aggregator import AggregationProcessor, project
 from streamsql.runtime.materialized import TableStore
 
 
 class ChangelogWriter:
     """The ``foreachBatch`` function of a CTAS query."""
 
-    def __init__(self, bootstrap_servers: str, table: Source, store: TableStore,
-                 processor: AggregationProcessor | None = None, emit: bool = True) -> None:
+    def __init__(self, bootstrap_servers: str, table: Source, store: TableStore, emit: bool = True) -> None:
         self.table = table
         #: False for a source table's materialization: rows go to the store only
         self.emit = emit
         self.store = store
-        #: GROUP BY queries: the batch holds pre-aggregation rows the processor turns into updates
-        self.processor = processor
         self.key_names = [c.name for c in table.key_columns]
         self.value_names = [c.name for c in table.value_columns]
         self.options = io.kafka_options(bootstrap_servers, table)  # windowed tables: windowType too
@@ -41,14 +39,8 @@ class ChangelogWriter:
     def __call__(self, batch_df: Any, batch_id: int) -> None:
         if batch_id <= self.store.last_batch:
             return  # replay of a batch already applied and written
-        state: list[tuple[str, str, bytes | None]] = []
-        if self.processor is not None:
-            updates = self.processor.process(batch_df.toArrow().to_pylist())
-            rows = project(self.processor.plan, batch_df.sparkSession, updates)  # in processing order
-            state = self.processor.state_changes()
-        else:
-            rows = batch_df.toArrow().to_pylist()
-            rows.sort(key=lambda r: (r[t.ROWTIME] or 0, r.get("__WINDOWSTART") or 0))
+        rows = batch_df.toArrow().to_pylist()
+        rows.sort(key=lambda r: (r[t.ROWTIME] or 0, r.get("__WINDOWSTART") or 0))
         final: dict[str, tuple[bool, Any]] = {}  # ident -> (present, upsert or delete), last change wins
         present: dict[str, bool] = {}
         out: list[tuple[dict[str, Any], bool]] = []
@@ -70,7 +62,7 @@ class ChangelogWriter:
         deletes = [change for up, change in final.values() if not up]
         if out and self.emit:
             write_arrow([self._encode(out)], self.options)
-        self.store.apply(batch_id, upserts, deletes, state)
+        self.store.apply(batch_id, upserts, deletes)
 
     def _encode(self, out: list[tuple[dict[str, Any], bool]]) -> pa.RecordBatch:
         arrays: dict[str, pa.Array] = {}

@@ -38,7 +38,8 @@ from streamsql.planner.casts import cast_value
 from streamsql.planner.expressions import quote
 from streamsql.planner.joins import JoinedSource
 from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant, source_columns
-from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, project
+from streamsql.physical.builder import BuildContext, SparkBuilder, buckets_for
+from streamsql.physical.steps import ChangelogSink, Collect, KafkaSink, PhysicalPlan, physical_plan
 from streamsql.runtime.changelog import ChangelogWriter
 from streamsql.runtime.pull import check_access_path, lookup_for
 from streamsql.runtime.materialized import TableStore
@@ -114,8 +115,12 @@ class Engine:
         self.variables: dict[str, str] = {}
         self.queries: dict[str, RunningQuery] = {}
         self.stores: dict[str, TableStore] = {}
-        #: the aggregation processor of each running GROUP BY query (late-record and error counts)
-        self.processors: dict[str, AggregationProcessor] = {}
+        #: aggregation tables whose store follows their changelog topic (caught up per pull query)
+        self.followed: dict[str, Source] = {}
+        #: the steps each persistent query runs (EXPLAIN prints them)
+        self.physical_plans: dict[str, PhysicalPlan] = {}
+        #: per aggregation query: a Spark accumulator of the records its windows dropped as late
+        self.dropped_records: dict[str, Any] = {}
         self._command_log = command_log
         self._spark = spark
         self._admin: Any = None
@@ -129,7 +134,7 @@ class Engine:
         if self._spark is None:
             from streamsql.runtime.spark import get_spark
 
-            self._spark = get_spark(self.config.spark_master)
+            self._spark = get_spark(self.config.spark_master, self.config.spark_conf or None)
         return self._spark
 
     @property
@@ -208,6 +213,8 @@ class Engine:
             for q in list(self.queries.values()):
                 self._stop_handle(q.handle)
             self.queries.clear()
+            for store in self.stores.values():
+                store.stop_following()
         if self._admin is not None:
             self._admin.close()
 
@@ -653,35 +660,16 @@ class Engine:
         return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
 
     def _plan_dataframe(self, plan: "QueryPlan | AggregatePlan", query_id: str) -> Any:
-        df = self._source_dataframe(plan.source, query_id, self._offset_reset())
+        """The query's output DataFrame, for its column types (Spark's analyser checks it)."""
+        builder = SparkBuilder(self._build_context(query_id))
         try:
-            return self._build(plan, df)
+            if isinstance(plan, AggregatePlan):
+                scan = builder.dataframe(physical_plan(plan, Collect(_ignore), self._offset_reset()), upto=1)
+                aggregation.build_dataframe(plan, scan)  # Spark analyses the keys and arguments
+                return aggregation.post_dataframe(plan, self.spark, [])  # the output columns and their types
+            return builder.dataframe(physical_plan(plan, Collect(_ignore), self._offset_reset()))
         except Exception as e:  # Spark's analyser: type errors the compiler could not see
             raise AnalysisError(_spark_message(e)) from None
-
-    def _source_dataframe(self, source: Source, query_id: str, starting_offsets: str) -> Any:
-        """The streaming DataFrame of ``source`` for one query, batch size and processing log set."""
-        from streamsql.udf import functions as python_functions
-
-        python_functions.install(self.spark, self.bootstrap_servers, self.processing_log_topic)
-        if isinstance(source, JoinedSource) and source.join is not None:
-            from streamsql.runtime.joins import joined_dataframe
-
-            spec = source.join
-            return joined_dataframe(spec, self._source_dataframe(spec.left.source, query_id, starting_offsets),
-                                    self._source_dataframe(spec.right.source, query_id, starting_offsets))
-        return io.read_stream(self.spark, self.bootstrap_servers, source, starting_offsets=starting_offsets,
-                              query_id=query_id,
-                              max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
-                              processing_log_topic=self.processing_log_topic)
-
-    def _build(self, plan: "QueryPlan | AggregatePlan", df: Any, changelog: bool = False) -> Any:
-        if isinstance(plan, AggregatePlan):
-            aggregation.build_dataframe(plan, df)  # Spark analyses the keys and arguments
-            return aggregation.post_dataframe(plan, self.spark, [])  # the output columns and their types
-        if changelog:
-            return self.planner.to_changelog_dataframe(plan, df)
-        return self.planner.to_dataframe(plan, df)
 
     def _offset_reset(self) -> str:
         value = self.prop("auto.offset.reset").lower()
@@ -697,45 +685,75 @@ class Engine:
             # killed before its first batch committed: Spark refuses such a checkpoint ("offsets
             # should be empty on batch 0"); nothing was committed, so starting afresh loses nothing
             shutil.rmtree(checkpoint, ignore_errors=True)
-        df = self._source_dataframe(plan.source, query_id, self._offset_reset())
-        if sink.is_table:
-            store = self._store(sink)
-            if isinstance(plan, AggregatePlan):
-                out = aggregation.build_dataframe(plan, df)
-                processor = AggregationProcessor(plan, store, self._collection_limits(), self._aggregation_errors())
-                self.processors[query_id] = processor
-                writer = ChangelogWriter(self.bootstrap_servers, sink, store, processor)
-            else:
-                out = self._build(plan, df, changelog=True)
-                # a source table's own query only fills the store: its topic is the input
-                writer = ChangelogWriter(self.bootstrap_servers, sink, store, emit=not sink.is_source)
-            handle = (out.writeStream.foreachBatch(writer).outputMode("append")
-                      .option("checkpointLocation", str(checkpoint)).queryName(query_id).start())
-        else:
-            out = self.planner.to_dataframe(plan, df)
-            writer = (out.writeStream.format(io.DATA_SOURCE).options(**io.kafka_options(self.bootstrap_servers, sink))
-                      .option("checkpointLocation", str(checkpoint)).queryName(query_id).outputMode("append"))
-            handle = writer.start()
+        physical = self._physical_plan(plan, sink, checkpoint, self._offset_reset())
+        self.physical_plans[query_id] = physical
+        if isinstance(plan, AggregatePlan):  # its store follows the changelog topic
+            self._store(sink)
+            self.followed[sink.name] = sink
+        handle = SparkBuilder(self._build_context(query_id)).start(physical, checkpoint, query_id)
         info = self.catalog.queries[query_id]
         previous = self.queries.get(query_id)
         self.queries[query_id] = RunningQuery(info, handle, checkpoint,
                                               restart=lambda: self._start_persistent(query_id, plan, stmt, sink),
                                               restarts=previous.restarts if previous is not None else 0)
 
-    def _aggregation_errors(self) -> Any:
-        """Where an aggregation processor reports a record it dropped: the processing log topic,
-        naming the failing function (a Python UDAF) or the aggregation."""
-        from streamsql.udf.aggregate import FunctionError
-        from streamsql.udf.runtime import ErrorLog
+    def _physical_plan(self, plan: "QueryPlan | AggregatePlan", sink: Source, checkpoint: Path | None,
+                       starting_offsets: str) -> PhysicalPlan:
+        """A persistent query's steps. An aggregation writes its changelog from the executors
+        and its table's store follows that topic; a table's filter/projection goes through the
+        driver's store (ChangelogSink); a stream writes from the executors."""
+        if isinstance(plan, AggregatePlan):
+            buckets = buckets_for(checkpoint, self._buckets(plan)) if checkpoint is not None else self._buckets(plan)
+            return physical_plan(plan, KafkaSink(sink), starting_offsets, buckets=buckets,
+                                 cache=self._record_cache())
+        if sink.is_table:
+            # a source table's own query only fills the store: its topic is the input
+            return physical_plan(plan, ChangelogSink(sink, emit=not sink.is_source), starting_offsets, changelog=True)
+        return physical_plan(plan, KafkaSink(sink), starting_offsets)
 
-        errors = ErrorLog(self.bootstrap_servers, self.processing_log_topic)
+    def _build_context(self, query_id: str) -> BuildContext:
+        dropped = self.dropped_records.get(query_id)
+        if dropped is None:
+            dropped = self.dropped_records[query_id] = self.spark.sparkContext.accumulator(0)
+        return BuildContext(
+            dropped_counter=dropped,
+            spark=self.spark, bootstrap_servers=self.bootstrap_servers, planner=self.planner,
+            processing_log_topic=self.processing_log_topic,
+            max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
+            query_id=query_id, limits=self._collection_limits(),
+            changelog_writer=lambda step: ChangelogWriter(self.bootstrap_servers, step.target,
+                                                          self._store(step.target), emit=step.emit))
 
-        def report(row: dict[str, Any], error: BaseException) -> None:
-            function = error.function if isinstance(error, FunctionError) else "aggregation"
-            cause = error.error if isinstance(error, FunctionError) else error
-            errors.report(function, cause, [{k: v for k, v in row.items() if not k.startswith("__")}])
+    def _buckets(self, plan: AggregatePlan) -> int:
+        """How many state buckets a new aggregation gets: ``streamsql.aggregation.buckets``, else
+        one per partition of its source topic. A bucket is a Kafka Streams task of ksqlDB's
+        repartition topic, which has the source's partition count: one stream time each, and
+        the records of one bucket keep their order. An aggregation over a TABLE gets one: a
+        row that moves to another group must retract its old value there, and its previous
+        value is kept by source key (ksqlDB sends the retraction through the repartition topic;
+        a two-stage step is the way to more buckets)."""
+        if plan.over_table:
+            return 1
+        value = self.prop("streamsql.aggregation.buckets").strip() or str(getattr(plan.source, "partitions", 1) or 1)
+        try:
+            buckets = int(value)
+        except ValueError:
+            buckets = 0
+        if buckets < 1:
+            raise ConfigError(f"Invalid value {value} for configuration streamsql.aggregation.buckets: "
+                              f"a positive number of buckets is expected")
+        return buckets
 
-        return report
+    def _record_cache(self) -> bool:
+        """ksqlDB's record cache (``ksql.streams.cache.max.bytes.buffering`` > 0, its default):
+        an aggregation emits the latest value per key per commit (here per micro-batch); 0 (what
+        ksqlDB's test harness and ``streamsql test`` set) emits every update."""
+        value = self.prop("ksql.streams.cache.max.bytes.buffering").strip() or RECORD_CACHE_DEFAULT
+        try:
+            return int(value) > 0
+        except ValueError:
+            raise ConfigError(f"Invalid value {value} for configuration ksql.streams.cache.max.bytes.buffering: "
+                              f"Not a number of type LONG") from None
 
     def _collection_limits(self) -> dict[str, int]:
         """``ksql.functions.collect_list.limit`` / ``collect_set.limit`` when set."""
@@ -855,22 +873,15 @@ class Engine:
             raise AnalysisError("Pull queries don't support GROUP BY clauses." + PULL_QUERY_HELP)
         if not push and plan.source.is_table:
             return self._pull_table(stmt, plan)
-        df = self._source_dataframe(plan.source, query_id, self._offset_reset() if push else "earliest")
-        processor = None
+        starting = self._offset_reset() if push else "earliest"
+        ctx = self._build_context(query_id)
+        builder = SparkBuilder(ctx)
         if isinstance(plan, AggregatePlan):
-            out = aggregation.build_dataframe(plan, df)
             columns = Planner.output_types(plan, aggregation.post_dataframe(plan, self.spark, []))
-            memory = MemoryState()
-            processor = AggregationProcessor(plan, memory, self._collection_limits(), self._aggregation_errors())
-        elif push and plan.source.is_table:
-            # a table's changes: every update a row, every delete (or row leaving the WHERE) a
-            # tombstone row; records without a key are not table rows (ksqlDB ignores them)
-            keyed = " AND ".join(f"{quote(c.name)} IS NOT NULL" for c in plan.source.key_columns)
-            out = self.planner.to_changelog_dataframe(plan, df.where(keyed) if keyed else df)
-            columns = Planner.output_types(plan, out)
         else:
-            out = self.planner.to_dataframe(plan, df).where(f"NOT {TOMBSTONE_COL}")
-            columns = Planner.output_types(plan, out)
+            preview = physical_plan(plan, Collect(lambda _df, _id: None), starting,
+                                    changelog=push and plan.source.is_table)
+            columns = Planner.output_types(plan, builder.dataframe(preview))
         stream = r.RowStream(stmt.text, query_id, [(c.name, str(c.type)) for c in columns],
                              limit=plan.limit, kind="push" if push else "pull")
         names = [c.name for c in plan.columns]
@@ -879,11 +890,9 @@ class Engine:
         def on_batch(batch_df: Any, _batch_id: int) -> None:
             if stream.closed:
                 return
-            if processor is not None:
-                updates = processor.process(batch_df.toArrow().to_pylist())
-                memory.apply(processor.state_changes())  # transient: the state stays in memory
-                for rec in project(plan, batch_df.sparkSession, updates):
-                    if rec["__HAVING"] and not stream.put([_to_python(rec[n]) for n in names]):
+            if isinstance(plan, AggregatePlan):
+                for row in batch_df.where("__HAVING").select(*[f"`{n}`" for n in names]).collect():
+                    if not stream.put([_to_python(v) for v in row]):
                         break
                 return
             if push and plan.source.is_table:
@@ -895,14 +904,17 @@ class Engine:
                     if not stream.put(values):
                         break
                 return
-            for row in batch_df.select(*[f"`{n}`" for n in names]).collect():
+            for row in batch_df.where(f"NOT {TOMBSTONE_COL}").select(*[f"`{n}`" for n in names]).collect():
                 if not stream.put([_to_python(v) for v in row]):
                     break
 
-        writer = out.writeStream.foreachBatch(on_batch).option("checkpointLocation", str(checkpoint))
-        if not push:
-            writer = writer.trigger(availableNow=True)
-        handle = writer.start()
+        if isinstance(plan, AggregatePlan):
+            physical = physical_plan(plan, Collect(on_batch, available_now=not push), starting,
+                                     buckets=self._buckets(plan), cache=self._record_cache())
+        else:
+            physical = physical_plan(plan, Collect(on_batch, available_now=not push), starting,
+                                     changelog=push and plan.source.is_table)
+        handle = builder.start(physical, checkpoint)
 
         def watch() -> None:
             try:
@@ -952,6 +964,8 @@ class Engine:
         check_access_path(stmt.query.where, table, _enabled(scans, self.prop(scans)),
                           _enabled(ranges, self.prop(ranges)))
         store = self.stores.get(table.name)
+        if store is not None and table.name in self.followed:
+            store.follow(self.bootstrap_servers, self.followed[table.name])
         if store is None:
             raise AnalysisError(f"The `{table.name}` table isn't queryable. To derive a queryable table, you can do "
                                 f"'CREATE TABLE QUERYABLE_{table.name} AS SELECT * FROM {table.name}'. See "
@@ -1048,10 +1062,12 @@ class Engine:
             if progress:
                 stats.update({"batchId": progress.get("batchId"), "inputRowsPerSecond": progress.get("inputRowsPerSecond"),
                               "processedRowsPerSecond": progress.get("processedRowsPerSecond")})
-        processor = self.processors.get(info.id)
-        if processor is not None:  # ksqlDB's dropped-records / processing-error counts of an aggregation
-            stats["numRowsDroppedByWatermark"] = processor.dropped
-            stats["aggregationErrors"] = processor.errors
+            dropped = self.dropped_records.get(info.id)
+            if dropped is not None:  # ksqlDB's late-record count (records dropped past grace)
+                stats["numRowsDroppedByWatermark"] = dropped.value
+            for op in (progress or {}).get("stateOperators") or []:  # an aggregation's state
+                stats["stateRows"] = stats.get("stateRows", 0) + int(op.get("numRowsTotal") or 0)
+                stats["stateMemoryBytes"] = stats.get("stateMemoryBytes", 0) + int(op.get("memoryUsedBytes") or 0)
         return r.QueryDescription(info.id, info.statement, info.sink, info.sources, state, info.kind, stats)
 
     def _do_Describe(self, stmt: ast.Describe) -> r.Result:
@@ -1082,6 +1098,9 @@ class Engine:
                 raise CatalogError(f"Query with id:{stmt.query_id} does not exist, use SHOW QUERIES to view the full "
                                    f"set of queries.")
             text = f"Query {info.id}\n{info.statement}"
+            physical = self.physical_plans.get(info.id)
+            if physical is not None:
+                text += "\n\nPhysical steps:\n" + physical.explain()
             running = self.queries.get(info.id)
             if running is not None:
                 text += "\n\nSpark plan:\n" + _spark_plan(running.handle)
@@ -1092,7 +1111,18 @@ class Engine:
             raise AnalysisError("EXPLAIN needs a query or a CREATE ... AS SELECT / INSERT INTO statement")
         sink = getattr(inner, "name", None) or getattr(inner, "target", None)
         plan = self.planner.plan_query(query, persistent=sink is not None, sink_name=sink)
-        return r.Explanation(stmt.text, plan.explain())
+        if isinstance(inner, (ast.CreateAsSelect, ast.InsertInto)):
+            target = (self._sink_source(inner, plan) if isinstance(inner, ast.CreateAsSelect)
+                      else self.catalog.get(inner.target))
+            physical = self._physical_plan(plan, target, None, self._offset_reset())
+        elif isinstance(plan, AggregatePlan):
+            terminal = Collect(_ignore, available_now=query.emit is None)
+            physical = physical_plan(plan, terminal, self._offset_reset(), buckets=self._buckets(plan),
+                                     cache=self._record_cache())
+        else:
+            physical = physical_plan(plan, Collect(_ignore, available_now=query.emit is None), self._offset_reset(),
+                                     changelog=plan.source.is_table and query.emit is not None)
+        return r.Explanation(stmt.text, plan.explain() + "\n\nPhysical steps:\n" + physical.explain())
 
     def _do_SetProperty(self, stmt: ast.SetProperty) -> r.Result:
         if stmt.name == "auto.offset.reset" and stmt.value.lower() not in VALID_OFFSET_RESETS:
@@ -1175,6 +1205,14 @@ class Engine:
             if exc is not None:
                 out.append((qid, _spark_message(exc)))
         return out
+
+
+#: ksqlDB's default ``ksql.streams.cache.max.bytes.buffering`` (10 MB)
+RECORD_CACHE_DEFAULT = "10485760"
+
+
+def _ignore(_df: Any, _batch_id: int) -> None:
+    """The terminal step of a plan built only to learn its output columns."""
 
 
 def _window_properties(props: dict[str, Any]) -> tuple[str | None, int | None]:

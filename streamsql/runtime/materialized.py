@@ -60,6 +60,8 @@ class TableStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
+        self._follow_lock = threading.Lock()
+        self._ends: Any = None  # EndOffsets of a followed changelog topic
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS rows (k TEXT PRIMARY KEY, key_text TEXT, k0, key_blob BLOB, "
@@ -108,6 +110,72 @@ class TableStore:
                 cur.execute("ROLLBACK")
                 raise
 
+    # --- following a changelog topic ---------------------------------------------------------
+
+    def offsets(self) -> dict[int, int]:
+        """Per partition of the followed changelog topic: the next offset to read."""
+        return {int(name.split(":", 1)[1]): int(value) for name, value
+                in self._db.execute("SELECT name, value FROM meta WHERE name LIKE 'offset:%'")}
+
+    def follow(self, bootstrap_servers: str, table: Any) -> int:
+        """Catch up with ``table``'s changelog topic: read every record written since the last
+        call, up to the topic's end now, and apply it (a value upserts its key, a tombstone
+        deletes it). Returns the records applied. A pull query calls this first, so it sees
+        every batch its query committed (the records of a committed batch are acknowledged
+        by Kafka before the commit); nothing is read while nobody queries the table."""
+        from streamsql.kafka.admin import EndOffsets
+        from streamsql.kafka.source import SourceOptions, read_range, source_schema
+        from streamsql.runtime import io
+
+        with self._follow_lock:
+            options = dict(io.kafka_options(bootstrap_servers, table), startingOffsets="earliest")
+            opts = SourceOptions.parse(options)
+            schema = source_schema(opts)
+            if self._ends is None:
+                self._ends = EndOffsets(bootstrap_servers, table.topic)
+            ends = self._ends.ends()
+            done = self.offsets()
+            keys = [c.name for c in table.key_columns]
+            values = [c.name for c in table.value_columns]
+            windowed = bool(table.window_type)
+            applied = 0
+            for partition, end in sorted(ends.items()):
+                start = done.get(partition, 0)
+                if end <= start:
+                    continue
+                upserts: dict[str, Any] = {}
+                for batch in read_range(opts, schema, partition, start, end):
+                    for row in batch.to_pylist():
+                        key = [row[k] for k in keys]
+                        window = (row.get("WINDOWSTART"), row.get("WINDOWEND")) if windowed else (None, None)
+                        ident = _key_text(key, window)
+                        upserts[ident] = (key, window, None if row["__TOMBSTONE"] else
+                                          {v: row[v] for v in values}, row["ROWTIME"])
+                        applied += 1
+                self._apply_followed(partition, end, list(upserts.values()))
+            return applied
+
+    def _apply_followed(self, partition: int, end: int, changes: list[tuple[Any, ...]]) -> None:
+        with self._lock:
+            cur = self._db.cursor()
+            cur.execute("BEGIN")
+            try:
+                for key, window, value, rowtime in changes:
+                    if value is None:
+                        cur.execute("DELETE FROM rows WHERE k=?", (_key_text(key, window),))
+                    else:
+                        cur.execute("INSERT INTO rows VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(k) DO UPDATE SET "
+                                    "value_blob=excluded.value_blob, rowtime=excluded.rowtime",
+                                    (_key_text(key, window), _just_key(key),
+                                     _sortable(key[0]) if len(key) == 1 else None, pickle.dumps(key), window[0],
+                                     window[1], pickle.dumps(value), rowtime))
+                cur.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value=excluded.value",
+                            (f"offset:{partition}", end))
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
     def state_get(self, namespace: str, key: str) -> bytes | None:
         row = self._db.execute("SELECT blob FROM state WHERE ns=? AND k=?", (namespace, key)).fetchone()
         return row[0] if row else None
@@ -130,7 +198,15 @@ class TableStore:
         sql = "SELECT k FROM rows" + (" WHERE " + " AND ".join(where) if where else "")
         return " ".join(str(r[-1]) for r in self._db.execute("EXPLAIN QUERY PLAN " + sql, params))
 
+    def stop_following(self) -> None:
+        """Close the Kafka clients of :meth:`follow` (the next call opens new ones)."""
+        with self._follow_lock:
+            if self._ends is not None:
+                self._ends.close()
+                self._ends = None
+
     def close(self) -> None:
+        self.stop_following()
         self._db.close()
 
 

@@ -790,7 +790,10 @@ class MemoryCommandLog:
 
 
 #: ksqlDB's QTT runs with its test UDFs on the classpath; ours are Python ports in this directory
-QTT_ENGINE_PROPERTIES = {"ksql.extension.dir": str(Path(__file__).with_name("qtt_udfs"))}
+#: ``streamsql.aggregation.buckets`` 1: one stream time per aggregation, as ksqlDB over the
+#: corpus's (mostly) one-partition topics, whatever the session's shuffle partitions
+QTT_ENGINE_PROPERTIES = {"ksql.extension.dir": str(Path(__file__).with_name("qtt_udfs")),
+                         "streamsql.aggregation.buckets": "1"}
 
 
 class _Failure(Exception):
@@ -927,7 +930,8 @@ class QttRunner:
         state["engine"] = engine
         engine.start()
         expected_exc = case.expected_exception
-        props: dict[str, str] = {"auto.offset.reset": "earliest"}
+        # ksqlDB's test harness turns the record cache off: every aggregate update is output
+        props: dict[str, str] = {"auto.offset.reset": "earliest", "ksql.streams.cache.max.bytes.buffering": "0"}
         for k, v in case.properties.items():
             props[k] = str(v).lower() if isinstance(v, bool) else str(v)
         props["ksql.output.topic.name.prefix"] = prefix + props.get("ksql.output.topic.name.prefix", "")

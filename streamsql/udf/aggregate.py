@@ -25,6 +25,18 @@ from streamsql.planner.aggregates import Accumulator, AggregateFunction, BoundAg
 _SPECS: dict[str, list[Any]] = {}
 
 
+def loaded(names: Sequence[str]) -> dict[str, list[Any]]:
+    """The overloads of those of ``names`` that are Python UDAFs, to travel with a query to
+    Spark's workers, whose processes never ran the loader (see :func:`install`)."""
+    return {n: list(_SPECS[n]) for n in names if n in _SPECS}
+
+
+def install(specs: dict[str, list[Any]]) -> None:
+    """Make UDAFs carried by a query known in this (worker) process."""
+    for name, overloads in specs.items():
+        _SPECS.setdefault(name, overloads)
+
+
 def _impl(name: str, overload: int, literals: Sequence[Any]) -> Any:
     specs = _SPECS.get(name)
     if specs is None or overload >= len(specs):

@@ -45,6 +45,7 @@ def test_restart_mid_aggregation_keeps_counts_exact(bootstrap, spark, tmp_path, 
     first = _engine(bootstrap, spark, data_dir)
     try:
         first.execute(f"""
+            SET 'ksql.streams.cache.max.bytes.buffering'='0';
             CREATE STREAM orders (user VARCHAR, amount INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=2);
             CREATE TABLE per_user WITH (KAFKA_TOPIC='{sink}') AS
                 SELECT user, COUNT(*) AS n, SUM(amount) AS total FROM orders GROUP BY user;
@@ -69,9 +70,28 @@ def test_restart_mid_aggregation_keeps_counts_exact(bootstrap, spark, tmp_path, 
         second.close()
 
 
+def test_record_cache_emits_the_latest_value_per_key_per_batch(engine, topic_name):  # type: ignore[no-untyped-def]
+    """ksqlDB's default record cache: one changelog record per changed key per commit (here a
+    micro-batch), holding the key's latest value, instead of one per input record."""
+    src = topic_name("cached")
+    engine.execute(f"CREATE STREAM cached (user VARCHAR, amount INT) WITH (KAFKA_TOPIC='{src}', "
+                   f"VALUE_FORMAT='JSON', PARTITIONS=1);")
+    produce(engine.admin, src, [(None, f'{{"user":"u{i % 2}","amount":{i}}}', 1000 + i) for i in range(40)])
+    engine.execute("SET 'auto.offset.reset'='earliest';")
+    engine.execute("CREATE TABLE cached_sum AS SELECT user, COUNT(*) AS n, SUM(amount) AS total FROM cached GROUP BY user;")
+    engine.wait_until_idle()
+    changes = read(engine.admin, "CACHED_SUM")
+    # every record was there before the query started: one batch, one record per user
+    assert sorted((k, v["N"], v["TOTAL"]) for k, v, _ in changes) == [
+        ("u0", 20, sum(range(0, 40, 2))), ("u1", 20, sum(range(1, 40, 2)))]
+    # the record's timestamp is the key's latest input record's (ksqlDB's aggregate rowtime)
+    assert sorted(ts for _, _, ts in changes) == [1038, 1039]
+
+
 def test_late_records_beyond_grace_are_dropped_and_counted(engine, topic_name):  # type: ignore[no-untyped-def]
     src = topic_name("late")
     engine.execute(f"""
+        SET 'ksql.streams.cache.max.bytes.buffering'='0';
         CREATE STREAM late (id BIGINT KEY, v BIGINT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='DELIMITED', PARTITIONS=1);
         CREATE TABLE late_sum AS SELECT id, SUM(v) AS total FROM late
             WINDOW TUMBLING (SIZE 10 SECONDS, GRACE PERIOD 5 SECONDS) GROUP BY id;
@@ -153,3 +173,42 @@ def test_cheapest_flight_pipeline(engine):  # type: ignore[no-untyped-def]
     [routes] = engine.execute("SELECT origin, destination, WINDOWSTART, quotes FROM cflight_route_minute;")
     assert sorted(routes.rows(timeout=30)) == [["LHR", "IST", base, 2], ["LHR", "IST", base + 60_000, 2],
                                                ["LHR", "JFK", base, 1]]
+
+
+def test_table_rows_moving_between_groups_retract_with_the_default_buckets(engine, topic_name):  # type: ignore[no-untyped-def]
+    """A changed table row leaves its old group (retracted there) and joins its new one, however
+    many buckets the session's shuffle partitions would give a stream aggregation."""
+    assert int(engine.spark.conf.get("spark.sql.shuffle.partitions")) > 1
+    src = topic_name("accounts")
+    engine.execute(f"CREATE TABLE accounts (id VARCHAR PRIMARY KEY, region VARCHAR, balance INT) "
+                   f"WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=2);")
+    moves = [(f"a{i}", f'{{"region":"r{i % 5}","balance":{i}}}', 1000 + i) for i in range(40)]
+    # every account moves to region r{(i+1) % 5}; a third of them is then deleted
+    moves += [(f"a{i}", f'{{"region":"r{(i + 1) % 5}","balance":{2 * i}}}', 2000 + i) for i in range(40)]
+    moves += [(f"a{i}", None, 3000 + i) for i in range(0, 40, 3)]
+    produce(engine.admin, src, moves)
+    sink = topic_name("moved_by_region")
+    engine.execute(f"CREATE TABLE moved_by_region WITH (KAFKA_TOPIC='{sink}') AS SELECT region, COUNT(*) AS n, "
+                   f"SUM(balance) AS total FROM accounts GROUP BY region;")
+    engine.wait_until_idle()
+    alive = [i for i in range(40) if i % 3 != 0]
+    expected = {f"r{r}": {"N": sum(1 for i in alive if (i + 1) % 5 == r),
+                          "TOTAL": sum(2 * i for i in alive if (i + 1) % 5 == r)} for r in range(5)}
+    assert _latest(read(engine.admin, sink)) == expected
+
+
+def test_explain_prints_the_physical_steps(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("explained")
+    engine.execute(f"CREATE STREAM explained (user VARCHAR, amount INT) WITH (KAFKA_TOPIC='{src}', "
+                   f"VALUE_FORMAT='JSON', PARTITIONS=1);")
+    sql = ("CREATE TABLE explained_sum AS SELECT user, SUM(amount) AS total FROM explained "
+           "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY user HAVING SUM(amount) > 5;")
+    [planned] = engine.execute(f"EXPLAIN {sql}")
+    assert isinstance(planned, r.Explanation)
+    steps = planned.text.split("Physical steps:\n", 1)[1].splitlines()
+    assert steps[0].startswith("[1] Scan stream EXPLAINED")
+    assert "Aggregate by" in steps[1] and "window TUMBLING size 60000 ms" in steps[1] and "having" in steps[1]
+    assert steps[2].strip().startswith("> [3] Kafka sink EXPLAINED_SUM")
+    [created] = engine.execute(sql)
+    [running] = engine.execute(f"EXPLAIN {created.query_id};")
+    assert "Physical steps:\n" + "\n".join(steps) in running.text

@@ -45,6 +45,20 @@ EXTENSION = textwrap.dedent('''
             return a if len(a) >= len(b) else b
         def map(self, acc):
             return acc
+
+    @udaf(name="PICKY_SUM", returns="BIGINT", params=["BIGINT"])
+    class PickySum:
+        """A sum that refuses 13."""
+        def initialize(self):
+            return 0
+        def aggregate(self, value, acc):
+            if value == 13:
+                raise ArithmeticError("13 is unlucky")
+            return acc + (value or 0)
+        def merge(self, a, b):
+            return a + b
+        def map(self, acc):
+            return acc
 ''')
 
 
@@ -117,3 +131,29 @@ def test_udf_udtf_udaf_from_extension_dir(ext_engine, topic_name):  # type: igno
     assert "The longest value in the group." in described.function.description
     assert [(v.arguments, v.returns) for v in described.variants] == [(["VARCHAR"], "VARCHAR")]
     assert engine.failed_queries() == []
+
+
+def test_bad_records_inside_an_aggregation_batch(ext_engine, topic_name):  # type: ignore[no-untyped-def]
+    """One micro-batch of an aggregation holds a malformed record and a row its Python UDAF
+    refuses: both go to the processing log (the malformed one with its offset), the query goes
+    on and every other record of the batch is counted."""
+    engine, _, _ = ext_engine
+    src = topic_name("picky")
+    sink = topic_name("picky_totals")
+    engine.execute(f"CREATE STREAM picky (k VARCHAR KEY, v BIGINT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', "
+                   f"PARTITIONS=1);")
+    produce(engine.admin, src, [("a", '{"v": 1}', 1000), ("a", "{not json", 1001), ("a", '{"v": 13}', 1002),
+                                ("a", '{"v": 5}', 1003), ("b", '{"v": 7}', 1004)])
+    engine.execute(f"CREATE TABLE picky_totals WITH (KAFKA_TOPIC='{sink}') AS "
+                   f"SELECT k, PICKY_SUM(v) AS total, COUNT(*) AS n FROM picky GROUP BY k;")
+    engine.wait_until_idle()
+    latest = {k: v for k, v, _ in read(engine.admin, sink)}
+    # the refused row is dropped whole (ksqlDB drops the record an aggregate fails on)
+    assert latest == {"a": {"TOTAL": 6, "N": 2}, "b": {"TOTAL": 7, "N": 1}}
+    entries = [v["message"] for _, v, _ in read(engine.admin, engine.processing_log_topic) if isinstance(v, dict)]
+    bad = [m["deserializationError"] for m in entries
+           if m.get("deserializationError") and m["deserializationError"]["topic"] == src]
+    assert [(e["partition"], e["offset"]) for e in bad] == [(0, 1)]
+    refused = [m["recordProcessingError"] for m in entries if m.get("recordProcessingError")
+               and "PICKY_SUM" in m["recordProcessingError"]["errorMessage"]]
+    assert [e["errorMessage"] for e in refused] == ["Error in function PICKY_SUM: ArithmeticError: 13 is unlucky"]

@@ -118,6 +118,7 @@ def test_aggregation_push_query(engine, topic_name):  # type: ignore[no-untyped-
     src = topic_name("pq")
     engine.execute(f"CREATE STREAM pq (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")
     produce(engine.admin, src, [("a", '{"n":1}', 1), ("a", '{"n":2}', 2), ("b", '{"n":5}', 3)])
+    engine.execute("SET 'ksql.streams.cache.max.bytes.buffering'='0';")
     [stream] = engine.execute("SELECT k, SUM(n) AS total FROM pq GROUP BY k EMIT CHANGES LIMIT 2;")
     assert isinstance(stream, r.RowStream)
     # one update per input record (ksqlDB with its record cache off)
@@ -134,6 +135,7 @@ def test_push_queries_without_group_by_and_over_a_table_with_deletes(engine, top
         CREATE TABLE tomb (k VARCHAR PRIMARY KEY, n INT) WITH (KAFKA_TOPIC='{tbl}', VALUE_FORMAT='JSON', PARTITIONS=1);
     """)
     produce(engine.admin, src, [("a", '{"n":1}', 1), ("b", '{"n":2}', 2)])
+    engine.execute("SET 'ksql.streams.cache.max.bytes.buffering'='0';")  # every update
     [totals] = engine.execute("SELECT SUM(n) AS s, COUNT(*) AS c FROM nogb EMIT CHANGES LIMIT 2;")
     assert list(totals.rows(timeout=60)) == [[1, 1], [3, 2]]
     produce(engine.admin, tbl, [("x", '{"n":1}', 1), ("x", None, 2), (None, '{"n":9}', 3), ("y", '{"n":4}', 4)])

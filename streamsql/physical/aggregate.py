@@ -1,0 +1,261 @@
+"""The aggregate step inside Spark's executors: ksqlDB's aggregation semantics as a stateful
+Spark operator, partitioned by key, with its state in Spark's state store.
+
+Shape of the Spark plan the builder makes of an :class:`~streamsql.physical.steps.Aggregate`:
+
+1. the pre-aggregation select (stateless Spark SQL: WHERE, grouping keys, aggregate arguments,
+   ROWTIME/ROWPARTITION/ROWOFFSET) plus ``__BUCKET``, a hash of the grouping key;
+2. :func:`pack`: each row becomes one pickled BINARY value (exact Python values: BIGINT,
+   DECIMAL, DATE, nested structs survive; pandas would turn a nullable BIGINT into a float);
+3. ``groupBy(__BUCKET).transformWithStateInPandas(`` :class:`AggregateOperator` ``)``: the
+   bucket's records of the micro-batch in offset order through the one implementation of
+   ksqlDB's aggregation (:class:`streamsql.runtime.aggregator.AggregationProcessor`), whose state
+   (accumulators per group, previous table rows, stream time, held EMIT FINAL windows) lives in
+   a RocksDB ``MapState`` of the bucket, checkpointed with the query's offsets;
+4. :func:`unpacker`: the updates as typed columns (keys, results, previous results, window,
+   rowtime), then the post-aggregation projection and HAVING (Spark SQL, in the builder).
+
+Why a bucket and not the grouping key itself: Kafka Streams closes windows and drops late
+records on *stream time*, the largest timestamp its task has seen across all keys of its
+partition. A bucket is that task: one bucket per partition of the source topic (ksqlDB's
+repartition topic has the source's partition count; ``streamsql.aggregation.buckets`` overrides),
+each bucket a Spark state key placed on its own shuffle partition (:func:`bucket_values`), each
+with one stream time. With one bucket stream time is exactly ksqlDB's over one partition.
+
+Why not Spark's own ``groupBy().agg()``: it cannot retract a table row's old value, emits no
+per-record updates, rejects EMIT CHANGES on session windows and judges lateness on one global
+watermark (docs/performance.md has the measured comparison and docs/differences.md the choice).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.streaming import StatefulProcessor
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+from streamsql import types as t
+
+if TYPE_CHECKING:
+    from streamsql.planner.aggregation import AggregatePlan
+    from streamsql.runtime.aggregator import Update
+
+BUCKET_COL = "__BUCKET"
+ROW_COL = "__ROW"
+OUT_COL = "__OUT"
+#: previous results of an update (``__OLD__A0``, ...), for HAVING over the old value
+OLD_PREFIX = "__OLD"
+HAD_COL = "__HAD"
+REMOVED_COL = "__REMOVED"
+#: the state namespaces of AggregationProcessor, as one MapState key prefix each
+_SEP = "\x00"
+
+
+def bucket_values(spark: Any, buckets: int) -> list[int]:
+    """One distinct BIGINT per bucket; Spark's hash partitioning (``pmod(hash(v), n)`` over the
+    session's ``n`` shuffle partitions) sends bucket ``i`` to partition ``i mod n``, so the buckets
+    spread over the partitions (and the cores) instead of colliding."""
+    n = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    rows = spark.range(0, 64 * n * buckets).selectExpr("id", f"pmod(hash(id), {n}) AS p").collect()
+    free: dict[int, list[int]] = {}
+    for row in rows:
+        free.setdefault(int(row["p"]), []).append(int(row["id"]))
+    return [free[i % n][i // n] for i in range(buckets)]
+
+
+def bucket_expression(key_columns: list[str], values: list[int]) -> str:
+    """Spark SQL: the bucket value of a row from its grouping-key columns."""
+    from streamsql.planner.expressions import quote
+
+    n = len(values)
+    if n == 1 or not key_columns:
+        return f"CAST({values[0]} AS BIGINT)"
+    hashed = f"pmod(hash({', '.join(quote(c) for c in key_columns)}), {n})"
+    return f"element_at(array({', '.join(f'CAST({v} AS BIGINT)' for v in values)}), {hashed} + 1)"
+
+
+def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow``: (columns…, __BUCKET) → (__BUCKET, __ROW pickled dict of the columns)."""
+    for batch in batches:
+        buckets = batch.column(batch.schema.get_field_index(BUCKET_COL))
+        rest = batch.drop_columns([BUCKET_COL])
+        rows = [pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL) for r in rest.to_pylist()]
+        yield pa.RecordBatch.from_arrays([buckets, pa.array(rows, type=pa.binary())], names=[BUCKET_COL, ROW_COL])
+
+
+class MapStateBackend:
+    """AggregationProcessor's state over a ``MapState`` of the bucket (key: namespace + key text)."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+    def state_get(self, namespace: str, key: str) -> bytes | None:
+        k = (namespace + _SEP + key,)
+        if not self.state.containsKey(k):
+            return None
+        return bytes(self.state.getValue(k)[0])
+
+    def apply(self, changes: list[tuple[str, str, bytes | None]]) -> None:
+        for ns, key, blob in changes:
+            k = (ns + _SEP + key,)
+            if blob is None:
+                if self.state.containsKey(k):
+                    self.state.removeKey(k)
+            else:
+                self.state.updateValue(k, (blob,))
+
+
+def collapse(updates: list["Update"]) -> list["Update"]:
+    """ksqlDB's record cache: one update per key and window per commit (here per micro-batch),
+    the latest, in the order of each key's last change; its previous value is the one before
+    the batch, so HAVING retractions stay right."""
+    first: dict[str, "Update"] = {}
+    last: dict[str, "Update"] = {}
+    for u in updates:
+        ident = pickle.dumps((u.key, u.window))
+        first.setdefault(ident, u)
+        last.pop(ident, None)
+        last[ident] = u
+    out = []
+    for ident, u in last.items():
+        f = first[ident]
+        u.had, u.previous = f.had, f.previous
+        out.append(u)
+    return out
+
+
+class AggregateOperator(StatefulProcessor):  # type: ignore[misc]
+    """The ``StatefulProcessor`` of the aggregate step: one call per bucket and micro-batch."""
+
+    def __init__(self, plan: "AggregatePlan", limits: dict[str, int], cache: bool,
+                 bootstrap: str | None, log_topic: str | None, dropped: Any = None) -> None:
+        from streamsql.udf.aggregate import loaded
+
+        self.plan = plan
+        #: the Python UDAFs the plan calls, by value: a worker process never loaded them
+        self.udafs = loaded([c.function.name for c in plan.calls])
+        #: a Spark accumulator: records dropped as late, for the driver's query statistics
+        self.dropped = dropped
+        self.limits = limits
+        #: ksql.streams.cache.max.bytes.buffering > 0: the latest update per key per batch
+        self.cache = cache
+        self.bootstrap = bootstrap
+        self.log_topic = log_topic
+
+    def init(self, handle: Any) -> None:
+        self.state = handle.getMapState("aggregation", StructType([StructField("k", StringType())]),
+                                        StructType([StructField("b", BinaryType())]))
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any = None) -> Iterator[Any]:
+        import pandas as pd
+
+        from streamsql.runtime.aggregator import AggregationProcessor
+        from streamsql.udf.aggregate import install
+
+        install(self.udafs)
+        records = [pickle.loads(b) for pdf in rows for b in _row_column(pdf)]
+        backend = MapStateBackend(self.state)
+        processor = AggregationProcessor(self.plan, backend, self.limits,
+                                         _error_reporter(self.bootstrap, self.log_topic))
+        before = processor.dropped
+        updates = processor.process(records)
+        if self.dropped is not None and processor.dropped > before:
+            self.dropped.add(processor.dropped - before)
+        backend.apply(processor.state_changes())
+        if self.cache:
+            updates = collapse(updates)
+        out = [pickle.dumps((u.key, u.window, u.results, u.previous, u.had, u.rowtime, u.removed),
+                            protocol=pickle.HIGHEST_PROTOCOL) for u in updates]
+        yield pd.DataFrame({OUT_COL: pd.Series(out, dtype=object)})
+
+    def close(self) -> None:
+        pass
+
+
+def _row_column(pdf: Any) -> Any:
+    """The pickled rows of one input chunk: the last of its (__BUCKET, __ROW) columns (Spark
+    may name them by position, ``_0``/``_1``)."""
+    if ROW_COL in pdf.columns:
+        return pdf[ROW_COL]
+    if len(pdf) == 0 or len(pdf.columns) == 0:
+        return []
+    return pdf.iloc[:, -1]
+
+
+def _error_reporter(bootstrap: str | None, topic: str | None) -> Any:
+    """Where the aggregation reports a record it dropped (a failing Python UDAF, a DECIMAL
+    overflow): the processing-log topic, naming the failing function."""
+    from streamsql.udf.aggregate import FunctionError
+    from streamsql.udf.runtime import ErrorLog
+
+    errors = ErrorLog(bootstrap, topic)
+
+    def report(row: dict[str, Any], error: BaseException) -> None:
+        function = error.function if isinstance(error, FunctionError) else "aggregation"
+        cause = error.error if isinstance(error, FunctionError) else error
+        errors.report(function, cause, [{k: v for k, v in row.items() if not k.startswith("__")}])
+
+    return report
+
+
+def output_schema() -> Any:
+    return StructType([StructField(OUT_COL, BinaryType())])
+
+
+def update_fields(plan: "AggregatePlan") -> list[tuple[str, Any]]:
+    """The typed columns :func:`unpacker` makes of an update: (name, Spark type)."""
+    from pyspark.sql import types as st
+
+    from streamsql.planner.aggregation import post_schema
+
+    post = post_schema(plan)
+    fields = [(f.name, f.dataType) for f in post.fields]
+    fields += [(OLD_PREFIX + c.name, t.to_spark(c.function.result_type) if c.function.result_type is not None
+                else st.StringType()) for c in plan.calls]
+    fields += [(HAD_COL, st.BooleanType()), (REMOVED_COL, st.BooleanType())]
+    return fields
+
+
+def unpacker(plan: "AggregatePlan") -> tuple[Any, Any]:
+    """(``mapInArrow`` function, its output schema): pickled updates → typed columns."""
+    from pyspark.sql import types as st
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = update_fields(plan)
+    schema = st.StructType([st.StructField(n, ty) for n, ty in fields])
+    arrow_types = [to_arrow_type(ty, timezone="UTC") for _, ty in fields]
+    n_keys, n_calls = len(plan.keys), len(plan.calls)
+
+    def unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            cols: list[list[Any]] = [[] for _ in fields]
+            for blob in batch.column(0).to_pylist():
+                key, window, results, previous, had, rowtime, removed = pickle.loads(blob)
+                results = results if results is not None else [None] * n_calls
+                previous = previous if previous is not None else [None] * n_calls
+                values = (list(key) + list(results) + [window[0], window[1], rowtime]
+                          + list(previous) + [had, removed])
+                for col, v in zip(cols, values):
+                    col.append(v)
+            assert len(cols) == n_keys + 2 * n_calls + 5
+            yield pa.RecordBatch.from_arrays([pa.array(c, type=ty) for c, ty in zip(cols, arrow_types)],
+                                             names=[n for n, _ in fields])
+
+    return unpack, schema
+
+
+def old_having(plan: "AggregatePlan") -> str:
+    """HAVING over an update's previous results (``__Ai`` → ``__OLD__Ai``)."""
+    import re
+
+    assert plan.having is not None
+    names = {c.name for c in plan.calls}
+
+    def swap(m: "re.Match[str]") -> str:
+        name = m.group(1)
+        return f"`{OLD_PREFIX}{name}`" if name in names else m.group(0)
+
+    return re.sub(r"`([^`]+)`", swap, plan.having)

@@ -1,0 +1,208 @@
+"""The one place that turns physical steps into Spark: DataFrames and streaming writers.
+
+One method per step kind (``_scan``, ``_select``, ``_aggregate``, and the terminal steps in
+:meth:`SparkBuilder.start`). Nothing else in streamsql calls ``readStream``, ``writeStream``,
+``foreachBatch`` or builds a query's DataFrame; the engine asks for a physical plan and starts it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from streamsql import types as t
+from streamsql.errors import StreamsqlError
+from streamsql.kafka.source import TOMBSTONE_COL
+from streamsql.physical import aggregate as agg
+from streamsql.physical.steps import (Aggregate, ChangelogSink, Collect, KafkaSink, PhysicalPlan, Scan, Select,
+                                      Step)
+from streamsql.planner import aggregation
+from streamsql.planner.expressions import quote
+from streamsql.runtime import io
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from streamsql.planner.planner import Planner
+
+#: written into a stateful query's checkpoint: what its state layout depends on
+CHECKPOINT_META = "streamsql.json"
+_PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: the layout of aggregate state this version writes (bump when it changes incompatibly)
+STATE_FORMAT = 1
+
+
+class CheckpointError(StreamsqlError):
+    """A checkpoint this version cannot resume (written by an earlier version)."""
+
+
+@dataclass
+class BuildContext:
+    """What building needs besides the steps: the session, Kafka, the processing log."""
+
+    spark: "SparkSession"
+    bootstrap_servers: str
+    planner: "Planner"
+    processing_log_topic: str | None = None
+    max_records: int | None = None
+    query_id: str = "planning"
+    limits: dict[str, int] = field(default_factory=dict)
+    #: a foreachBatch writer for ChangelogSink steps (the engine's store and writer)
+    #: a Spark accumulator the aggregate step adds its late (dropped) records to
+    dropped_counter: Any = None
+    changelog_writer: Callable[[ChangelogSink], Callable[[Any, int], None]] | None = None
+
+
+class SparkBuilder:
+    def __init__(self, ctx: BuildContext) -> None:
+        self.ctx = ctx
+
+    # --- DataFrames ------------------------------------------------------------------------
+
+    def dataframe(self, plan: PhysicalPlan, upto: int | None = None) -> "DataFrame":
+        """The streaming DataFrame of the plan's steps (all but a terminal one)."""
+        steps = [s for s in plan.steps if not isinstance(s, (KafkaSink, ChangelogSink, Collect))]
+        if upto is not None:
+            steps = steps[:upto]
+        df: Any = None
+        for step in steps:
+            df = self._build(step, df)
+        return df
+
+    def _build(self, step: Step, df: Any) -> "DataFrame":
+        if isinstance(step, Scan):
+            return self._scan(step)
+        if isinstance(step, Select):
+            return self._select(step, df)
+        if isinstance(step, Aggregate):
+            return self._aggregate(step, df)
+        raise TypeError(f"not a transformation step: {step!r}")
+
+    def _scan(self, step: Scan) -> "DataFrame":
+        from streamsql.udf import functions as python_functions
+
+        ctx = self.ctx
+        python_functions.install(ctx.spark, ctx.bootstrap_servers, ctx.processing_log_topic)
+        return self._read(step.source, step.starting_offsets)
+
+    def _read(self, source: Any, starting_offsets: str) -> "DataFrame":
+        join = getattr(source, "join", None)
+        if join is not None:
+            from streamsql.runtime.joins import joined_dataframe
+
+            return joined_dataframe(join, self._read(join.left.source, starting_offsets),
+                                    self._read(join.right.source, starting_offsets))
+        ctx = self.ctx
+        return io.read_stream(ctx.spark, ctx.bootstrap_servers, source, starting_offsets=starting_offsets,
+                              query_id=ctx.query_id, max_records=ctx.max_records,
+                              processing_log_topic=ctx.processing_log_topic)
+
+    def _select(self, step: Select, df: "DataFrame") -> "DataFrame":
+        if step.changelog:
+            # records without a key are not table rows (ksqlDB ignores them)
+            keyed = " AND ".join(f"{quote(c.name)} IS NOT NULL" for c in step.plan.source.key_columns)
+            return self.ctx.planner.to_changelog_dataframe(step.plan, df.where(keyed) if keyed else df)
+        return self.ctx.planner.to_dataframe(step.plan, df)
+
+    def _aggregate(self, step: Aggregate, df: "DataFrame") -> "DataFrame":
+        """pre-aggregation select → bucket → pack → stateful operator → unpack → projection and
+        HAVING over the new and the previous value → the table's change rows."""
+        plan = step.plan
+        spark = self.ctx.spark
+        if spark.conf.get(_PROVIDER_KEY, None) != _ROCKSDB:  # transformWithState needs RocksDB
+            spark.conf.set(_PROVIDER_KEY, _ROCKSDB)
+        pre = aggregation.build_dataframe(plan, df)
+        values = agg.bucket_values(self.ctx.spark, step.buckets)
+        keyed = pre.withColumn(agg.BUCKET_COL, _expr(agg.bucket_expression([n for n, _, _ in plan.keys], values)))
+        packed = keyed.mapInArrow(agg.pack, f"{agg.BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
+        operator = agg.AggregateOperator(plan, self.ctx.limits, step.cache, self.ctx.bootstrap_servers,
+                                         self.ctx.processing_log_topic, self.ctx.dropped_counter)
+        updates = packed.groupBy(agg.BUCKET_COL).transformWithStateInPandas(
+            statefulProcessor=operator, outputStructType=agg.output_schema(), outputMode="Append", timeMode="None")
+        unpack, schema = agg.unpacker(plan)
+        typed = updates.mapInArrow(unpack, schema)
+        had_having = f"coalesce({agg.old_having(plan)}, false)" if plan.having else "true"
+        post = typed.selectExpr(*aggregation.post_select(plan), f"{agg.HAD_COL} AND {had_having} AS __HADROW",
+                                agg.REMOVED_COL)
+        # Kafka Streams' table filter with old values: a change that fails HAVING is a
+        # tombstone only when the previous value passed it; otherwise nothing is written
+        new_row = f"__HAVING AND NOT {agg.REMOVED_COL}"
+        keys_present = " AND ".join(f"{quote(c.name)} IS NOT NULL" for c in plan.key_columns) or "true"
+        out = post.where(f"({new_row} OR __HADROW) AND {keys_present}")
+        names = [quote(c.name) for c in plan.columns]
+        return out.selectExpr(*names, t.ROWTIME, f"{t.WINDOWSTART} AS __WINDOWSTART", f"{t.WINDOWEND} AS __WINDOWEND",
+                              f"NOT ({new_row}) AS {TOMBSTONE_COL}", f"{new_row} AS __HAVING")
+
+    # --- starting -------------------------------------------------------------------------
+
+    def start(self, plan: PhysicalPlan, checkpoint: Path, query_name: str | None = None) -> "StreamingQuery":
+        """Start the plan as a streaming query with its terminal step as the writer."""
+        terminal = plan.terminal
+        if any(isinstance(s, Aggregate) for s in plan.steps):
+            check_checkpoint(checkpoint, plan)
+        df = self.dataframe(plan)
+        if isinstance(terminal, KafkaSink):
+            writer = (df.writeStream.format(io.DATA_SOURCE)
+                      .options(**io.kafka_options(self.ctx.bootstrap_servers, terminal.target)).outputMode("append"))
+        elif isinstance(terminal, ChangelogSink):
+            assert self.ctx.changelog_writer is not None, "a ChangelogSink needs the engine's changelog writer"
+            writer = df.writeStream.foreachBatch(self.ctx.changelog_writer(terminal)).outputMode("append")
+        elif isinstance(terminal, Collect):
+            writer = df.writeStream.foreachBatch(terminal.on_batch)
+            if terminal.available_now:
+                writer = writer.trigger(availableNow=True)
+        else:
+            raise TypeError(f"not a terminal step: {terminal!r}")
+        writer = writer.option("checkpointLocation", str(checkpoint))
+        if query_name:
+            writer = writer.queryName(query_name)
+        return writer.start()
+
+
+def _expr(sql: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.expr(sql)
+
+
+def buckets_for(checkpoint: Path, default: int) -> int:
+    """An aggregate query's bucket count: the one its checkpoint was written with (its state is
+    keyed by bucket), else ``default`` (``spark.sql.shuffle.partitions``) for a new query."""
+    meta_path = checkpoint / CHECKPOINT_META
+    if meta_path.exists():
+        try:
+            return int(json.loads(meta_path.read_text(encoding="utf-8"))["buckets"])
+        except (ValueError, KeyError, TypeError):
+            pass
+    return default
+
+
+def check_checkpoint(checkpoint: Path, plan: PhysicalPlan) -> None:
+    """Refuse a checkpoint whose state this version cannot read, with the way to rebuild;
+    record this version's layout in a new one. An earlier streamsql ran aggregations on the
+    driver with their state in the table's SQLite file: its checkpoint holds offsets only."""
+    meta_path = checkpoint / CHECKPOINT_META
+    buckets = next(s.buckets for s in plan.steps if isinstance(s, Aggregate))
+    commits = checkpoint / "commits"
+    committed = commits.exists() and any(p.name.isdigit() for p in commits.iterdir())
+    if meta_path.exists():
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("state_format") != STATE_FORMAT or meta.get("buckets") != buckets:
+            raise CheckpointError(
+                f"the checkpoint {checkpoint} holds aggregation state in layout {meta.get('state_format')} with "
+                f"{meta.get('buckets')} bucket(s); this streamsql writes layout {STATE_FORMAT} with {buckets}. "
+                f"To rebuild the table from its input topics, stop streamsql, delete that directory and start "
+                f"again (the query re-reads its sources from the earliest offset).")
+        return
+    if committed:
+        raise CheckpointError(
+            f"the checkpoint {checkpoint} was written by an earlier streamsql, which kept aggregation state on the "
+            f"driver; this version keeps it in Spark's state store and cannot resume it. To rebuild the table from "
+            f"its input topics, stop streamsql, delete that directory and start again with "
+            f"SET 'auto.offset.reset'='earliest' (the output topic receives the rebuilt values).")
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    meta_path.write_text(json.dumps({"state_format": STATE_FORMAT, "buckets": buckets}), encoding="utf-8")

@@ -1,0 +1,151 @@
+"""Physical plans: what a query runs, as a chain of typed steps, before any Spark object exists.
+
+The planner (``streamsql.planner``) turns a statement into a logical plan (``QueryPlan`` for
+stateless queries, ``AggregatePlan`` for GROUP BY); :func:`physical_plan` turns that into
+steps, and :class:`streamsql.physical.builder.SparkBuilder` — the one place that creates
+Spark DataFrames and streaming writers — builds one Spark construct per step. EXPLAIN prints
+the steps, so what a user reads is what runs. (ksqlDB's layering: logical plan → execution
+steps → one builder per step; sqlglot's planner: a ``Plan`` of ``Step`` s.)
+
+Where each step runs:
+
+* ``Scan``, ``Select``, ``Aggregate``, ``KafkaSink``: Spark's executors (the aggregate step's
+  state in Spark's state store, partitioned by key).
+* ``ChangelogSink``: ``foreachBatch`` — the rows of a filtered/projected table and a source
+  table's materialization pass through the driver's store (to move onto the executors next).
+* ``Collect``: transient queries hand their rows to the driver's result stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Union
+
+if TYPE_CHECKING:
+    from streamsql.catalog import Source
+    from streamsql.planner.aggregation import AggregatePlan
+    from streamsql.planner.planner import QueryPlan
+
+
+@dataclass
+class Scan:
+    """Read a source's topic, decoded; a joined source reads both sides and joins them."""
+
+    source: "Source"
+    starting_offsets: str
+
+    def describe(self) -> str:
+        join = getattr(self.source, "join", None)
+        if join is not None:
+            return (f"Join {join.kind} {join.left.source.name} ⋈ {join.right.source.name} "
+                    f"(from {self.starting_offsets})")
+        return (f"Scan {self.source.kind.lower()} {self.source.name} (topic {self.source.topic}, "
+                f"key {self.source.key_format}, value {self.source.value_format}, from {self.starting_offsets})")
+
+
+@dataclass
+class Select:
+    """Stateless: WHERE, projection, PARTITION BY, table functions. ``changelog``: over a table,
+    every change becomes an upsert or a removal row (``__HAVING``)."""
+
+    plan: "QueryPlan"
+    changelog: bool = False
+
+    def describe(self) -> str:
+        parts = [f"Select {', '.join(c.name for c in self.plan.columns)}"]
+        if self.plan.where:
+            parts.append(f"where {self.plan.where}")
+        if self.changelog:
+            parts.append("(table changes)")
+        return " ".join(parts)
+
+
+@dataclass
+class Aggregate:
+    """GROUP BY in the executors: ``buckets`` state keys (Kafka Streams' tasks, one stream time
+    each), ``cache``: one update per key per micro-batch (ksqlDB's record cache) or every update."""
+
+    plan: "AggregatePlan"
+    buckets: int
+    cache: bool
+
+    def describe(self) -> str:
+        p = self.plan
+        keys = ", ".join(sql for _, sql, _ in p.keys) or "(all rows)"
+        calls = ", ".join(c.shown or c.text for c in p.calls)
+        text = f"Aggregate by {keys}: {calls}"
+        if p.window is not None:
+            text += f" window {p.window.type} size {p.window.size_ms} ms grace {p.grace_ms} ms"
+        text += f" emit {'FINAL' if p.emit == 'FINAL' else 'CHANGES'}"
+        text += f"; {self.buckets} bucket(s), {'latest per key per batch' if self.cache else 'every update'}"
+        if p.having:
+            text += f"; having {p.having}"
+        return text
+
+
+@dataclass
+class KafkaSink:
+    """Write rows to a topic from the executors (tombstones for removed table rows)."""
+
+    target: "Source"
+
+    def describe(self) -> str:
+        return (f"Kafka sink {self.target.name} (topic {self.target.topic}, key {self.target.key_format}, "
+                f"value {self.target.value_format})")
+
+
+@dataclass
+class ChangelogSink:
+    """Write a table's changes through the driver's materialized store (``foreachBatch``):
+    tombstones only for rows the table held. ``emit`` False: only fill the store (a source
+    table's own query)."""
+
+    target: "Source"
+    emit: bool = True
+
+    def describe(self) -> str:
+        what = f"topic {self.target.topic} and store" if self.emit else "store only"
+        return f"Changelog sink {self.target.name} ({what})"
+
+
+@dataclass
+class Collect:
+    """Hand each micro-batch's rows to a transient query's result stream in the driver."""
+
+    on_batch: Callable[[Any, int], None] = field(repr=False)
+    available_now: bool = False
+
+    def describe(self) -> str:
+        return "Collect rows to the client" + (" (to the topic's current end)" if self.available_now else "")
+
+
+Step = Union[Scan, Select, Aggregate, KafkaSink, ChangelogSink, Collect]
+
+
+@dataclass
+class PhysicalPlan:
+    """A linear chain of steps: one source step, transformations, one terminal step."""
+
+    steps: list[Step]
+
+    def explain(self) -> str:
+        return "\n".join(f"{'  ' * i}{'> ' if i else ''}[{i + 1}] {s.describe()}" for i, s in enumerate(self.steps))
+
+    @property
+    def terminal(self) -> Step:
+        return self.steps[-1]
+
+
+def physical_plan(logical: "QueryPlan | AggregatePlan", terminal: Step, starting_offsets: str, *,
+                  buckets: int = 1, cache: bool = True, changelog: bool = False) -> PhysicalPlan:
+    """The steps of a logical plan ending in ``terminal``. ``changelog``: a stateless query
+    over a table emits its changes (upserts and removals) rather than its rows."""
+    from streamsql.planner.aggregation import AggregatePlan
+
+    steps: list[Step] = [Scan(logical.source, starting_offsets)]
+    if isinstance(logical, AggregatePlan):
+        steps.append(Aggregate(logical, buckets, cache))
+    else:
+        steps.append(Select(logical, changelog))
+    steps.append(terminal)
+    return PhysicalPlan(steps)

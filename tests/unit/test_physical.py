@@ -1,0 +1,165 @@
+"""The physical plan layer without Spark: steps and EXPLAIN, the record cache's collapse, the
+previous value an update carries for HAVING, HAVING over old values, bucket SQL, checkpoint
+compatibility, and the aggregate step's state over a map state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamsql import types as t
+from streamsql.catalog import Catalog, Source
+from streamsql.physical import aggregate as agg
+from streamsql.physical.builder import CHECKPOINT_META, STATE_FORMAT, CheckpointError, buckets_for, check_checkpoint
+from streamsql.physical.steps import Aggregate, Collect, KafkaSink, Scan, Select, physical_plan
+from streamsql.planner.aggregation import AggregatePlan
+from streamsql.planner.planner import Planner, QueryPlan
+from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, Update
+from streamsql.sql import parse
+
+
+@pytest.fixture
+def catalog() -> Catalog:
+    c = Catalog()
+    c.add(Source("S", "STREAM", [t.Column("ID", t.BIGINT, "key"), t.Column("V", t.INTEGER)],
+                 topic="s_topic", key_format="KAFKA", value_format="JSON"))
+    return c
+
+
+def logical(catalog: Catalog, sql: str) -> Any:
+    [stmt] = parse(sql)
+    return Planner(catalog).plan_query(stmt.query, persistent=True, sink_name=getattr(stmt, "name", None))
+
+
+def rows(plan: AggregatePlan, values: list[tuple[int, int, int]]) -> list[dict[str, Any]]:
+    """(key, v, ts) → pre-aggregation rows of ``plan`` (one key, one argument)."""
+    [(key, _, _)] = plan.keys
+    out = []
+    for offset, (k, v, ts) in enumerate(values):
+        row = {key: k, t.ROWTIME: ts, t.ROWPARTITION: 0, t.ROWOFFSET: offset}
+        for call in plan.calls:
+            for col in call.arg_columns:
+                row[col] = v
+        out.append(row)
+    return out
+
+
+def test_physical_plan_of_an_aggregation_and_its_explain(catalog: Catalog) -> None:
+    plan = logical(catalog, "CREATE TABLE o AS SELECT id, SUM(v) AS total FROM s "
+                            "WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY id HAVING SUM(v) > 3;")
+    sink = Source("O", "TABLE", [], topic="o_topic", key_format="KAFKA", value_format="JSON")
+    physical = physical_plan(plan, KafkaSink(sink), "earliest", buckets=4, cache=True)
+    assert [type(s) for s in physical.steps] == [Scan, Aggregate, KafkaSink]
+    lines = physical.explain().splitlines()
+    assert lines[0] == "[1] Scan stream S (topic s_topic, key KAFKA, value JSON, from earliest)"
+    assert lines[1].startswith("  > [2] Aggregate by ") and "SUM(" in lines[1]
+    assert "window TUMBLING size 10000 ms" in lines[1] and "4 bucket(s), latest per key per batch" in lines[1]
+    assert "having" in lines[1]
+    assert lines[2] == "    > [3] Kafka sink O (topic o_topic, key KAFKA, value JSON)"
+
+
+def test_physical_plan_of_a_stateless_query(catalog: Catalog) -> None:
+    plan = logical(catalog, "SELECT id, v FROM s WHERE v > 1 EMIT CHANGES;")
+    assert isinstance(plan, QueryPlan)
+    physical = physical_plan(plan, Collect(lambda _df, _id: None), "latest")
+    assert [type(s) for s in physical.steps] == [Scan, Select, Collect]
+    assert physical.explain().splitlines()[1].startswith("  > [2] Select ID, V where ")
+
+
+def test_collapse_keeps_the_latest_value_and_the_value_before_the_batch() -> None:
+    updates = [Update(("a",), (None, None), [1], 10, had=False, previous=None),
+               Update(("b",), (None, None), [5], 11, had=True, previous=[4]),
+               Update(("a",), (None, None), [2], 12, had=True, previous=[1]),
+               Update(("a",), (0, 10), [7], 13, had=True, previous=[6])]
+    out = agg.collapse(updates)
+    # one per key and window, in the order of each one's last change
+    assert [(u.key, u.window, u.results, u.rowtime, u.had, u.previous) for u in out] == [
+        (("b",), (None, None), [5], 11, True, [4]),
+        (("a",), (None, None), [2], 12, False, None),   # 'a' did not exist before the batch
+        (("a",), (0, 10), [7], 13, True, [6])]
+
+
+def test_updates_carry_the_previous_results_only_when_having_needs_them(catalog: Catalog) -> None:
+    with_having = logical(catalog, "CREATE TABLE o AS SELECT id, SUM(v) AS total FROM s GROUP BY id HAVING SUM(v) > 3;")
+    out = AggregationProcessor(with_having, MemoryState()).process(rows(with_having, [(1, 2, 1), (1, 3, 2)]))
+    assert [(u.results, u.had, u.previous) for u in out] == [([2], False, None), ([5], True, [2])]
+    without = logical(catalog, "CREATE TABLE o AS SELECT id, SUM(v) AS total FROM s GROUP BY id;")
+    out = AggregationProcessor(without, MemoryState()).process(rows(without, [(1, 2, 1), (1, 3, 2)]))
+    assert [(u.results, u.had, u.previous) for u in out] == [([2], False, None), ([5], True, None)]
+
+
+def test_emit_final_windows_have_no_previous_value(catalog: Catalog) -> None:
+    plan = logical(catalog, "CREATE TABLE o AS SELECT id, SUM(v) AS total FROM s WINDOW TUMBLING (SIZE 10 MILLISECONDS) "
+                            "GROUP BY id HAVING SUM(v) > 0 EMIT FINAL;")
+    out = AggregationProcessor(plan, MemoryState()).process(rows(plan, [(1, 2, 1), (1, 3, 2), (1, 1, 12)]))
+    assert [(u.window, u.results, u.had) for u in out] == [((0, 10), [5], False)]
+
+
+def test_old_having_reads_the_previous_results(catalog: Catalog) -> None:
+    plan = logical(catalog, "CREATE TABLE o AS SELECT id, SUM(v) AS total FROM s GROUP BY id HAVING SUM(v) > 3;")
+    assert plan.having is not None
+    [call] = plan.calls
+    assert f"`{call.name}`" in plan.having
+    old = agg.old_having(plan)
+    assert f"`{agg.OLD_PREFIX}{call.name}`" in old and f"`{call.name}`" not in old
+
+
+def test_bucket_expression() -> None:
+    assert agg.bucket_expression(["__K0"], [7]) == "CAST(7 AS BIGINT)"
+    assert agg.bucket_expression(["__K0", "__K1"], [3, 9]) == (
+        "element_at(array(CAST(3 AS BIGINT), CAST(9 AS BIGINT)), pmod(hash(`__K0`, `__K1`), 2) + 1)")
+
+
+class FakeMapState:
+    """The subset of Spark's MapState the backend calls, over a dict (the real one is exercised by
+    the integration tests; this checks the key layout and deletes)."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple[str], tuple[bytes]] = {}
+
+    def containsKey(self, k: tuple[str]) -> bool:  # noqa: N802 - Spark's name
+        return k in self.data
+
+    def getValue(self, k: tuple[str]) -> tuple[bytes]:  # noqa: N802
+        return self.data[k]
+
+    def updateValue(self, k: tuple[str], v: tuple[bytes]) -> None:  # noqa: N802
+        self.data[k] = v
+
+    def removeKey(self, k: tuple[str]) -> None:  # noqa: N802
+        del self.data[k]
+
+
+def test_processor_state_round_trips_through_the_map_state(catalog: Catalog) -> None:
+    plan = logical(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s GROUP BY id;")
+    backend = agg.MapStateBackend(FakeMapState())
+    first = AggregationProcessor(plan, backend)
+    first.process(rows(plan, [(1, 0, 1), (2, 0, 2)]))
+    backend.apply(first.state_changes())
+    # a new processor (the next micro-batch) continues from the state
+    second = AggregationProcessor(plan, backend)
+    out = second.process(rows(plan, [(1, 0, 3)]))
+    assert [(u.key, u.results) for u in out] == [((1,), [2])]
+    backend.apply([("group", "x", b"1"), ("group", "x", None)])
+    assert backend.state_get("group", "x") is None
+
+
+def test_checkpoint_of_an_earlier_version_is_refused_with_the_way_to_rebuild(tmp_path: Path, catalog: Catalog) -> None:
+    plan = logical(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s GROUP BY id;")
+    physical = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", buckets=2)
+    old = tmp_path / "old"
+    (old / "commits").mkdir(parents=True)
+    (old / "commits" / "0").write_text("v1")
+    with pytest.raises(CheckpointError, match="earlier streamsql.*delete that directory"):
+        check_checkpoint(old, physical)
+    new = tmp_path / "new"
+    check_checkpoint(new, physical)  # a new checkpoint records the layout
+    assert json.loads((new / CHECKPOINT_META).read_text()) == {"state_format": STATE_FORMAT, "buckets": 2}
+    assert buckets_for(new, 8) == 2 and buckets_for(tmp_path / "none", 8) == 8
+    check_checkpoint(new, physical)  # and is resumed
+    other = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", buckets=3)
+    with pytest.raises(CheckpointError, match="2 bucket"):
+        check_checkpoint(new, other)
