@@ -139,12 +139,15 @@ class SparkBuilder:
 
     # --- starting -------------------------------------------------------------------------
 
-    def start(self, plan: PhysicalPlan, checkpoint: Path, query_name: str | None = None) -> "StreamingQuery":
-        """Start the plan as a streaming query with its terminal step as the writer."""
+    def start(self, plan: PhysicalPlan, checkpoint: Path, query_name: str | None = None,
+              df: "DataFrame | None" = None) -> "StreamingQuery":
+        """Start the plan as a streaming query with its terminal step as the writer (``df``: the
+        plan's DataFrame when the caller already built it with :meth:`dataframe`)."""
         terminal = plan.terminal
         if any(isinstance(s, Aggregate) for s in plan.steps):
             check_checkpoint(checkpoint, plan)
-        df = self.dataframe(plan)
+        if df is None:
+            df = self.dataframe(plan)
         if isinstance(terminal, KafkaSink):
             writer = (df.writeStream.format(io.DATA_SOURCE)
                       .options(**io.kafka_options(self.ctx.bootstrap_servers, terminal.target)).outputMode("append"))

@@ -690,7 +690,8 @@ class Engine:
         if isinstance(plan, AggregatePlan):  # its store follows the changelog topic
             self._store(sink)
             self.followed[sink.name] = sink
-        handle = SparkBuilder(self._build_context(query_id)).start(physical, checkpoint, query_id)
+        context = self._build_context(query_id, count_late=isinstance(plan, AggregatePlan))
+        handle = SparkBuilder(context).start(physical, checkpoint, query_id)
         info = self.catalog.queries[query_id]
         previous = self.queries.get(query_id)
         self.queries[query_id] = RunningQuery(info, handle, checkpoint,
@@ -711,9 +712,11 @@ class Engine:
             return physical_plan(plan, ChangelogSink(sink, emit=not sink.is_source), starting_offsets, changelog=True)
         return physical_plan(plan, KafkaSink(sink), starting_offsets)
 
-    def _build_context(self, query_id: str) -> BuildContext:
+    def _build_context(self, query_id: str, count_late: bool = False) -> BuildContext:
+        """``count_late``: a persistent aggregation counts its late records (one accumulator
+        per query id, kept across restarts of the query)."""
         dropped = self.dropped_records.get(query_id)
-        if dropped is None:
+        if dropped is None and count_late:
             dropped = self.dropped_records[query_id] = self.spark.sparkContext.accumulator(0)
         return BuildContext(
             dropped_counter=dropped,
@@ -874,18 +877,8 @@ class Engine:
         if not push and plan.source.is_table:
             return self._pull_table(stmt, plan)
         starting = self._offset_reset() if push else "earliest"
-        ctx = self._build_context(query_id)
-        builder = SparkBuilder(ctx)
-        if isinstance(plan, AggregatePlan):
-            columns = Planner.output_types(plan, aggregation.post_dataframe(plan, self.spark, []))
-        else:
-            preview = physical_plan(plan, Collect(lambda _df, _id: None), starting,
-                                    changelog=push and plan.source.is_table)
-            columns = Planner.output_types(plan, builder.dataframe(preview))
-        stream = r.RowStream(stmt.text, query_id, [(c.name, str(c.type)) for c in columns],
-                             limit=plan.limit, kind="push" if push else "pull")
+        builder = SparkBuilder(self._build_context(query_id))
         names = [c.name for c in plan.columns]
-        checkpoint = Path(tempfile.mkdtemp(prefix="streamsql-transient-"))
 
         def on_batch(batch_df: Any, _batch_id: int) -> None:
             if stream.closed:
@@ -914,7 +907,13 @@ class Engine:
         else:
             physical = physical_plan(plan, Collect(on_batch, available_now=not push), starting,
                                      changelog=push and plan.source.is_table)
-        handle = builder.start(physical, checkpoint)
+        df = builder.dataframe(physical)  # built once: its columns name the result, then it runs
+        typed = aggregation.post_dataframe(plan, self.spark, []) if isinstance(plan, AggregatePlan) else df
+        columns = Planner.output_types(plan, typed)
+        stream = r.RowStream(stmt.text, query_id, [(c.name, str(c.type)) for c in columns],
+                             limit=plan.limit, kind="push" if push else "pull")
+        checkpoint = Path(tempfile.mkdtemp(prefix="streamsql-transient-"))
+        handle = builder.start(physical, checkpoint, df=df)
 
         def watch() -> None:
             try:

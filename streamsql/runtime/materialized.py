@@ -91,10 +91,7 @@ class TableStore:
             cur.execute("BEGIN")
             try:
                 for key, window, value, rowtime in upserts:
-                    cur.execute("INSERT INTO rows VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(k) DO UPDATE SET "
-                                "value_blob=excluded.value_blob, rowtime=excluded.rowtime",
-                                (_key_text(key, window), _just_key(key), _sortable(key[0]) if len(key) == 1 else None,
-                                 pickle.dumps(key), window[0], window[1], pickle.dumps(value), rowtime))
+                    _upsert(cur, key, window, value, rowtime)
                 for key, window in deletes:
                     cur.execute("DELETE FROM rows WHERE k=?", (_key_text(key, window),))
                 for ns, k, blob in state:
@@ -164,11 +161,7 @@ class TableStore:
                     if value is None:
                         cur.execute("DELETE FROM rows WHERE k=?", (_key_text(key, window),))
                     else:
-                        cur.execute("INSERT INTO rows VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(k) DO UPDATE SET "
-                                    "value_blob=excluded.value_blob, rowtime=excluded.rowtime",
-                                    (_key_text(key, window), _just_key(key),
-                                     _sortable(key[0]) if len(key) == 1 else None, pickle.dumps(key), window[0],
-                                     window[1], pickle.dumps(value), rowtime))
+                        _upsert(cur, key, window, value, rowtime)
                 cur.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value=excluded.value",
                             (f"offset:{partition}", end))
                 cur.execute("COMMIT")
@@ -208,6 +201,14 @@ class TableStore:
     def close(self) -> None:
         self.stop_following()
         self._db.close()
+
+
+def _upsert(cur: sqlite3.Cursor, key: list[Any], window: tuple[int | None, int | None], value: dict[str, Any],
+            rowtime: int) -> None:
+    cur.execute("INSERT INTO rows VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(k) DO UPDATE SET "
+                "value_blob=excluded.value_blob, rowtime=excluded.rowtime",
+                (_key_text(key, window), _just_key(key), _sortable(key[0]) if len(key) == 1 else None,
+                 pickle.dumps(key), window[0], window[1], pickle.dumps(value), rowtime))
 
 
 def _conditions(lookup: Lookup) -> tuple[list[str], list[Any]]:
