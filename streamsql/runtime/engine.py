@@ -737,26 +737,13 @@ class Engine:
         a two-stage step is the way to more buckets)."""
         if plan.over_table:
             return 1
-        value = self.prop("streamsql.aggregation.buckets").strip() or str(getattr(plan.source, "partitions", 1) or 1)
-        try:
-            buckets = int(value)
-        except ValueError:
-            buckets = 0
-        if buckets < 1:
-            raise ConfigError(f"Invalid value {value} for configuration streamsql.aggregation.buckets: "
-                              f"a positive number of buckets is expected")
-        return buckets
+        return _bucket_count(self.prop(BUCKETS_PROPERTY).strip() or str(getattr(plan.source, "partitions", 1) or 1))
 
     def _record_cache(self) -> bool:
         """ksqlDB's record cache (``ksql.streams.cache.max.bytes.buffering`` > 0, its default):
         an aggregation emits the latest value per key per commit (here per micro-batch); 0 (what
         ksqlDB's test harness and ``streamsql test`` set) emits every update."""
-        value = self.prop("ksql.streams.cache.max.bytes.buffering").strip() or RECORD_CACHE_DEFAULT
-        try:
-            return int(value) > 0
-        except ValueError:
-            raise ConfigError(f"Invalid value {value} for configuration ksql.streams.cache.max.bytes.buffering: "
-                              f"Not a number of type LONG") from None
+        return _cache_bytes(self.prop(CACHE_PROPERTY).strip() or RECORD_CACHE_DEFAULT) > 0
 
     def _collection_limits(self) -> dict[str, int]:
         """``ksql.functions.collect_list.limit`` / ``collect_set.limit`` when set."""
@@ -1127,6 +1114,10 @@ class Engine:
         if stmt.name == "auto.offset.reset" and stmt.value.lower() not in VALID_OFFSET_RESETS:
             raise ConfigError(f"Invalid value {stmt.value} for configuration auto.offset.reset: "
                               f"String must be one of: earliest, latest")
+        if stmt.name == CACHE_PROPERTY:
+            _cache_bytes(stmt.value)
+        if stmt.name == BUCKETS_PROPERTY:
+            _bucket_count(stmt.value)
         self.session_properties[stmt.name] = stmt.value
         return r.CommandStatus(stmt.text, f"Successfully changed local property '{stmt.name}' to '{stmt.value}'.")
 
@@ -1208,6 +1199,32 @@ class Engine:
 
 #: ksqlDB's default ``ksql.streams.cache.max.bytes.buffering`` (10 MB)
 RECORD_CACHE_DEFAULT = "10485760"
+CACHE_PROPERTY = "ksql.streams.cache.max.bytes.buffering"
+BUCKETS_PROPERTY = "streamsql.aggregation.buckets"
+
+
+def _cache_bytes(value: str) -> int:
+    """The record cache's size, or a configuration error naming the property and the value."""
+    try:
+        size = int(value)
+    except ValueError:
+        size = -1
+    if size < 0:
+        raise ConfigError(f"Invalid value {value} for configuration {CACHE_PROPERTY}: "
+                          f"Not a number of type LONG at least 0")
+    return size
+
+
+def _bucket_count(value: str) -> int:
+    """An aggregation's bucket count, or a configuration error naming the property and the value."""
+    try:
+        buckets = int(value)
+    except ValueError:
+        buckets = 0
+    if buckets < 1:
+        raise ConfigError(f"Invalid value {value} for configuration {BUCKETS_PROPERTY}: "
+                          f"a positive number of buckets is expected")
+    return buckets
 
 
 def _ignore(_df: Any, _batch_id: int) -> None:

@@ -212,3 +212,18 @@ def test_explain_prints_the_physical_steps(engine, topic_name):  # type: ignore[
     [created] = engine.execute(sql)
     [running] = engine.execute(f"EXPLAIN {created.query_id};")
     assert "Physical steps:\n" + "\n".join(steps) in running.text
+
+
+def test_bad_cache_and_bucket_settings_are_refused_when_set(engine, topic_name):  # type: ignore[no-untyped-def]
+    """A malformed record-cache size or bucket count is refused by SET, naming the property and
+    value, before any query could half-start with it; the engine keeps working."""
+    from streamsql.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="Invalid value lots for configuration ksql.streams.cache.max.bytes.buffering"):
+        engine.execute("SET 'ksql.streams.cache.max.bytes.buffering'='lots';")
+    with pytest.raises(ConfigError, match="Invalid value 0 for configuration streamsql.aggregation.buckets"):
+        engine.execute("SET 'streamsql.aggregation.buckets'='0';")
+    [ok] = engine.execute("SET 'streamsql.aggregation.buckets'='3';")
+    assert isinstance(ok, r.CommandStatus)
+    [props] = engine.execute("SHOW PROPERTIES;")
+    assert isinstance(props, r.Properties)

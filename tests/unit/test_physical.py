@@ -1,6 +1,6 @@
 """The physical plan layer without Spark: steps and EXPLAIN, the record cache's collapse, the
-previous value an update carries for HAVING, HAVING over old values, bucket SQL, checkpoint
-compatibility, and the aggregate step's state over a map state."""
+previous value an update carries for HAVING, HAVING over old values, bucket SQL and checkpoint
+compatibility (the state over Spark's real map state: tests/integration/test_aggregation.py)."""
 
 from __future__ import annotations
 
@@ -111,40 +111,6 @@ def test_bucket_expression() -> None:
     assert agg.bucket_expression(["__K0"], [7]) == "CAST(7 AS BIGINT)"
     assert agg.bucket_expression(["__K0", "__K1"], [3, 9]) == (
         "element_at(array(CAST(3 AS BIGINT), CAST(9 AS BIGINT)), pmod(hash(`__K0`, `__K1`), 2) + 1)")
-
-
-class FakeMapState:
-    """The subset of Spark's MapState the backend calls, over a dict (the real one is exercised by
-    the integration tests; this checks the key layout and deletes)."""
-
-    def __init__(self) -> None:
-        self.data: dict[tuple[str], tuple[bytes]] = {}
-
-    def containsKey(self, k: tuple[str]) -> bool:  # noqa: N802 - Spark's name
-        return k in self.data
-
-    def getValue(self, k: tuple[str]) -> tuple[bytes]:  # noqa: N802
-        return self.data[k]
-
-    def updateValue(self, k: tuple[str], v: tuple[bytes]) -> None:  # noqa: N802
-        self.data[k] = v
-
-    def removeKey(self, k: tuple[str]) -> None:  # noqa: N802
-        del self.data[k]
-
-
-def test_processor_state_round_trips_through_the_map_state(catalog: Catalog) -> None:
-    plan = logical(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s GROUP BY id;")
-    backend = agg.MapStateBackend(FakeMapState())
-    first = AggregationProcessor(plan, backend)
-    first.process(rows(plan, [(1, 0, 1), (2, 0, 2)]))
-    backend.apply(first.state_changes())
-    # a new processor (the next micro-batch) continues from the state
-    second = AggregationProcessor(plan, backend)
-    out = second.process(rows(plan, [(1, 0, 3)]))
-    assert [(u.key, u.results) for u in out] == [((1,), [2])]
-    backend.apply([("group", "x", b"1"), ("group", "x", None)])
-    assert backend.state_get("group", "x") is None
 
 
 def test_checkpoint_of_an_earlier_version_is_refused_with_the_way_to_rebuild(tmp_path: Path, catalog: Catalog) -> None:
