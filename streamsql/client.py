@@ -22,7 +22,8 @@ import re
 import socket
 import ssl
 import threading
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from streamsql.errors import StreamsqlError
@@ -74,7 +75,8 @@ def _source_info(d: dict[str, Any], kind: str | None = None) -> r.SourceInfo:
 def _running_query(q: dict[str, Any]) -> r.QueryDescription:
     sinks = q.get("sinks") or []
     return r.QueryDescription(id=q.get("id", ""), statement=q.get("queryString", ""), sink=sinks[0] if sinks else "",
-                              sources=list(q.get("sources") or []), state=q.get("state") or _state(q.get("statusCount")),
+                              sources=list(q.get("sources") or []),
+                              state=q.get("state") or _state(q.get("statusCount")),
                               kind=q.get("queryType", "PERSISTENT"))
 
 

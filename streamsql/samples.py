@@ -59,7 +59,8 @@ def flight_batches(count: int, seed: int = 3, quotes_per_batch: int = 20) -> Ite
 SAMPLES = {"payments": payments, "flights": flight_batches}
 
 
-def produce(bootstrap_servers: str, sample: str, topic: str, count: int, partitions: int = 2, seed: int | None = None) -> int:
+def produce(bootstrap_servers: str, sample: str, topic: str, count: int, partitions: int = 2,
+            seed: int | None = None) -> int:
     """Create ``topic`` if needed and write ``count`` records of ``sample`` to it."""
     from confluent_kafka import Producer
 

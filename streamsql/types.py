@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Union
+from typing import TYPE_CHECKING
 
 from pyspark.sql import types as st
 
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-class Kind(str, Enum):
+
+class Kind(str, Enum):  # noqa: UP042 - StrEnum would change str()/format() of a member
     BOOLEAN = "BOOLEAN"
     INTEGER = "INTEGER"
     BIGINT = "BIGINT"
@@ -70,7 +73,7 @@ class Decimal:
 
 @dataclass(frozen=True)
 class Array:
-    element: "SqlType"
+    element: SqlType
     kind: Kind = field(default=Kind.ARRAY, init=False)
 
     def __str__(self) -> str:
@@ -79,8 +82,8 @@ class Array:
 
 @dataclass(frozen=True)
 class Map:
-    key: "SqlType"
-    value: "SqlType"
+    key: SqlType
+    value: SqlType
     kind: Kind = field(default=Kind.MAP, init=False)
 
     def __str__(self) -> str:
@@ -90,7 +93,7 @@ class Map:
 @dataclass(frozen=True)
 class StructField:
     name: str
-    type: "SqlType"
+    type: SqlType
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ class Struct:
         return f"STRUCT<{inner}>"
 
 
-SqlType = Union[Primitive, Decimal, Array, Map, Struct]
+SqlType = Primitive | Decimal | Array | Map | Struct
 
 BOOLEAN = Primitive(Kind.BOOLEAN)
 INTEGER = Primitive(Kind.INTEGER)
@@ -228,7 +231,7 @@ WINDOWEND = "WINDOWEND"
 PSEUDO_COLUMNS: dict[str, SqlType] = {ROWTIME: BIGINT, ROWPARTITION: INTEGER, ROWOFFSET: BIGINT}
 
 
-def to_arrow(t: SqlType) -> "pa.DataType":  # noqa: F821 - pyarrow imported lazily
+def to_arrow(t: SqlType) -> pa.DataType:
     """The Arrow type a source/format must produce for ``t`` (what Spark expects from a Python
     data source: timestamps as ``timestamp[us, tz=UTC]``)."""
     from pyspark.sql.pandas.types import to_arrow_type

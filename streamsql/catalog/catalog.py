@@ -8,8 +8,8 @@ the Kafka-topic log used by the server are two stores behind the same interface.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from streamsql.errors import CatalogError
 from streamsql.formats.schema_registry import SchemaBinding

@@ -26,8 +26,9 @@ import datetime as dt
 import io
 import json
 import re
+from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -43,7 +44,7 @@ DEFAULT_FULL_NAME = "io.confluent.ksql.avro_schemas.KsqlDataSourceSchema"
 DEFAULT_DECIMAL_PRECISION = 64
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _EPOCH_DATE = dt.date(1970, 1, 1)
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 Coercer = Callable[[Any], Any]
 
@@ -328,7 +329,7 @@ def _time(v: Any, fallback: Coercer) -> Any:
 def _timestamp(v: Any, fallback: Coercer) -> Any:
     if isinstance(v, dt.datetime):
         if v.tzinfo is None:
-            v = v.replace(tzinfo=dt.timezone.utc)
+            v = v.replace(tzinfo=dt.UTC)
         delta = v - _EPOCH
         return fallback((delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000)
     return fallback(v)
@@ -405,7 +406,9 @@ def _to_datum(schema: Any, value: Any, named: dict[str, Any]) -> Any:
         if value is None:
             return None
         if schema == "string":
-            return value if isinstance(value, str) else json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+            if isinstance(value, str):
+                return value
+            return json.dumps(value) if isinstance(value, (dict, list)) else str(value)
         if schema in ("int", "long"):
             return int(value)
         if schema in ("float", "double"):
@@ -450,7 +453,8 @@ def _to_datum(schema: Any, value: Any, named: dict[str, Any]) -> Any:
 
 def json_from_datum(datum: Any) -> Any:
     """A decoded datum as plain JSON data (how QTT files state expected records): decimals stay
-    ``Decimal`` (their scale matters when compared), bytes as base64, dates as epoch days, times as millis of day, timestamps as millis."""
+    ``Decimal`` (their scale matters when compared), bytes as base64, dates as epoch days, times as
+    millis of day, timestamps as millis."""
     import base64
 
     if isinstance(datum, dict):

@@ -13,8 +13,9 @@ records to the processing log and drops them; every other record in the batch go
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -47,7 +48,7 @@ class FormatSpec:
         )
 
     @staticmethod
-    def from_json(text: str) -> "FormatSpec":
+    def from_json(text: str) -> FormatSpec:
         d = json.loads(text)
         cols = tuple(Column(n, parse_type(t), r, h) for n, t, r, h in d["columns"])
         return FormatSpec(d["name"], cols, d["delimiter"], d["wrap_single_value"], d.get("options", {}))

@@ -8,11 +8,15 @@ Python work in the formats themselves down to the parsing/printing that cannot b
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from streamsql.types import Column, to_arrow
+
+if TYPE_CHECKING:
+    from streamsql.formats.base import DecodeResult
 
 
 def arrow_types(columns: Sequence[Column]) -> list[pa.DataType]:
@@ -28,7 +32,7 @@ def to_arrays(rows: Sequence[Sequence[Any]], types: Sequence[pa.DataType]) -> li
 
 
 def decode_records(data: Sequence[bytes | None], decode_one: Callable[[bytes], tuple[Any, ...]],
-                   null_row: tuple[Any, ...], types: Sequence[pa.DataType]) -> "DecodeResult":
+                   null_row: tuple[Any, ...], types: Sequence[pa.DataType]) -> DecodeResult:
     """The decode loop every format shares: a null record is a row of nulls; a record whose
     ``decode_one`` raises ``RecordError`` becomes a row of nulls with its reason, the rest go on."""
     from streamsql.formats.base import DecodeResult

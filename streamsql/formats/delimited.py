@@ -19,8 +19,9 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -43,7 +44,8 @@ from streamsql.formats.coerce import (
     timestamp_micros,
 )
 from streamsql.formats.columns import arrow_types, column_values, to_arrays
-from streamsql.types import Decimal as DecimalType, Kind, SqlType
+from streamsql.types import Decimal as DecimalType
+from streamsql.types import Kind, SqlType
 
 Parser = Callable[[str], Any]
 

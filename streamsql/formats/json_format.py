@@ -25,10 +25,11 @@ TIMESTAMP as integers.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from functools import partial
 from json.encoder import encode_basestring as json_string  # type: ignore[attr-defined]
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -48,8 +49,8 @@ from streamsql.formats.coerce import (
     encode_base64,
     field_failure,
     fit_decimal,
-    long_value,
     java_double,
+    long_value,
     parse_decimal,
     parse_double,
     parse_long,
@@ -58,7 +59,8 @@ from streamsql.formats.coerce import (
     wrap,
 )
 from streamsql.formats.columns import arrow_types, column_values, decode_records
-from streamsql.types import Array, Decimal as DecimalType, Kind, Map, SqlType, Struct
+from streamsql.types import Array, Kind, Map, SqlType, Struct
+from streamsql.types import Decimal as DecimalType
 
 Coercer = Callable[[Any], Any]
 Renderer = Callable[[Any], str]
@@ -134,9 +136,9 @@ class JsonSerde:
             ["null" if v is None else render(v) for v in values]
             for values, render in zip(columns, self._renderers)
         ]
-        template = "{%s}" % ",".join(
+        template = "{" + ",".join(
             json_string(c.name).replace("%", "%%") + ":%s" for c in self._columns
-        )
+        ) + "}"
         rows = zip(*texts) if texts else [()] * batch.num_rows
         return [(template % row).encode() for row in rows]
 

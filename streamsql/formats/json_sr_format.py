@@ -9,7 +9,8 @@ inference and registers for sinks. Schemas are JSON Schema documents in the shap
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 

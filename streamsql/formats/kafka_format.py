@@ -9,7 +9,8 @@ source is declared.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -17,7 +18,6 @@ from streamsql.errors import ConfigError
 from streamsql.formats.base import DecodeResult, FormatSpec
 from streamsql.formats.columns import arrow_types, column_values
 from streamsql.types import Kind
-
 
 Reader = Callable[[bytes], Any]
 Writer = Callable[[Any], bytes]

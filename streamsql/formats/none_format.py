@@ -3,7 +3,7 @@ void serde for a format with nothing to hold (ksqlDB's ``KsqlVoidSerde``)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 

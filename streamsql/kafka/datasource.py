@@ -10,12 +10,16 @@ Topic existence is checked here, on the driver, so a missing topic fails ``load(
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
 from streamsql.kafka.sink import KafkaStreamWriter, SinkOptions
 from streamsql.kafka.source import KafkaBatchReader, KafkaStreamReader, SourceOptions, source_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 SHORT_NAME = "streamsql_kafka"
 
@@ -29,7 +33,7 @@ def check_topic(bootstrap: str, topic: str, settings: dict[str, str] | None = No
     topic_partitions(AdminClient(client_config(bootstrap, common_settings(settings))), topic)
 
 
-def read_stream(spark: "SparkSession", options: Mapping[str, str]) -> "DataFrame":  # noqa: F821
+def read_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     """``spark.readStream.format("streamsql_kafka")...load()``, but a missing topic or a bad
     option raises streamsql's own error here, on the driver (inside ``load()`` Spark would wrap
     it in an AnalysisException with a worker traceback)."""

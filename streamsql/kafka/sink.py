@@ -85,7 +85,7 @@ class SinkOptions:
     window_type: str | None = None
 
     @staticmethod
-    def parse(options: Mapping[str, str]) -> "SinkOptions":
+    def parse(options: Mapping[str, str]) -> SinkOptions:
         bootstrap = _opt(options, "kafka.bootstrap.servers")
         topic = _opt(options, "topic")
         if not bootstrap:

@@ -17,21 +17,32 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import threading
 import struct
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
-from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, LongType, StringType, StructField,
-                               StructType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from streamsql import types as T
 from streamsql.errors import ConfigError, KafkaError
+
+if TYPE_CHECKING:
+    from streamsql.formats import FormatSpec
 
 log = logging.getLogger("streamsql.kafka.source")
 processing_log = logging.getLogger("streamsql.processing_log")
@@ -94,7 +105,7 @@ class SourceOptions:
     window_size_ms: int | None = None
 
     @staticmethod
-    def parse(options: Mapping[str, str]) -> "SourceOptions":
+    def parse(options: Mapping[str, str]) -> SourceOptions:
         bootstrap = _opt(options, "kafka.bootstrap.servers")
         topic = _opt(options, "topic")
         if not bootstrap:
@@ -127,7 +138,7 @@ class SourceOptions:
         return self.key_spec is not None or self.value_spec is not None
 
 
-def _spec(text: str | None) -> "FormatSpec":  # noqa: F821 - imported lazily
+def _spec(text: str | None) -> FormatSpec:
     """The FormatSpec of one side (no columns when absent). Imported lazily: raw mode must work
     without loading the formats package."""
     from streamsql.formats.base import FormatSpec
@@ -512,8 +523,9 @@ class _BatchedRecord:
         return getattr(self._msg, name)
 
 
-def split_windowed_keys(keys: list[bytes | None], window_type: str, size_ms: int | None,
-                        bad: dict[int, tuple[str, str]]) -> tuple[list[bytes | None], list[int | None], list[int | None]]:
+def split_windowed_keys(
+        keys: list[bytes | None], window_type: str, size_ms: int | None, bad: dict[int, tuple[str, str]],
+) -> tuple[list[bytes | None], list[int | None], list[int | None]]:
     """Kafka Streams' windowed keys: inner key bytes, then the window start (8 bytes, time
     windows) or the window end and start (16 bytes, session windows)."""
     session = window_type == "SESSION"

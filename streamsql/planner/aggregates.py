@@ -18,9 +18,10 @@ COLLECT_SET and the *_BY_OFFSET functions without ``ignoreNulls``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from streamsql import types as t
 from streamsql.errors import AnalysisError
@@ -38,7 +39,7 @@ class Accumulator:
     def remove(self, args: Sequence[Any]) -> None:  # the undo of add, for aggregations over tables
         raise NotImplementedError
 
-    def merge(self, other: "Accumulator") -> None:  # session windows
+    def merge(self, other: Accumulator) -> None:  # session windows
         raise NotImplementedError
 
     def result(self) -> Any:
@@ -53,7 +54,7 @@ class BoundAggregate:
     arg_types: list[t.SqlType | None]
     params: list[Any]
     result_type: t.SqlType | None
-    factory: Callable[["BoundAggregate"], Accumulator]
+    factory: Callable[[BoundAggregate], Accumulator]
     #: False when the function cannot retract (aggregating a TABLE is then rejected)
     undoable: bool = True
 

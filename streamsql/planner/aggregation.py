@@ -405,7 +405,7 @@ def _implicit_name(node: exp.Expression) -> str | None:
     return None
 
 
-def build_dataframe(plan: AggregatePlan, source_df: "DataFrame") -> "DataFrame":
+def build_dataframe(plan: AggregatePlan, source_df: DataFrame) -> DataFrame:
     """Stage 1 on the source's streaming DataFrame (stateless): keys, arguments, ROWTIME,
     ROWPARTITION, ROWOFFSET; over a table also the source key columns and ``__MATCH``."""
     pre = [f"{sql} AS {quote(name)}" for name, sql, _ in plan.keys]
@@ -424,7 +424,7 @@ def build_dataframe(plan: AggregatePlan, source_df: "DataFrame") -> "DataFrame":
     return df.selectExpr(*pre)
 
 
-def post_schema(plan: AggregatePlan) -> "Any":
+def post_schema(plan: AggregatePlan) -> Any:
     """The Spark schema of the processor's output rows (the post-aggregation scope)."""
     from pyspark.sql import types as st
 
@@ -443,6 +443,6 @@ def post_select(plan: AggregatePlan) -> list[str]:
     return out
 
 
-def post_dataframe(plan: AggregatePlan, spark: "SparkSession", rows: list[tuple[Any, ...]]) -> "DataFrame":
+def post_dataframe(plan: AggregatePlan, spark: SparkSession, rows: list[tuple[Any, ...]]) -> DataFrame:
     """Stage 3 over processor output rows (tuples in :func:`post_schema` order)."""
     return spark.createDataFrame(rows, post_schema(plan)).selectExpr(*post_select(plan))

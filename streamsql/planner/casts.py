@@ -89,7 +89,8 @@ def time_text(sql: str) -> str:
     """A TIME as Java's ``LocalTime.toString``: HH:mm, then :ss and .SSS only when not zero."""
     h, m = f"CAST({sql} DIV 3600000 AS INT)", f"CAST(({sql} DIV 60000) % 60 AS INT)"
     sec, ms = f"CAST(({sql} DIV 1000) % 60 AS INT)", f"CAST({sql} % 1000 AS INT)"
-    return (f"(CASE WHEN {sql} IS NULL THEN NULL WHEN {ms} <> 0 THEN format_string('%02d:%02d:%02d.%03d', {h}, {m}, {sec}, {ms}) "
+    return (f"(CASE WHEN {sql} IS NULL THEN NULL "
+            f"WHEN {ms} <> 0 THEN format_string('%02d:%02d:%02d.%03d', {h}, {m}, {sec}, {ms}) "
             f"WHEN {sec} <> 0 THEN format_string('%02d:%02d:%02d', {h}, {m}, {sec}) "
             f"ELSE format_string('%02d:%02d', {h}, {m}) END)")
 
@@ -98,7 +99,8 @@ def java_text(sql: str, ty: t.SqlType | None) -> str:
     """How ksqlDB's Java value prints (``String.valueOf``): nested structs and maps included."""
     if isinstance(ty, t.Struct):
         fields = ", ".join(f"CASE WHEN {_field(sql, f.name)} IS NOT NULL THEN "
-                           f"concat({_q(f.name + '=')}, {java_text(_field(sql, f.name), f.type)}) END" for f in ty.fields)
+                           f"concat({_q(f.name + '=')}, {java_text(_field(sql, f.name), f.type)}) END"
+                           for f in ty.fields)
         return f"concat('Struct{{', concat_ws(',', {fields}), '}}')"
     if isinstance(ty, t.Map):
         e = _var("e")
@@ -106,9 +108,10 @@ def java_text(sql: str, ty: t.SqlType | None) -> str:
                 f"coalesce({java_text(f'{e}.value', ty.value)}, 'null'))), ', '), '}}')")
     if isinstance(ty, t.Array):
         x = _var("x")
-        return f"concat('[', array_join(transform({sql}, {x} -> coalesce({java_text(x, ty.element)}, 'null')), ', '), ']')"
+        return (f"concat('[', array_join(transform({sql}, {x} -> coalesce({java_text(x, ty.element)}, 'null')), ', '),"
+                " ']')")
     return f"CAST({sql} AS STRING)"
 
 
-def compile_cast(inner: "Compiled", target: t.SqlType) -> str:
+def compile_cast(inner: Compiled, target: t.SqlType) -> str:
     return cast_value(inner.sql, inner.type, target)

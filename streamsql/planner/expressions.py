@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from sqlglot import exp
 
@@ -75,7 +75,7 @@ class Scope:
                                 + ", ".join(f"{c.qualifier}.{c.name}" for c in matches))
         return matches[0]
 
-    def with_clause(self, clause: str) -> "Scope":
+    def with_clause(self, clause: str) -> Scope:
         return Scope(self.columns, self.qualifiers, clause)
 
 
@@ -141,13 +141,14 @@ def iso_to_millis(text: str) -> int:
     """ksqlDB lets ROWTIME/WINDOWSTART be compared with ISO-8601 text; partial strings are
     zero-padded and UTC is assumed."""
     s = text.strip()
-    m = re.fullmatch(r"(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?(?:T(\d{2})(?::(\d{2}))?(?::(\d{2}))?(?:\.(\d{1,3}))?)?(Z|[+-]\d{2}:?\d{2})?", s)
+    m = re.fullmatch(r"(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?"
+                     r"(?:T(\d{2})(?::(\d{2}))?(?::(\d{2}))?(?:\.(\d{1,3}))?)?(Z|[+-]\d{2}:?\d{2})?", s)
     if not m:
         raise AnalysisError(f"Failed to parse timestamp '{text}': expected ISO-8601, e.g. 2020-01-01T00:00:00")
     year, month, day, hour, minute, second, ms, tz = m.groups()
     try:
         # the time of day is added, not set, so "T24" is the next midnight (as ksqlDB reads it)
-        dt = datetime(int(year), int(month or 1), int(day or 1), tzinfo=timezone.utc) + timedelta(
+        dt = datetime(int(year), int(month or 1), int(day or 1), tzinfo=UTC) + timedelta(
             hours=int(hour or 0), minutes=int(minute or 0), seconds=int(second or 0),
             milliseconds=int((ms or "0").ljust(3, "0")))
     except ValueError as e:
@@ -164,13 +165,13 @@ class ExpressionCompiler:
     """Translates one expression tree against a :class:`Scope`. Function calls are delegated to
     the function catalog (:mod:`streamsql.planner.functions`)."""
 
-    def __init__(self, scope: Scope, functions: "object | None" = None) -> None:
+    def __init__(self, scope: Scope, functions: object | None = None) -> None:
         from streamsql.planner import functions as fn
 
         self.scope = scope
         self.functions = functions or fn.REGISTRY
         #: set by the planner for a stream's SELECT list, the one place table functions may appear
-        self.table_functions: "object | None" = None
+        self.table_functions: object | None = None
 
     def table_function(self, name: str, array: Compiled) -> Compiled:
         """A table-function call: ``array`` holds its rows; see planner/table_functions.py."""

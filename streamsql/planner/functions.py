@@ -8,8 +8,9 @@ written out where they do not; Python UDFs register here too (as Spark UDF calls
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -36,7 +37,7 @@ class FunctionDef:
     min_args: int = 0
     max_args: int | None = None
     #: type check of the compiled arguments (None types always pass); False → "does not accept"
-    accepts: Callable[[list["Compiled"]], bool] | None = None
+    accepts: Callable[[list[Compiled]], bool] | None = None
     #: for syntax-like functions (lambdas, ``MAP(k := v)``, time units): gets the argument trees
     compile_nodes: RawCompileFn | None = None
     #: False for syntax constructors (ARRAY[...], MAP(...), STRUCT(...)) SHOW FUNCTIONS omits
@@ -67,7 +68,7 @@ class FunctionRegistry:
         fn = self.get(name)
         return fn is not None and fn.kind == "TABLE"
 
-    def compile_call(self, name: str, args: Sequence[exp.Expression], compiler: "ExpressionCompiler") -> "Compiled":
+    def compile_call(self, name: str, args: Sequence[exp.Expression], compiler: ExpressionCompiler) -> Compiled:
         fn = self.get(name)
         if fn is None:
             raise unknown_function(name)
@@ -85,13 +86,13 @@ class FunctionRegistry:
         return fn.compile(compiled)
 
 
-def rejected(name: str, compiled: Sequence["Compiled"]) -> AnalysisError:
+def rejected(name: str, compiled: Sequence[Compiled]) -> AnalysisError:
     """ksqlDB's error for a call whose argument types match no signature."""
     shown = ", ".join("null" if c.type is None else str(c.type) for c in compiled if c.sql != "*")
     return AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).")
 
 
-def _shown_type(compiler: "ExpressionCompiler", node: exp.Expression) -> str:
+def _shown_type(compiler: ExpressionCompiler, node: exp.Expression) -> str:
     if isinstance(node, exp.Lambda):
         return "LAMBDA"
     try:
@@ -101,7 +102,7 @@ def _shown_type(compiler: "ExpressionCompiler", node: exp.Expression) -> str:
     return "null" if ty is None else str(ty)
 
 
-def _star() -> "Compiled":
+def _star() -> Compiled:
     from streamsql.planner.expressions import Compiled
 
     return Compiled("*", None)
@@ -110,22 +111,22 @@ def _star() -> "Compiled":
 REGISTRY = FunctionRegistry()
 
 
-def _c(sql: str, ty: t.SqlType | None) -> "Compiled":
+def _c(sql: str, ty: t.SqlType | None) -> Compiled:
     from streamsql.planner.expressions import Compiled
 
     return Compiled(sql, ty)
 
 
-def _args(cs: list["Compiled"]) -> str:
+def _args(cs: list[Compiled]) -> str:
     return ", ".join(c.sql for c in cs)
 
 
-def spark_function(name: str, spark_name: str, result: t.SqlType | None | Callable[[list["Compiled"]], t.SqlType | None],
+def spark_function(name: str, spark_name: str, result: t.SqlType | None | Callable[[list[Compiled]], t.SqlType | None],
                    min_args: int, max_args: int | None, category: str, description: str,
                    kind: str = "SCALAR") -> None:
     """Register a ksqlDB function whose semantics equal a Spark function's."""
 
-    def compile_(cs: list["Compiled"]) -> "Compiled":
+    def compile_(cs: list[Compiled]) -> Compiled:
         ty = result(cs) if callable(result) else result
         return _c(f"{spark_name}({_args(cs)})", ty)
 
@@ -133,7 +134,7 @@ def spark_function(name: str, spark_name: str, result: t.SqlType | None | Callab
                                   min_args=min_args, max_args=max_args))
 
 
-def _first_type(cs: list["Compiled"]) -> t.SqlType | None:
+def _first_type(cs: list[Compiled]) -> t.SqlType | None:
     return next((c.type for c in cs if c.type is not None), None)
 
 

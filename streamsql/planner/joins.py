@@ -87,7 +87,8 @@ class JoinSpec:
 
     def describe(self) -> str:
         """One line for EXPLAIN."""
-        window = "" if self.right.source.is_table else f" WITHIN ({self.within_before_ms} ms, {self.within_after_ms} ms)"
+        window = ("" if self.right.source.is_table
+                  else f" WITHIN ({self.within_before_ms} ms, {self.within_after_ms} ms)")
         return (f"{self.kind} JOIN {self.left.source.name} AS {self.left.alias} WITH {self.right.source.name} AS "
                 f"{self.right.alias}{window} ON {self.left.key_sql} = {self.right.key_sql}")
 
@@ -127,14 +128,14 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
     left_expr, right_expr = _split_condition(clause.on, left_alias, right_alias, left_src, right_src)
     stream_stream = not right_src.is_table
     if stream_stream and clause.within_before_ms is None:
-        raise AnalysisError(f"Stream-Stream joins must have a WITHIN clause specified. None was provided. "
-                            f"To learn about how to specify a WITHIN clause with a stream-stream join, please "
-                            f"visit: https://docs.confluent.io/current/ksql/docs/syntax-reference.html"
-                            f"#create-stream-as-select")
+        raise AnalysisError("Stream-Stream joins must have a WITHIN clause specified. None was provided. "
+                            "To learn about how to specify a WITHIN clause with a stream-stream join, please "
+                            "visit: https://docs.confluent.io/current/ksql/docs/syntax-reference.html"
+                            "#create-stream-as-select")
     if not stream_stream and clause.within_before_ms is not None:
-        raise AnalysisError(f"A window definition was provided for a Stream-Table join. These joins are not "
-                            f"windowed. Please drop the window definition (ie. the WITHIN clause) and try "
-                            f"to execute your join again.")
+        raise AnalysisError("A window definition was provided for a Stream-Table join. These joins are not "
+                            "windowed. Please drop the window definition (ie. the WITHIN clause) and try "
+                            "to execute your join again.")
     left_scope = _side_scope(left_src, left_alias)
     right_scope = _side_scope(right_src, right_alias)
     lk = ExpressionCompiler(left_scope).compile(_unqualified(left_expr))

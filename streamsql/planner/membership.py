@@ -13,7 +13,8 @@ complex values are equal).
 
 from __future__ import annotations
 
-from decimal import Decimal as PyDecimal, InvalidOperation
+from decimal import Decimal as PyDecimal
+from decimal import InvalidOperation
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -34,7 +35,7 @@ class _NeverMatches(Exception):
     """A list item that cannot equal the value (a STRUCT constructor with an unknown field)."""
 
 
-def compile_in(compiler: "ExpressionCompiler", node: exp.In) -> "Compiled":
+def compile_in(compiler: ExpressionCompiler, node: exp.In) -> Compiled:
     from streamsql.planner.expressions import Compiled
 
     value = compiler.compile(node.this)
@@ -128,7 +129,7 @@ def _invalid(text: str, ty: t.SqlType) -> AnalysisError:
     return AnalysisError(f'invalid input syntax for type {_type_name(ty)}: "{text}".')
 
 
-def literal_as(text: str, target: t.SqlType) -> "Compiled":
+def literal_as(text: str, target: t.SqlType) -> Compiled:
     """A string literal converted to ``target`` at statement time (ksqlDB's implicit cast)."""
     from streamsql.planner.expressions import Compiled, literal_number, string_literal
 
@@ -176,7 +177,7 @@ def _constructor(node: exp.Expression) -> str | None:
     return None
 
 
-def _convert(compiler: "ExpressionCompiler", node: exp.Expression, target: t.SqlType | None) -> "Compiled":
+def _convert(compiler: ExpressionCompiler, node: exp.Expression, target: t.SqlType | None) -> Compiled:
     """Compile one item, converting literals (also inside constructors) to ``target``."""
     from streamsql.planner.expressions import Compiled, string_literal
 

@@ -23,10 +23,10 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
+from streamsql.planner import table_functions as tf
 from streamsql.planner.aggregation import AggregatePlan, AggregationPlanner
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
 from streamsql.planner.functions import REGISTRY
-from streamsql.planner import table_functions as tf
 from streamsql.planner.joins import SYNTHETIC_KEY, JoinedSource, plan_join
 from streamsql.sql import ast
 
@@ -112,7 +112,7 @@ class Planner:
 
     # --- analysis ------------------------------------------------------------------------------
 
-    def plan_query(self, query: ast.Query, persistent: bool, sink_name: str | None = None) -> "QueryPlan | AggregatePlan":
+    def plan_query(self, query: ast.Query, persistent: bool, sink_name: str | None = None) -> QueryPlan | AggregatePlan:
         if query.joins:
             source, scope = plan_join(self.catalog, query)
             alias = source.name
@@ -175,7 +175,8 @@ class Planner:
     def _reject_unsupported(query: ast.Query, source: Source) -> None:
         if query.partition_by and source.is_table:
             raise AnalysisError(f"Cannot repartition a TABLE source. If this is a join, make sure that the "
-                                f"criteria uses the TABLE's key column {', '.join(c.name for c in source.key_columns)} instead "
+                                f"criteria uses the TABLE's key column "
+                                f"{', '.join(c.name for c in source.key_columns)} instead "
                                 f"of {', '.join(e.sql() for e in query.partition_by)}")
 
     @staticmethod
@@ -240,7 +241,7 @@ class Planner:
         return [OutputColumn(f.name, f"({struct.sql}).{quote(f.name)}", f.type) for f in struct.type.fields]
 
     @staticmethod
-    def _expand_join_star(source: "JoinedSource", qualifier: str | None) -> list[OutputColumn]:
+    def _expand_join_star(source: JoinedSource, qualifier: str | None) -> list[OutputColumn]:
         """``*`` over a join: every column of both sides (key first); ``alias.*``: one side's."""
         assert source.join is not None
         sides = [source.join.left, source.join.right]
@@ -277,7 +278,7 @@ class Planner:
         return result
 
     @staticmethod
-    def _join_key(source: "JoinedSource", columns: list[OutputColumn], persistent: bool,
+    def _join_key(source: JoinedSource, columns: list[OutputColumn], persistent: bool,
                   sink_name: str | None) -> list[OutputColumn]:
         """A join's key is its left join column when projected, else the right one, moved first;
         a persistent query must project one (ksqlDB's message names the ON expressions)."""
@@ -317,7 +318,7 @@ class Planner:
 
     # --- physical -----------------------------------------------------------------------------
 
-    def to_dataframe(self, plan: QueryPlan, source_df: "DataFrame") -> "DataFrame":
+    def to_dataframe(self, plan: QueryPlan, source_df: DataFrame) -> DataFrame:
         """Apply the plan to the source's streaming DataFrame. Output: the plan's columns, then
         ROWTIME, __HEADERS and __TOMBSTONE for the sink."""
         df = source_df
@@ -337,7 +338,7 @@ class Planner:
             exprs += [f"{t.WINDOWSTART} AS __WINDOWSTART", f"{t.WINDOWEND} AS __WINDOWEND"]
         return df.selectExpr(*exprs)
 
-    def to_changelog_dataframe(self, plan: QueryPlan, source_df: "DataFrame") -> "DataFrame":
+    def to_changelog_dataframe(self, plan: QueryPlan, source_df: DataFrame) -> DataFrame:
         """A stateless query over a TABLE: every input row produces an output row; ``__HAVING``
         is false when the row must be removed from the result (tombstone, or WHERE not met)."""
         alive = f"(NOT {TOMBSTONE_COL})" + (f" AND coalesce({plan.where}, false)" if plan.where else "")
@@ -347,7 +348,7 @@ class Planner:
         return source_df.selectExpr(*exprs)
 
     @staticmethod
-    def output_types(plan: "QueryPlan | AggregatePlan", df: "DataFrame") -> list[t.Column]:
+    def output_types(plan: QueryPlan | AggregatePlan, df: DataFrame) -> list[t.Column]:
         """The output columns with the types Spark's analysis gives them (authoritative)."""
         fields = {f.name: f.dataType for f in df.schema.fields}
         return [t.Column(c.name, t.from_spark(fields[c.name]), "key" if c.is_key else "value") for c in plan.columns]

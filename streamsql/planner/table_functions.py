@@ -54,7 +54,7 @@ class TableFunctionCollector:
         return Compiled(f"try_element_at({quote(array_column(i))}, {POSITION} + 1)", element)
 
 
-def uses_table_functions(query: "ast.Query", registry: "FunctionRegistry") -> bool:
+def uses_table_functions(query: ast.Query, registry: FunctionRegistry) -> bool:
     for item in query.select:
         if item.expression is not None:
             for call in item.expression.find_all(exp.Anonymous):
@@ -63,7 +63,7 @@ def uses_table_functions(query: "ast.Query", registry: "FunctionRegistry") -> bo
     return False
 
 
-def explode(df: "DataFrame", arrays: list[str]) -> "DataFrame":
+def explode(df: DataFrame, arrays: list[str]) -> DataFrame:
     """One row per position of the longest array; the arrays stay as ``__TF*`` columns."""
     if not arrays:
         return df
@@ -95,7 +95,7 @@ def _is_array(cs: list[Compiled]) -> bool:
     return len(cs) == 1 and (cs[0].type is None or isinstance(cs[0].type, t.Array))
 
 
-def register(reg: "FunctionRegistry") -> None:
+def register(reg: FunctionRegistry) -> None:
     from streamsql.planner.functions import FunctionDef
 
     reg.register(FunctionDef("EXPLODE", "TABLE", _explode, signatures=["EXPLODE(ARRAY<T>) -> T"],

@@ -14,7 +14,8 @@ DOUBLE when it picks an overload; a cast makes Spark hand the Python code the de
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from streamsql import types as t
 from streamsql.planner.expressions import Compiled
@@ -62,7 +63,7 @@ def _argument(c: Compiled, param: t.SqlType | None) -> str:
 class PythonFunction:
     """All overloads of one Python function name, compiled as one catalog entry."""
 
-    def __init__(self, specs: Sequence["FunctionSpec"]) -> None:
+    def __init__(self, specs: Sequence[FunctionSpec]) -> None:
         self.specs = list(specs)
         self.name = self.specs[0].name
         self.kind = self.specs[0].kind
@@ -101,7 +102,7 @@ class PythonFunction:
 _python_names: set[str] = set()
 
 
-def register(registry: FunctionRegistry, specs: Sequence["FunctionSpec"]) -> list[str]:
+def register(registry: FunctionRegistry, specs: Sequence[FunctionSpec]) -> list[str]:
     """Register ``specs`` (grouped by name) in ``registry``. Returns problems, one per name that
     clashes with a built-in function (those are not registered)."""
     problems: list[str] = []
@@ -111,7 +112,7 @@ def register(registry: FunctionRegistry, specs: Sequence["FunctionSpec"]) -> lis
         registry.unregister(old)
         aggregate.unregister(old)
         _python_names.discard(old)
-    by_name: dict[str, list["FunctionSpec"]] = {}
+    by_name: dict[str, list[FunctionSpec]] = {}
     for s in specs:
         by_name.setdefault(s.name, []).append(s)
     for name, group in by_name.items():

@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -31,21 +32,21 @@ from streamsql.catalog.commands import CommandLog
 from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaError, StreamsqlError
 from streamsql.formats import FormatSpec, compression, schema_registry, serde_for
 from streamsql.formats import registry as format_registry
-from streamsql.planner.functions import REGISTRY, unknown_function
+from streamsql.physical.builder import BuildContext, SparkBuilder, buckets_for
+from streamsql.physical.steps import ChangelogSink, Collect, KafkaSink, PhysicalPlan, physical_plan
 from streamsql.planner import aggregation
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.casts import cast_value
 from streamsql.planner.expressions import quote
+from streamsql.planner.functions import REGISTRY, unknown_function
 from streamsql.planner.joins import JoinedSource
-from streamsql.planner.planner import Planner, QueryPlan, TOMBSTONE_COL, compile_constant, source_columns
-from streamsql.physical.builder import BuildContext, SparkBuilder, buckets_for
-from streamsql.physical.steps import ChangelogSink, Collect, KafkaSink, PhysicalPlan, physical_plan
-from streamsql.runtime.changelog import ChangelogWriter
-from streamsql.runtime.pull import check_access_path, lookup_for
-from streamsql.runtime.materialized import TableStore
+from streamsql.planner.planner import TOMBSTONE_COL, Planner, QueryPlan, compile_constant, source_columns
 from streamsql.runtime import io
 from streamsql.runtime import results as r
+from streamsql.runtime.changelog import ChangelogWriter
 from streamsql.runtime.config import DEFAULT_PROPERTIES, VALID_OFFSET_RESETS, EngineConfig
+from streamsql.runtime.materialized import TableStore
+from streamsql.runtime.pull import check_access_path, lookup_for
 from streamsql.sql import ast, parse
 
 log = logging.getLogger("streamsql")
@@ -105,7 +106,8 @@ def _normalize(text: str) -> str:
 class Engine:
     def __init__(self, config: EngineConfig, command_log: CommandLog | None = None, spark: Any = None) -> None:
         if not config.bootstrap_servers:
-            raise ConfigError("the engine needs bootstrap servers (the CLI starts an embedded broker when none are given)")
+            raise ConfigError("the engine needs bootstrap servers "
+                              "(the CLI starts an embedded broker when none are given)")
         self.config = config
         self.bootstrap_servers: str = config.bootstrap_servers
         self.data_dir = Path(config.data_dir)
@@ -167,7 +169,8 @@ class Engine:
         self.admin.create_topic(self.processing_log_topic, 1)
         from streamsql.udf import functions as python_functions
 
-        notices += [f"Python functions: {p}" for p in python_functions.load(self.config.property("ksql.extension.dir") or None)]
+        notices += [f"Python functions: {p}"
+                    for p in python_functions.load(self.config.property("ksql.extension.dir") or None)]
         replayed = self._replay()
         if replayed:
             notices.append(f"Restored {len(self.catalog.sources)} source(s) and {len(self.queries)} "
@@ -582,7 +585,8 @@ class Engine:
         df = self._plan_dataframe(plan, "planning")
         sink.columns = Planner.output_types(plan, df)
         if isinstance(plan, AggregatePlan) and sink.value_format == "DELIMITED" and any(
-                c.function.result_type is not None and c.function.result_type.kind in (t.Kind.ARRAY, t.Kind.MAP, t.Kind.STRUCT)
+                c.function.result_type is not None
+                and c.function.result_type.kind in (t.Kind.ARRAY, t.Kind.MAP, t.Kind.STRUCT)
                 for c in plan.calls):
             raise AnalysisError("One of the functions used in the statement has an intermediate type that the value "
                                 "format can not handle. Please remove the function or change the format.")
@@ -604,7 +608,7 @@ class Engine:
             self._start_persistent(query_id, plan, stmt, sink)
         return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
 
-    def _sink_source(self, stmt: ast.CreateAsSelect, plan: "QueryPlan | AggregatePlan") -> Source:
+    def _sink_source(self, stmt: ast.CreateAsSelect, plan: QueryPlan | AggregatePlan) -> Source:
         props = stmt.properties
         src = plan.source
         default_key = src.key_format if src.key_format != "NONE" else (src.declared_key_format or "KAFKA")
@@ -626,18 +630,22 @@ class Engine:
             partitions=int(props.get("PARTITIONS", src.partitions)),
             # a DELIMITED sink keeps its source's delimiters unless the WITH clause sets them (ksqlDB)
             key_delimiter=props.get("KEY_DELIMITER", src.key_delimiter if key_format == src.key_format else ","),
-            value_delimiter=props.get("VALUE_DELIMITER", src.value_delimiter if value_format == src.value_format else ","),
-            wrap_single_value=self._wrap_single_value(props, [t.Column(c.name, t.STRING) for c in plan.value_columns], value_format)
+            value_delimiter=props.get("VALUE_DELIMITER",
+                                      src.value_delimiter if value_format == src.value_format else ","),
+            wrap_single_value=self._wrap_single_value(props, [t.Column(c.name, t.STRING) for c in plan.value_columns],
+                                                      value_format)
             if "WRAP_SINGLE_VALUE" in props else True,
             statement=stmt.text,
             window_type=window_type, window_size_ms=window_size_ms,
         )
 
-    def _do_InsertInto(self, stmt: ast.InsertInto, replay_seq: int | None = None, deferred: list | None = None) -> r.Result:
+    def _do_InsertInto(self, stmt: ast.InsertInto, replay_seq: int | None = None,
+                       deferred: list | None = None) -> r.Result:
         target = self.catalog.get(stmt.target)
         for q in self.catalog.queries_writing(target.name):
             if _normalize(q.statement) == _normalize(stmt.text):
-                return r.CommandStatus(stmt.text, f"Query {q.id} already runs this statement (unchanged)", query_id=q.id)
+                return r.CommandStatus(stmt.text, f"Query {q.id} already runs this statement (unchanged)",
+                                       query_id=q.id)
         if target.is_table:
             raise AnalysisError(f"INSERT INTO can only be used to insert into a stream. {target.name} is a table.")
         if target.is_source:
@@ -659,7 +667,7 @@ class Engine:
             self._start_persistent(query_id, plan, stmt, target)
         return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
 
-    def _plan_dataframe(self, plan: "QueryPlan | AggregatePlan", query_id: str) -> Any:
+    def _plan_dataframe(self, plan: QueryPlan | AggregatePlan, query_id: str) -> Any:
         """The query's output DataFrame, for its column types (Spark's analyser checks it)."""
         builder = SparkBuilder(self._build_context(query_id))
         try:
@@ -698,7 +706,7 @@ class Engine:
                                               restart=lambda: self._start_persistent(query_id, plan, stmt, sink),
                                               restarts=previous.restarts if previous is not None else 0)
 
-    def _physical_plan(self, plan: "QueryPlan | AggregatePlan", sink: Source, checkpoint: Path | None,
+    def _physical_plan(self, plan: QueryPlan | AggregatePlan, sink: Source, checkpoint: Path | None,
                        starting_offsets: str) -> PhysicalPlan:
         """A persistent query's steps. An aggregation writes its changelog from the executors
         and its table's store follows that topic; a table's filter/projection goes through the
@@ -824,7 +832,8 @@ class Engine:
         values = self._evaluate_constants([(given.get(c.name, "NULL"), c.type) for c in writable])
         row = dict(zip([c.name for c in writable], values))
         key_bytes, value_bytes = self._encode_row(target, row)
-        self.admin.produce(target.topic, key_bytes, value_bytes, rowtime if rowtime is not None else int(time.time() * 1000))
+        self.admin.produce(target.topic, key_bytes, value_bytes,
+                           rowtime if rowtime is not None else int(time.time() * 1000))
         return r.CommandStatus(stmt.text, "Inserted 1 row")
 
     def _evaluate_constants(self, items: list[tuple[str, t.SqlType]]) -> list[Any]:
@@ -986,7 +995,8 @@ class Engine:
 
     def _do_Print(self, stmt: ast.Print) -> r.Result:
         topics = self.admin.topics()
-        topic = stmt.topic if stmt.topic in topics else next((n for n in topics if n.upper() == stmt.topic.upper()), None)
+        topic = (stmt.topic if stmt.topic in topics
+                 else next((n for n in topics if n.upper() == stmt.topic.upper()), None))
         if topic is None:
             raise KafkaError(f"Could not find topic '{stmt.topic}', or the KSQL user does not have permissions to "
                              f"list the topic. Topic names are case-sensitive.")
@@ -995,7 +1005,8 @@ class Engine:
 
         def pump() -> None:
             try:
-                for i, rec in enumerate(self.admin.iter_records(topic, from_beginning=stmt.from_beginning, follow=True)):
+                records = self.admin.iter_records(topic, from_beginning=stmt.from_beginning, follow=True)
+                for i, rec in enumerate(records):
                     if stream.closed:
                         return
                     if i % interval == 0 and not stream.put([format_record(rec)]):
@@ -1046,7 +1057,8 @@ class Engine:
                 stats["error"] = _spark_message(handle.exception())
             progress = handle.lastProgress
             if progress:
-                stats.update({"batchId": progress.get("batchId"), "inputRowsPerSecond": progress.get("inputRowsPerSecond"),
+                stats.update({"batchId": progress.get("batchId"),
+                              "inputRowsPerSecond": progress.get("inputRowsPerSecond"),
                               "processedRowsPerSecond": progress.get("processedRowsPerSecond")})
             dropped = self.dropped_records.get(info.id)
             if dropped is not None:  # ksqlDB's late-record count (records dropped past grace)
@@ -1064,7 +1076,8 @@ class Engine:
             from streamsql.planner.signatures import variants
 
             return r.FunctionDescription(stmt.text, r.FunctionInfo(fn.name, fn.kind, fn.category, fn.description),
-                                         [r.FunctionVariant(list(v.params), v.returns, v.variadic) for v in variants(fn)])
+                                         [r.FunctionVariant(list(v.params), v.returns, v.variadic)
+                                          for v in variants(fn)])
         if stmt.listing:
             sources = self.catalog.streams() if stmt.listing == "STREAMS" else self.catalog.tables()
             return r.SourceList(stmt.text, stmt.listing, [_source_info(s) for s in sources])
@@ -1299,9 +1312,9 @@ def _spark_plan(handle: Any) -> str:
 
 def format_record(rec: Any) -> str:
     """PRINT's line for one record (ksqlDB's layout)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    ts = datetime.fromtimestamp(rec.timestamp / 1000, tz=timezone.utc).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+    ts = datetime.fromtimestamp(rec.timestamp / 1000, tz=UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
 
     def text(b: bytes | None) -> str:
         if b is None:

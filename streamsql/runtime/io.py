@@ -56,9 +56,9 @@ def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
     return options
 
 
-def read_stream(spark: "SparkSession", bootstrap_servers: str, source: Source, *, starting_offsets: str,
+def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, starting_offsets: str,
                 query_id: str, max_records: int | None = None, processing_log_topic: str | None = None,
-                ) -> "DataFrame":
+                ) -> DataFrame:
     """The streaming DataFrame of ``source``: its columns plus ROWTIME/ROWPARTITION/ROWOFFSET and
     the internal ``__HEADERS``/``__TOMBSTONE``. With a TIMESTAMP column, ROWTIME is that column."""
     reader = spark.readStream.format(DATA_SOURCE)
@@ -79,7 +79,7 @@ def read_stream(spark: "SparkSession", bootstrap_servers: str, source: Source, *
     return df
 
 
-def _rowtime_expr(spark: "SparkSession", source: Source):  # type: ignore[no-untyped-def]
+def _rowtime_expr(spark: SparkSession, source: Source):  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
 
     col = source.column(source.timestamp_column or "")

@@ -24,7 +24,8 @@ pseudo columns, and the stream's ROWTIME/ROWPARTITION/ROWOFFSET/__HEADERS for th
 from __future__ import annotations
 
 import pickle
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from streamsql import types as t
 from streamsql.planner.expressions import quote
@@ -42,7 +43,7 @@ _TABLE_FIRST = {0: 1, 1: 0}
 DEFAULT_GRACE_MS = 24 * 3600 * 1000
 
 
-def _narrow(df: "DataFrame", side: JoinSide, tag: int) -> "DataFrame":
+def _narrow(df: DataFrame, side: JoinSide, tag: int) -> DataFrame:
     cols = [quote(name) for name, _ty, _joined in side_columns(side)] + [HEADERS_COL]
     return df.selectExpr(
         f"{tag} AS __SIDE",
@@ -60,7 +61,7 @@ def _row_schema(side: JoinSide, spark_type: Callable[[t.SqlType], str]) -> str:
     return f"struct<{', '.join(fields)}>"
 
 
-def joined_dataframe(spec: JoinSpec, left_df: "DataFrame", right_df: "DataFrame") -> "DataFrame":
+def joined_dataframe(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFrame:
     """The join's rows as a streaming DataFrame in the joined source's shape."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 

@@ -5,7 +5,8 @@ Each CREATE TABLE AS SELECT query writes its micro-batch's changed rows here (fr
 ``foreachBatch``) in one SQLite transaction, together with the batch id. A batch id at or below
 the stored one is a replay of a batch already applied after a restart, and is skipped, so the
 store matches the query's checkpoint. Values are pickled Python values (Decimal, date, bytes,
-nested dicts survive exactly); the file is the engine's own, never read from elsewhere. Why SQLite: point lookups cost well under a millisecond
+nested dicts survive exactly); the file is the engine's own, never read from elsewhere. Why
+SQLite: point lookups cost well under a millisecond
 (research/spark.md §2h measured < 0.05 ms), it is in the standard library, and any thread of
 the engine (runner, shell, REST server) can read while the query writes.
 
@@ -20,9 +21,10 @@ import json
 import pickle
 import sqlite3
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 
 def _key_text(key: list[Any], window: tuple[int | None, int | None]) -> str:
@@ -81,7 +83,8 @@ class TableStore:
     def contains(self, key: list[Any], window: tuple[int | None, int | None] = (None, None)) -> bool:
         return self._db.execute("SELECT 1 FROM rows WHERE k=?", (_key_text(key, window),)).fetchone() is not None
 
-    def apply(self, batch_id: int, upserts: Iterable[tuple[list[Any], tuple[int | None, int | None], dict[str, Any], int]],
+    def apply(self, batch_id: int,
+              upserts: Iterable[tuple[list[Any], tuple[int | None, int | None], dict[str, Any], int]],
               deletes: Iterable[tuple[list[Any], tuple[int | None, int | None]]],
               state: Iterable[tuple[str, str, bytes | None]] = ()) -> None:
         """Apply one batch atomically (upserts: key, window, value columns, rowtime; state:
@@ -98,7 +101,8 @@ class TableStore:
                     if blob is None:
                         cur.execute("DELETE FROM state WHERE ns=? AND k=?", (ns, k))
                     else:
-                        cur.execute("INSERT INTO state VALUES (?,?,?) ON CONFLICT(ns, k) DO UPDATE SET blob=excluded.blob",
+                        cur.execute("INSERT INTO state VALUES (?,?,?) "
+                                    "ON CONFLICT(ns, k) DO UPDATE SET blob=excluded.blob",
                                     (ns, k, blob))
                 cur.execute("INSERT INTO meta VALUES ('batch', ?) ON CONFLICT(name) DO UPDATE SET value=excluded.value",
                             (batch_id,))

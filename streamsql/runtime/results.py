@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 
 @dataclass
@@ -162,7 +163,7 @@ class RowStream(Result):
         self.limit = limit
         self.kind = kind
         self.error: BaseException | None = None
-        self._queue: "queue.Queue[object]" = queue.Queue()
+        self._queue: queue.Queue[object] = queue.Queue()
         self._emitted = 0
         self._closed = threading.Event()
         self._on_close: list[Callable[[], None]] = []

@@ -17,15 +17,26 @@ import hmac
 import json
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from streamsql.runtime import results as r
 from streamsql.server import entities
-from streamsql.server.errors import (BAD_REQUEST, HTTP2_ONLY, METHOD_NOT_ALLOWED, NOT_FOUND, PAYLOAD_TOO_LARGE,
-                                     SANITIZED_SERVER_ERROR, SERVER_ERROR, SERVER_NOT_READY, UNAUTHORIZED,
-                                     ServerError, bad_request)
+from streamsql.server.errors import (
+    BAD_REQUEST,
+    HTTP2_ONLY,
+    METHOD_NOT_ALLOWED,
+    NOT_FOUND,
+    PAYLOAD_TOO_LARGE,
+    SANITIZED_SERVER_ERROR,
+    SERVER_ERROR,
+    SERVER_NOT_READY,
+    UNAUTHORIZED,
+    ServerError,
+    bad_request,
+)
 from streamsql.server.service import KsqlService, QueryHandle, normalize_overrides, normalize_variables
 
 log = logging.getLogger("streamsql.server")

@@ -183,7 +183,7 @@ def json_value(v: Any) -> Any:
         return int(v) if v == v.to_integral_value() and v.as_tuple().exponent >= 0 else float(v)
     if isinstance(v, dt.datetime):
         if v.tzinfo is not None:
-            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            v = v.astimezone(dt.UTC).replace(tzinfo=None)
         return v.strftime("%Y-%m-%dT%H:%M:%S.") + f"{v.microsecond // 1000:03d}"
     if isinstance(v, dt.date):
         return v.isoformat()

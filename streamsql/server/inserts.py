@@ -51,8 +51,8 @@ def _coerce(value: Any, ty: t.SqlType, column: str) -> Any:
             return base64.b64decode(value)
         if kind == t.Kind.TIMESTAMP:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return dt.datetime.fromtimestamp(value / 1000, tz=dt.timezone.utc)
-            return dt.datetime.fromisoformat(str(value)).replace(tzinfo=dt.timezone.utc)
+                return dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC)
+            return dt.datetime.fromisoformat(str(value)).replace(tzinfo=dt.UTC)
         if kind == t.Kind.DATE:
             if isinstance(value, int) and not isinstance(value, bool):
                 return dt.date(1970, 1, 1) + dt.timedelta(days=value)

@@ -16,16 +16,23 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from streamsql import types as t
 from streamsql.errors import ParseError, StreamsqlError
 from streamsql.runtime import results as r
 from streamsql.server import entities
+from streamsql.server.errors import (
+    BAD_REQUEST,
+    COMMAND_QUEUE_CATCHUP_TIMEOUT,
+    QUERY_ENDPOINT,
+    ServerError,
+    bad_request,
+    statement_error,
+)
 from streamsql.server.sharing import PushQueryHub
-from streamsql.server.errors import (BAD_REQUEST, COMMAND_QUEUE_CATCHUP_TIMEOUT, QUERY_ENDPOINT, ServerError,
-                                     bad_request, statement_error)
 from streamsql.sql import ast, parse
 
 log = logging.getLogger("streamsql.server")
@@ -160,7 +167,8 @@ class KsqlService:
 
     # --- /ksql ---------------------------------------------------------------------------------
 
-    def execute_statements(self, text: Any, overrides: dict[str, str], variables: dict[str, str]) -> list[dict[str, Any]]:
+    def execute_statements(self, text: Any, overrides: dict[str, str],
+                           variables: dict[str, str]) -> list[dict[str, Any]]:
         if not isinstance(text, str) or not text.strip():
             raise bad_request("'ksql' must be a non-empty string of statements")
         engine = self.engine

@@ -16,8 +16,8 @@ from __future__ import annotations
 import itertools
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from streamsql.runtime import results as r
 

@@ -48,7 +48,7 @@ class Backend(Protocol):
 class EmbeddedBackend:
     """An :class:`~streamsql.runtime.engine.Engine` in this process (the ``streamsql run`` setup)."""
 
-    def __init__(self, engine: "object", description: str) -> None:
+    def __init__(self, engine: object, description: str) -> None:
         from streamsql.runtime.engine import Engine
 
         assert isinstance(engine, Engine)

@@ -41,7 +41,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="streamsql", description="ksqlDB's SQL on Spark Structured Streaming over Kafka")
+    parser = argparse.ArgumentParser(prog="streamsql",
+                                     description="ksqlDB's SQL on Spark Structured Streaming over Kafka")
     sub = parser.add_subparsers(dest="command")
 
     run = sub.add_parser("run", help="run a .sql file headlessly")
@@ -163,7 +164,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             records = engine.admin.read_all("FRAUDULENT_PAYMENTS")
             print(f"\nfraudulent_payments: {len(records)} of {n} payments flagged (fraudProbability > 0.8); first 5:")
             for rec in records[:5]:
-                print(f"  key={rec.key.decode() if rec.key else None} value={rec.value.decode() if rec.value else None}")
+                key = rec.key.decode() if rec.key else None
+                value = rec.value.decode() if rec.value else None
+                print(f"  key={key} value={value}")
             return 0
         finally:
             engine.close()

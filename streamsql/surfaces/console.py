@@ -11,8 +11,9 @@ ksqlDB's REST API would return it, and query rows as ``/query-stream`` lines.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from streamsql.runtime import results as r
 
@@ -84,7 +85,8 @@ def render_entity(result: r.Result, width: int = 120) -> str:
             return "\n".join([f"Name        : {f.name}", f"Overview    : {f.description or '-'}",
                               f"Type        : {f.kind}", f"Category    : {f.category}"])
         return underlined_table(["Function Name", "Category"], [[f.name, f.category] for f in result.functions],
-                                footer=["For detailed information on a function run: DESCRIBE FUNCTION <Function Name>;"],
+                                footer=["For detailed information on a function run: "
+                                        "DESCRIBE FUNCTION <Function Name>;"],
                                 max_width=width)
     if isinstance(result, r.Explanation):
         return result.text

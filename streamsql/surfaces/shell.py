@@ -363,7 +363,7 @@ def _interrupt_watch() -> Iterator[Callable[..., bool]]:
 # --- the command ------------------------------------------------------------------------------------
 
 
-def run_shell(args: "object") -> int:
+def run_shell(args: object) -> int:
     """``streamsql shell`` (and plain ``streamsql``): connect the backend the arguments name, then
     run ``--execute`` / ``--file`` / piped input, or the interactive prompt."""
     url = getattr(args, "url", None)
@@ -390,7 +390,7 @@ def run_shell(args: "object") -> int:
             backend.close()
 
 
-def _interactive(args: "object") -> bool:
+def _interactive(args: object) -> bool:
     return not (getattr(args, "execute", None) or getattr(args, "file", None)) and sys.stdin.isatty()
 
 
@@ -406,7 +406,7 @@ def _logs_to_file(data_dir: Path) -> Path:
     return path
 
 
-def _drive(backend: Backend, args: "object", history_file: Path) -> int:
+def _drive(backend: Backend, args: object, history_file: Path) -> int:
     shell = Shell(backend, output_format=getattr(args, "output", "TABULAR") or "TABULAR", history_file=history_file)
     for definition in getattr(args, "define", None) or []:
         name, sep, value = definition.partition("=")

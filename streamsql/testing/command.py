@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from streamsql.testing.rqtt import is_rqtt_path
 from streamsql.testing.qtt import (
     DEFAULT_TIMEOUT_S,
     CaseResult,
@@ -23,7 +22,7 @@ from streamsql.testing.qtt import (
     top_failures,
     write_report,
 )
-
+from streamsql.testing.rqtt import is_rqtt_path
 
 #: cores + 1: a case's time is mostly CPU (query start, micro-batches), plus waits on the broker and
 #: on Spark's trigger loop that one more case in flight fills (corpus sample: 2 → 3 cut 13%)

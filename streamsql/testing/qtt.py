@@ -41,8 +41,8 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from decimal import Decimal, InvalidOperation
+from pathlib import Path
 from typing import Any
 
 from streamsql.errors import StreamsqlError
@@ -618,7 +618,8 @@ def compare_topic(topic: str, expected: list[dict[str, Any]], actual: list[Actua
     zeroless = [{**e, "timestamp": None} if int(e.get("timestamp", default_ts) or 0) == 0 else e for e in expected]
     lenient = _compare_topic(topic, zeroless, actual, key_fmt, value_fmt, default_ts)
     if lenient is None:
-        return "only timestamps differ: records expected at timestamp 0 were written with the wall-clock time; " + problem
+        return ("only timestamps differ: records expected at timestamp 0 were written with the wall-clock time; "
+                + problem)
     return lenient
 
 
@@ -631,8 +632,8 @@ def _compare_topic(topic: str, expected: list[dict[str, Any]], actual: list[Actu
         for i, (e, a) in enumerate(zip(expected, actual)):
             if not record_matches(e, a, key_fmt, value_fmt, default_ts):
                 note = ""
-                return (f"Topic '{topic}', message {i}: Expected "
-                        f"{describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'))}"
+                wanted = describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'))
+                return (f"Topic '{topic}', message {i}: Expected {wanted}"
                         f" but was {describe_record(a.key, a.value, a.timestamp, a.window)}{note}")
         if len(expected) != len(actual):
             extra = ""
@@ -641,8 +642,8 @@ def _compare_topic(topic: str, expected: list[dict[str, Any]], actual: list[Actu
                 extra = f"; first extra record: {describe_record(a.key, a.value, a.timestamp, a.window)}"
             else:
                 e = expected[len(actual)]
-                extra = (f"; first missing record: "
-                         f"{describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'))}")
+                missing = describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'))
+                extra = f"; first missing record: {missing}"
             return f"Topic '{topic}': expected {len(expected)} records but got {len(actual)}{extra}"
         return None
     # several partitions: each partition's records must appear in expected order

@@ -63,7 +63,7 @@ class RegistryServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._http.server_address[1]}"
 
-    def start(self) -> "RegistryServer":
+    def start(self) -> RegistryServer:
         self._thread.start()
         return self
 
@@ -71,7 +71,7 @@ class RegistryServer:
         self._http.shutdown()
         self._http.server_close()
 
-    def __enter__(self) -> "RegistryServer":
+    def __enter__(self) -> RegistryServer:
         return self.start()
 
     def __exit__(self, *_exc: Any) -> None:

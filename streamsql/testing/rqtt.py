@@ -19,13 +19,24 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, TextIO
+from typing import Any, TextIO
 
-from streamsql.testing.qtt import (CaseResult, QttCase, _substitute, data_equal, encode_with, load_json,
-                                   message_matches, register_topic_schemas, split_statements, topics_to_create,
-                                   window_suffix)
+from streamsql.testing.qtt import (
+    CaseResult,
+    QttCase,
+    _substitute,
+    data_equal,
+    encode_with,
+    load_json,
+    message_matches,
+    register_topic_schemas,
+    split_statements,
+    topics_to_create,
+    window_suffix,
+)
 
 QUERY_START = re.compile(r"^\s*(SELECT|PRINT)\b", re.IGNORECASE)
 DEFAULT_CASE_TIMEOUT_S = 60.0
@@ -208,7 +219,8 @@ class RqttRunner:
     def _expect_error(self, case: RqttCase, status: int, body: Any) -> None:
         want = case.expected_error
         if want is None:
-            raise _Failure(f"statement rejected ({status}): {_short(body.get('message') if isinstance(body, dict) else body)}")
+            message = body.get('message') if isinstance(body, dict) else body
+            raise _Failure(f"statement rejected ({status}): {_short(message)}")
         if want.get("status") is not None and int(want["status"]) != status:
             raise _Failure(f"expected HTTP {want['status']}, got {status}: {_short(body)}")
         message = body.get("message", "") if isinstance(body, dict) else str(body)
@@ -289,7 +301,8 @@ class RqttRunner:
             key = encode_with(key_spec, rec.get("key")) if key_spec is not None else raw_encode(rec.get("key"))
             if key is not None and rec.get("window"):
                 key += window_suffix(rec["window"])
-            value = encode_with(value_spec, rec.get("value")) if value_spec is not None else raw_encode(rec.get("value"))
+            value = (encode_with(value_spec, rec.get("value")) if value_spec is not None
+                     else raw_encode(rec.get("value")))
             headers = [(h["KEY"], __import__("base64").b64decode(h["VALUE"]) if h.get("VALUE") else None)
                        for h in rec.get("headers") or []]
             self.admin.produce(topic, key, value, int(rec.get("timestamp", 0)), headers or None, flush=False)
@@ -395,7 +408,7 @@ def query_mismatch(expected: list[dict[str, Any]], actual: list[dict[str, Any]] 
     """Why a ``/query`` response differs from the expectation (None when it matches). Rows of a
     pull query may come in any order (ksqlDB scans partitions in parallel too)."""
     if actual is None:
-        return f"expected a query response, got none"
+        return "expected a query response, got none"
     if len(expected) != len(actual):
         return f"expected {len(expected)} elements {_short(expected)}, got {len(actual)}: {_short(actual)}"
     for i, (e, a) in enumerate(zip(expected, actual)):

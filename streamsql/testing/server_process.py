@@ -35,7 +35,7 @@ class ServerProcess:
     def url(self) -> str:
         return f"{self.scheme}://127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 240, auth: tuple[str, str] | None = None) -> "ServerProcess":
+    def start(self, timeout_s: float = 240, auth: tuple[str, str] | None = None) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [sys.executable, "-m", "streamsql", "server", "--port", str(self.port), "--host", "127.0.0.1",
                 "--bootstrap-servers", self.bootstrap, "--data-dir", str(self.data_dir), *self.extra]

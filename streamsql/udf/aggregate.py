@@ -14,7 +14,8 @@ table with the UDAF is rejected, as ksqlDB rejects non-table UDAFs there.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from streamsql import types as t
 from streamsql.errors import AnalysisError

@@ -26,8 +26,9 @@ accepts any argument type.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 F = TypeVar("F")
 

@@ -25,7 +25,7 @@ _state: dict[str, Any] = {"key": None, "specs": {}, "problems": [], "generation"
 
 def _files_key(directories: list[Path]) -> tuple:
     files = loader.function_files([d for d in directories if d.is_dir()])
-    return tuple((str(d) for d in directories)) + tuple((str(f), f.stat().st_mtime_ns) for f in files)
+    return tuple(str(d) for d in directories) + tuple((str(f), f.stat().st_mtime_ns) for f in files)
 
 
 def load(extension_dir: str | None) -> list[str]:

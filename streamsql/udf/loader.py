@@ -22,8 +22,8 @@ import importlib.util
 import inspect
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from streamsql import types as t
 from streamsql.errors import StreamsqlError

@@ -23,8 +23,9 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from streamsql import types as t
 from streamsql.udf.api import AGGREGATE, TABLE, FunctionSpec
@@ -43,7 +44,8 @@ class ErrorLog:
 
     def report(self, function: str, error: BaseException, args: Sequence[Any]) -> None:
         entry = processing_log_entry(function, error, args)
-        processing_log.error("function %s failed: %s", function, entry["message"]["recordProcessingError"]["errorMessage"])
+        processing_log.error("function %s failed: %s", function,
+                             entry["message"]["recordProcessingError"]["errorMessage"])
         if not (self.bootstrap and self.topic):
             return
         try:

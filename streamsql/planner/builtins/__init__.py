@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from streamsql.planner.functions import FunctionRegistry
 
 
-def register_all(reg: "FunctionRegistry") -> None:
+def register_all(reg: FunctionRegistry) -> None:
     from streamsql.planner.builtins import (
         collections,
         conversion,

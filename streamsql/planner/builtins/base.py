@@ -3,7 +3,7 @@ functions, and matching argument types against ksqlDB signatures."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from streamsql import types as t
 from streamsql.planner.expressions import Compiled, string_literal
@@ -107,7 +107,8 @@ def add_raw(reg: FunctionRegistry, name: str, compile_nodes, *, lo: int, hi: int
                              listed=listed))
 
 
-def simple(reg: FunctionRegistry, name: str, spark: str, result: t.SqlType | None | Callable[[list[Compiled]], t.SqlType | None],
+def simple(reg: FunctionRegistry, name: str, spark: str,
+           result: t.SqlType | None | Callable[[list[Compiled]], t.SqlType | None],
            *, lo: int, hi: int | None, category: str, description: str,
            accepts: Callable[[list[Compiled]], bool] | None = None) -> None:
     """A function equal to a Spark function of the same arguments."""

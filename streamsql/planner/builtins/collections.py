@@ -4,21 +4,32 @@ STRUCT(f := v) constructors (syntax in ksqlDB; registered unlisted so calls comp
 from __future__ import annotations
 
 import re
-from decimal import Decimal as PyDecimal, InvalidOperation
-from typing import Sequence
+from collections.abc import Sequence
+from decimal import Decimal as PyDecimal
+from decimal import InvalidOperation
 
 from sqlglot import exp
 
 from streamsql import types as t
 from streamsql.errors import AnalysisError
 from streamsql.planner.builtins.base import (
-    K, add, add_raw, any_sig, args_sql, c, kind, lit, literal_text, sig, spark_type,
+    K,
+    add,
+    add_raw,
+    any_sig,
+    args_sql,
+    c,
+    kind,
+    lit,
+    literal_text,
+    sig,
+    spark_type,
 )
 from streamsql.planner.builtins.lambdas import fresh
 from streamsql.planner.builtins.string import quote_regex
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, quote
-from streamsql.planner.membership import literal_as
 from streamsql.planner.functions import FunctionRegistry
+from streamsql.planner.membership import literal_as
 
 ARR, MAP = "ARRAY", "MAP"
 
@@ -173,7 +184,7 @@ def register(reg: FunctionRegistry) -> None:
     def struct_(args: Sequence[exp.Expression], compiler: ExpressionCompiler) -> Compiled:
         pairs = _pairs(args, "STRUCT")
         if not pairs:
-            return c("named_struct()", t.Struct(()))  # noqa: fixed below if Spark rejects it
+            return c("named_struct()", t.Struct(()))  # fixed below if Spark rejects it
         names: list[str] = []
         parts, fields = [], []
         for k, v in pairs:
@@ -207,7 +218,8 @@ def register(reg: FunctionRegistry) -> None:
         add(reg, name, lambda cs, spark=spark, name=name: c(
             f"{spark}({cs[0].sql})", cs[0].type if name == "ARRAY_DISTINCT" else _elem(cs[0])),
             lo=1, hi=1, category=ARR, description=desc, accepts=sig("array"))
-    for name, spark, desc in (("ARRAY_EXCEPT", "array_except", "Distinct elements of the first array not in the second."),
+    for name, spark, desc in (("ARRAY_EXCEPT", "array_except",
+                               "Distinct elements of the first array not in the second."),
                               ("ARRAY_INTERSECT", "array_intersect", "Distinct elements in both arrays."),
                               ("ARRAY_UNION", "array_union", "Distinct elements in either array.")):
         add(reg, name, lambda cs, spark=spark: c(f"{spark}({cs[0].sql}, {cs[1].sql})", cs[0].type or cs[1].type),
@@ -280,9 +292,12 @@ def register(reg: FunctionRegistry) -> None:
 
     add(reg, "AS_MAP", as_map, lo=2, hi=2, category=MAP, description="A map from an array of keys and one of values.",
         accepts=sig("array", "array"))
-    add(reg, "MAP_KEYS", lambda cs: c(f"map_keys({cs[0].sql})", t.Array(cs[0].type.key) if isinstance(cs[0].type, t.Map) else None),
+    add(reg, "MAP_KEYS",
+        lambda cs: c(f"map_keys({cs[0].sql})", t.Array(cs[0].type.key) if isinstance(cs[0].type, t.Map) else None),
         lo=1, hi=1, category=MAP, description="The keys of a map.", accepts=sig("map"))
-    add(reg, "MAP_VALUES", lambda cs: c(f"map_values({cs[0].sql})", t.Array(cs[0].type.value) if isinstance(cs[0].type, t.Map) else None),
+    add(reg, "MAP_VALUES",
+        lambda cs: c(f"map_values({cs[0].sql})",
+                     t.Array(cs[0].type.value) if isinstance(cs[0].type, t.Map) else None),
         lo=1, hi=1, category=MAP, description="The values of a map.", accepts=sig("map"))
 
     def union(cs: list[Compiled]) -> Compiled:
@@ -299,7 +314,8 @@ def register(reg: FunctionRegistry) -> None:
         m = cs[0].sql
         e, a, b = fresh(), fresh("a"), fresh("b")
         es = f"map_entries({m})"
-        sorted_es = f"array_sort({es}, ({a}, {b}) -> CASE WHEN {a}.key < {b}.key THEN -1 WHEN {a}.key > {b}.key THEN 1 ELSE 0 END)"
+        sorted_es = (f"array_sort({es}, ({a}, {b}) -> "
+                     f"CASE WHEN {a}.key < {b}.key THEN -1 WHEN {a}.key > {b}.key THEN 1 ELSE 0 END)")
         src = f"(CASE WHEN {cs[1].sql} THEN {sorted_es} ELSE {es} END)"
         ty = (t.Array(t.Struct((t.StructField("K", cs[0].type.key), t.StructField("V", cs[0].type.value))))
               if isinstance(cs[0].type, t.Map) else None)

@@ -15,7 +15,8 @@ def to_binary(s: str, enc: str) -> str:
         # ksqlDB accepts 0x..., X'...' and x'...' forms; an odd number of digits is padded with a
         # leading 0 after 0x (as Spark's unhex does) and is null otherwise
         inner = f"substring({s}, 3, char_length({s}) - 3)"
-        return (f"unhex(CASE WHEN {s} RLIKE '^[xX]\\'.*\\'$' THEN (CASE WHEN char_length({inner}) % 2 = 0 THEN {inner} END) "
+        return (f"unhex(CASE WHEN {s} RLIKE '^[xX]\\'.*\\'$' "
+                f"THEN (CASE WHEN char_length({inner}) % 2 = 0 THEN {inner} END) "
                 f"WHEN {s} RLIKE '^0x' THEN substring({s}, 3) "
                 f"WHEN char_length({s}) % 2 = 0 THEN {s} END)")
     if enc == "utf8":

@@ -9,7 +9,8 @@ datetime patterns follow for the common letters.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from datetime import UTC
 
 from sqlglot import exp
 
@@ -30,7 +31,7 @@ def _in_zone(ts: str, tz: Compiled | None) -> str:
 
 def _zone_names(zone: str) -> dict[int, str] | None:
     """Offset (seconds) -> short name of a time zone, from its winter and summer offsets."""
-    from datetime import datetime as dt, timezone
+    from datetime import datetime as dt
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
@@ -39,7 +40,7 @@ def _zone_names(zone: str) -> dict[int, str] | None:
         return None
     names: dict[int, str] = {}
     for month in (1, 7):
-        local = dt(dt.now().year, month, 1, tzinfo=timezone.utc).astimezone(info)
+        local = dt(dt.now().year, month, 1, tzinfo=UTC).astimezone(info)
         offset = local.utcoffset()
         name = local.tzname()
         if offset is not None and name and name[0] not in "+-":
@@ -83,7 +84,8 @@ def format_in_zone(ts: str, pattern: Compiled, tz: Compiled | None) -> str:
     offset = f"CAST(unix_seconds({shifted}) - unix_seconds({ts}) AS BIGINT)"
     name = "(CASE " + " ".join(f"WHEN {offset} = {o} THEN {lit(n)}" for o, n in names.items()) + \
         f" ELSE date_format({ts}, 'XXX') END)"
-    parts = [name if is_zone else f"date_format({shifted}, {lit(piece)})" for is_zone, piece in _split_zone_letters(text)]
+    parts = [name if is_zone else f"date_format({shifted}, {lit(piece)})"
+             for is_zone, piece in _split_zone_letters(text)]
     return f"(CASE WHEN {ts} IS NULL THEN NULL ELSE concat({', '.join(parts)}) END)"
 
 
@@ -102,7 +104,8 @@ def _unit(node: exp.Expression, name: str) -> str:
 
 def register(reg: FunctionRegistry) -> None:
     ts3 = any_sig(sig("ts", "str"), sig("ts", "str", "str"))
-    add(reg, "FORMAT_TIMESTAMP", lambda cs: c(format_in_zone(cs[0].sql, cs[1], cs[2] if len(cs) > 2 else None), t.STRING),
+    add(reg, "FORMAT_TIMESTAMP",
+        lambda cs: c(format_in_zone(cs[0].sql, cs[1], cs[2] if len(cs) > 2 else None), t.STRING),
         lo=2, hi=3, category=CAT, description="Formats a TIMESTAMP with a pattern, optionally in a time zone.",
         accepts=ts3)
     add(reg, "PARSE_TIMESTAMP", lambda cs: c(_from_zone(f"to_timestamp({cs[0].sql}, {cs[1].sql})",
@@ -114,7 +117,8 @@ def register(reg: FunctionRegistry) -> None:
         lo=2, hi=3, category=CAT, description="Formats epoch milliseconds with a pattern (deprecated).",
         accepts=any_sig(sig("long", "str"), sig("long", "str", "str")))
     add(reg, "STRINGTOTIMESTAMP",
-        lambda cs: c(f"unix_millis({_from_zone(f'to_timestamp({cs[0].sql}, {cs[1].sql})', cs[2] if len(cs) > 2 else None)})",
+        lambda cs: c("unix_millis("
+                     f"{_from_zone(f'to_timestamp({cs[0].sql}, {cs[1].sql})', cs[2] if len(cs) > 2 else None)})",
                      t.BIGINT),
         lo=2, hi=3, category=CAT, description="Parses text into epoch milliseconds (deprecated).",
         accepts=any_sig(sig("str", "str"), sig("str", "str", "str")))
@@ -170,8 +174,8 @@ def register(reg: FunctionRegistry) -> None:
                 if unit != "DAY" and _UNITS[unit] < DAY_MS:
                     return c(f"date_add({v.sql}, CAST(({amount}) * {_UNITS[unit]} DIV {DAY_MS} AS INT))", t.DATE)
                 return c(f"date_add({v.sql}, CAST({amount} AS INT))", t.DATE)
-            return c(f"CAST(pmod(CAST({v.sql} AS BIGINT) + CAST({amount} AS BIGINT) * {_UNITS[unit]}, {DAY_MS}) AS INT)",
-                     t.TIME)
+            return c(f"CAST(pmod(CAST({v.sql} AS BIGINT) + CAST({amount} AS BIGINT) * {_UNITS[unit]}, {DAY_MS})"
+                     " AS INT)", t.TIME)
 
         return compile_nodes
 

@@ -6,7 +6,7 @@ key and value types of the collection, and so map lambdas can read an entry stru
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from sqlglot import exp
 

@@ -8,7 +8,18 @@ from __future__ import annotations
 
 from streamsql import types as t
 from streamsql.planner.builtins.base import (
-    INF, K, NAN, NEG_INF, add, any_sig, args_sql, c, int_literal, kind, sig, spark_type,
+    INF,
+    NAN,
+    NEG_INF,
+    K,
+    add,
+    any_sig,
+    args_sql,
+    c,
+    int_literal,
+    kind,
+    sig,
+    spark_type,
 )
 from streamsql.planner.expressions import Compiled
 from streamsql.planner.functions import FunctionRegistry
@@ -73,7 +84,8 @@ def register(reg: FunctionRegistry) -> None:
         b, v = _d(cs[0]), _d(cs[1])
         return c(f"(CASE WHEN {b} IS NULL OR {v} IS NULL THEN NULL WHEN {b} <= 0 OR {v} < 0 THEN {NAN} "
                  f"WHEN {b} = 1 THEN (CASE WHEN {v} > 1 THEN {INF} WHEN {v} < 1 THEN {NEG_INF} ELSE {NAN} END) "
-                 f"WHEN {b} = 0 THEN (CASE WHEN {v} = 0 THEN {NAN} WHEN {v} > 1 THEN CAST(-0.0 AS DOUBLE) ELSE 0.0D END) "
+                 f"WHEN {b} = 0 THEN (CASE WHEN {v} = 0 THEN {NAN} WHEN {v} > 1 THEN CAST(-0.0 AS DOUBLE) "
+                 "ELSE 0.0D END) "
                  f"WHEN {v} = 0 THEN (CASE WHEN {b} > 1 THEN {NEG_INF} ELSE {INF} END) "
                  f"ELSE ln({v}) / ln({b}) END)", t.DOUBLE)
 

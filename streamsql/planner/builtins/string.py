@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from streamsql import types as t
 from streamsql.planner.builtins.base import (
-    K, add, any_sig, args_sql, c, kind, literal_text, sig, simple,
+    K,
+    add,
+    any_sig,
+    args_sql,
+    c,
+    kind,
+    literal_text,
+    sig,
+    simple,
 )
 from streamsql.planner.builtins.lambdas import fresh
 from streamsql.planner.expressions import Compiled
@@ -102,7 +110,8 @@ def register(reg: FunctionRegistry) -> None:
         occ = cs[3].sql if len(cs) > 3 else "1"
         # forward: repeatedly locate from just after the previous hit (state -1: not found)
         fwd = (f"greatest(aggregate(sequence(1, {occ}), {pos} - 1, (`__a`, `__i`) -> CASE WHEN `__a` < 0 THEN -1 "
-               f"ELSE (CASE WHEN locate({sub}, {st}, `__a` + 1) = 0 THEN -1 ELSE locate({sub}, {st}, `__a` + 1) END) END), 0)")
+               f"ELSE (CASE WHEN locate({sub}, {st}, `__a` + 1) = 0 THEN -1 "
+               f"ELSE locate({sub}, {st}, `__a` + 1) END) END), 0)")
         # backward (negative position): Java lastIndexOf, via locate on the reversed strings
         L, m = f"char_length({st})", f"char_length({sub})"
         rstart = f"greatest({L} - (`__a` - 2) - {m} + 1, 1)"
