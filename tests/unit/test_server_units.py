@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import re
 
 import pytest
 
 from streamsql import types as t
+from streamsql.errors import ConfigError
 from streamsql.runtime import results as r
 from streamsql.server import entities
 from streamsql.server.app import client_message, load_users
@@ -78,7 +80,7 @@ def test_users_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path.write_text("# users\nfred: letmein,admin\nann=secret\n")
     assert load_users(str(path)) == {"fred": "letmein", "ann": "secret"}
     path.write_text("nobody\n")
-    with pytest.raises(Exception, match="expected 'user: password"):
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}:1: expected 'user: password"):
         load_users(str(path))
 
 
@@ -90,8 +92,11 @@ def test_rqtt_matching(tmp_path) -> None:  # type: ignore[no-untyped-def]
     actual = [{"header": {"queryId": "q", "schema": "`ID` STRING KEY, `N` BIGINT"}}, {"row": {"columns": ["b", 2]}},
               {"row": {"columns": ["a", 1]}}]
     assert query_mismatch(expected, actual) is None  # pull rows in any order
-    assert "schema" in (query_mismatch([{"header": {"schema": "`X` INTEGER"}}], [{"header": {"schema": "`Y` INTEGER"}}]) or "")
-    assert query_mismatch(expected, actual[:2]) is not None
+    schema_mismatch = query_mismatch([{"header": {"schema": "`X` INTEGER"}}], [{"header": {"schema": "`Y` INTEGER"}}])
+    assert schema_mismatch is not None and "schema" in schema_mismatch
+    assert "`X` INTEGER" in schema_mismatch and "`Y` INTEGER" in schema_mismatch  # names both
+    short = query_mismatch(expected, actual[:2])  # 3 elements expected, 2 came
+    assert short is not None and short.startswith("expected 3 elements") and "got 2" in short
     assert is_rqtt_path(tmp_path / "rqtt" / "push-queries.json")
     assert not is_rqtt_path(tmp_path / "qtt" / "sum.json")
 
