@@ -45,6 +45,32 @@ def test_having_removes_rows_with_tombstones_only_if_present(engine, topic_name)
     assert [(k, v) for k, v, _ in read(engine.admin, "H_OUT")] == [("bob", {"C": 2}), ("bob", None)]
 
 
+def emit_final_tumbling(inputs: list[tuple[int, int, int]], size: int,
+                        grace: int) -> list[tuple[tuple[int, int], str, int]]:
+    """An independent model of ksqlDB's EMIT FINAL over ``SUM`` in tumbling windows, for
+    (key, value, timestamp) records in timestamp order (so none is late): a window starts at
+    ``ts - ts % size``; it closes once stream time (the largest timestamp seen) reaches
+    ``end + grace``, and only then is its final value emitted, once, with the timestamp of its
+    newest record (ksqlDB docs, EMIT FINAL; QTT
+    ``suppress.json`` "should emit final result immediately at window end if grace is specified
+    as zero": size 2 ms, records at 0, 1, 2 -> one record for [0, 2) with COUNT 2, timestamp 1).
+    Returns ((key, window start), value as DELIMITED text, timestamp) in emission order."""
+    sums: dict[tuple[int, int], int] = {}
+    newest: dict[tuple[int, int], int] = {}
+    out: list[tuple[tuple[int, int], str, int]] = []
+    assert [ts for _, _, ts in inputs] == sorted(ts for _, _, ts in inputs)
+    stream_time = -1
+    for key, value, ts in inputs:
+        stream_time = max(stream_time, ts)
+        window = (key, ts - ts % size)
+        sums[window] = sums.get(window, 0) + value
+        newest[window] = max(newest.get(window, ts), ts)
+        for w in sorted(sums):
+            if w[1] + size + grace <= stream_time:
+                out.append((w, str(sums.pop(w)), newest.pop(w)))
+    return out
+
+
 def test_tumbling_window_keys_and_emit_final(engine, topic_name):  # type: ignore[no-untyped-def]
     src = topic_name("w")
     engine.execute(f"""
@@ -53,14 +79,20 @@ def test_tumbling_window_keys_and_emit_final(engine, topic_name):  # type: ignor
         CREATE TABLE w_final AS SELECT id, SUM(v) AS total FROM w
             WINDOW TUMBLING (SIZE 30 SECONDS, GRACE PERIOD 0 SECONDS) GROUP BY id EMIT FINAL;
     """)
-    for key, value, ts in [(0, "1", 1000), (0, "2", 20000), (0, "5", 40000), (0, "7", 70000)]:
-        engine.admin.produce(src, struct.pack(">q", key), value.encode(), ts)
+    inputs = [(0, 1, 1000), (0, 2, 20000), (0, 5, 40000), (0, 7, 70000)]
+    for key, value, ts in inputs:
+        engine.admin.produce(src, struct.pack(">q", key), str(value).encode(), ts)
         engine.wait_until_idle()
     changes = engine.admin.read_all("W_SUM")
-    decoded = [(struct.unpack(">qq", rec.key), rec.value.decode()) for rec in changes]
-    assert decoded == [((0, 0), "1"), ((0, 0), "3"), ((0, 30000), "5"), ((0, 60000), "7")]
-    final = [(struct.unpack(">qq", rec.key), rec.value.decode()) for rec in engine.admin.read_all("W_FINAL")]
-    assert final[:2] == [((0, 0), "3"), ((0, 30000), "5")]
+    decoded = [(struct.unpack(">qq", rec.key), rec.value.decode(), rec.timestamp) for rec in changes]
+    assert decoded == [((0, 0), "1", 1000), ((0, 0), "3", 20000), ((0, 30000), "5", 40000),
+                       ((0, 60000), "7", 70000)]
+    final = [(struct.unpack(">qq", rec.key), rec.value.decode(), rec.timestamp)
+             for rec in engine.admin.read_all("W_FINAL")]
+    assert final == emit_final_tumbling(inputs, size=30000, grace=0)
+    # spelled out: [0, 30000) closes at stream time 40000, [30000, 60000) at 70000; [60000, 90000)
+    # is still open at stream time 70000 and must not be emitted early
+    assert final == [((0, 0), "3", 20000), ((0, 30000), "5", 40000)]
     [pull] = engine.execute("SELECT id, WINDOWSTART, total FROM w_sum WHERE id = 0;")
     assert sorted(pull.rows(timeout=30)) == [[0, 0, 3], [0, 30000, 5], [0, 60000, 7]]
 
