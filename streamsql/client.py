@@ -84,7 +84,7 @@ def _state(status_count: dict[str, int] | None) -> str:
     return next(iter(status_count), "UNKNOWN") if status_count else "UNKNOWN"
 
 
-def _query_ids(queries: Iterable[Any]) -> list[str]:
+def _query_ids(queries: Iterable[Any] | None) -> list[str]:
     return [q.get("id", "") if isinstance(q, dict) else str(q) for q in queries or []]
 
 

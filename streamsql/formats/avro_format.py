@@ -294,9 +294,9 @@ def _coercer(sql: t.SqlType) -> Coercer:
             return out
         return struct
     if isinstance(sql, t.Decimal):
-        fallback = json_coercer(sql)
+        decimal_fallback = json_coercer(sql)
         p, s = sql.precision, sql.scale
-        return lambda v: fit_decimal(v, p, s) if isinstance(v, Decimal) else fallback(v)
+        return lambda v: fit_decimal(v, p, s) if isinstance(v, Decimal) else decimal_fallback(v)
     json_coerce = json_coercer(sql)
 
     def fallback(v: Any) -> Any:

@@ -98,7 +98,7 @@ class DelimitedSerde:
                 f"Column count mismatch on deserialization: expected {len(self._parsers)} "
                 f"columns, got {len(fields)}"
             )
-        row = []
+        row: list[Any] = []
         for field, (name, parse) in zip(fields, self._parsers):
             if not field:
                 row.append(None)

@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from functools import partial
-from json.encoder import encode_basestring as json_string  # type: ignore[attr-defined]
+from json.encoder import encode_basestring as json_string
 from typing import Any
 
 import pyarrow as pa
@@ -109,7 +109,7 @@ class JsonSerde:
                 raise field_failure(name, e) from None
         if type(doc) is not dict:
             raise RecordError(f"Expected a JSON object for the {self._side}, got {shown(doc)}")
-        row = []
+        row: list[Any] = []
         upper = None
         for name, coerce in self._fields:
             value = doc.get(name, _MISSING)

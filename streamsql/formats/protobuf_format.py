@@ -86,7 +86,8 @@ def proto_schema(columns: Sequence[t.Column], *, full_name: str | None = None, n
 
 
 def _message(name: str, fields: list[tuple[str, t.SqlType]], imports: set[str], nullable: str, indent: str) -> str:
-    lines, nested = [], []
+    lines: list[str] = []
+    nested: list[str] = []
     for number, (field, sql) in enumerate(fields, start=1):
         if not _IDENT.fullmatch(field):
             raise ConfigError(f"Schema is not compatible with Protobuf: illegal field name: {field}")
@@ -684,10 +685,12 @@ class ProtobufSerde:
         return tuple(row)
 
     def encode(self, batch: pa.RecordBatch) -> list[bytes | None]:
+        writer_id = 0  # framed into records only with a registry
         if self._registry:
             if self._writer_id is None:
                 raise ConfigError("PROTOBUF output needs a Schema Registry: set 'ksql.schema.registry.url'")
-            cls = self._reader(int(self._writer_id), (0,))
+            writer_id = int(self._writer_id)
+            cls = self._reader(writer_id, (0,))
         else:
             cls = self._reader(None, (0,))
         columns = [column_values(batch, c.name) for c in self._columns]
@@ -703,7 +706,7 @@ class ProtobufSerde:
             except FieldError as e:
                 raise RecordError(str(e)) from None
             body = msg.SerializeToString()
-            out.append(frame(int(self._writer_id), b"\x00" + body) if self._registry else body)
+            out.append(frame(writer_id, b"\x00" + body) if self._registry else body)
         return out
 
 

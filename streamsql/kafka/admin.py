@@ -20,11 +20,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka import KafkaError as _CKError
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
 
 from streamsql.errors import KafkaError
 
@@ -198,10 +198,11 @@ class EndOffsets:
                         if err.code() == _CKError.UNKNOWN_TOPIC_OR_PART:
                             raise KafkaError(f"Topic '{self.topic}' does not exist")
                         continue
-                    p = m.partition()
+                    p, off = m.partition(), m.offset()
                     pending.discard(p)
                     if err is None:
-                        learned[p] = max(learned.get(p, 0), m.offset() + 1)
+                        assert p is not None and off is not None  # a record has both
+                        learned[p] = max(learned.get(p, 0), off + 1)
             for tp in tps:
                 _, hwm = self._consumer.get_watermark_offsets(tp, cached=True)
                 if hwm is not None and hwm > learned.get(tp.partition, 0):
@@ -231,7 +232,7 @@ class KafkaAdmin:
 
     # -- topics ---------------------------------------------------------------------------------
 
-    def _metadata(self, topic: str | None = None):  # type: ignore[no-untyped-def]
+    def _metadata(self, topic: str | None = None) -> ClusterMetadata:
         try:
             return self._admin.list_topics(topic, timeout=self.timeout_s)
         except KafkaException as e:
@@ -326,7 +327,7 @@ class KafkaAdmin:
                 **self._extra, "enable.idempotence": True, "partitioner": "murmur2_random", "linger.ms": 0}))
         errors: list[Any] = []
 
-        def on_delivery(err, _msg):  # type: ignore[no-untyped-def]
+        def on_delivery(err: _CKError | None, _msg: Message) -> None:
             if err is not None:
                 errors.append(err)
 
@@ -377,22 +378,27 @@ class KafkaAdmin:
                     raise KafkaError(f"timed out reading topic '{topic}' to its end after {timeout_s:.0f}s")
                 for m in consumer.consume(500, 0.1):
                     err = m.error()
+                    p, off = m.partition(), m.offset()
                     if err is not None:
                         if _is_eof(err):
-                            if not follow and m.offset() >= ends[m.partition()]:
-                                pending.discard(m.partition())
+                            if not follow:
+                                assert p is not None and off is not None  # an EOF event carries both
+                                if off >= ends[p]:
+                                    pending.discard(p)
                             continue
                         raise kafka_error(f"cannot read topic '{topic}'", err)
-                    p = m.partition()
-                    if not follow and m.offset() >= ends[p]:
+                    assert p is not None and off is not None  # a record has both
+                    if not follow and off >= ends[p]:
                         pending.discard(p)
                         continue
-                    yield Record(topic, p, m.offset(), m.timestamp()[1], m.key(), m.value(),
-                                 list(m.headers() or []))
+                    # a consumed record's headers are (name, bytes) pairs; the stubs also allow the
+                    # producer's forms (a dict, str values)
+                    headers = cast(list[tuple[str, bytes | None]], m.headers() or [])
+                    yield Record(topic, p, off, m.timestamp()[1], m.key(), m.value(), list(headers))
                     count += 1
                     if limit is not None and count >= limit:
                         return
-                    if not follow and m.offset() + 1 >= ends[p]:
+                    if not follow and off + 1 >= ends[p]:
                         pending.discard(p)
                 if not follow and pending:
                     # a range can end on a transaction marker or a compaction gap: position() tells

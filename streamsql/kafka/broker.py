@@ -15,6 +15,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import IO
 
 from streamsql.errors import KafkaError
 
@@ -68,7 +69,7 @@ class EmbeddedBroker:
         url = f"tcp://127.0.0.1:{self.port}"
         cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
                "--cluster-id", self.cluster_id, "--storage-engine", "memory://tansu/"]
-        log = subprocess.DEVNULL
+        log: int | IO[bytes] = subprocess.DEVNULL
         if self.data_dir is not None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             log = open(self.data_dir / "broker.log", "ab")  # noqa: SIM115 - owned by the process

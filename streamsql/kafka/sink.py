@@ -20,7 +20,7 @@ import struct
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,7 +30,11 @@ from streamsql.errors import ConfigError, KafkaError
 from streamsql.kafka.source import HEADERS_COL, TOMBSTONE_COL, _opt, kafka_settings
 from streamsql.types import ROWTIME
 
-_PRODUCERS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError as LibrdkafkaError
+    from confluent_kafka import Message, Producer
+
+_PRODUCERS: dict[tuple[str, tuple[tuple[str, str], ...]], Producer] = {}
 _PRODUCERS_LOCK = threading.Lock()
 FLUSH_TIMEOUT_S = 120.0
 
@@ -51,7 +55,7 @@ def producer_config(bootstrap: str, extra: Mapping[str, Any] | None = None) -> d
     return client_config(bootstrap, conf)
 
 
-def cached_producer(bootstrap: str, extra: Mapping[str, Any] | None = None):  # type: ignore[no-untyped-def]
+def cached_producer(bootstrap: str, extra: Mapping[str, Any] | None = None) -> Producer:
     """This process's producer for ``bootstrap`` and ``extra`` librdkafka settings."""
     from confluent_kafka import Producer
 
@@ -65,7 +69,7 @@ def cached_producer(bootstrap: str, extra: Mapping[str, Any] | None = None):  # 
         return p
 
 
-def _drop_producer(p: Any) -> None:
+def _drop_producer(p: Producer) -> None:
     """Forget a producer after a fatal error (e.g. idempotence state lost); the next write
     starts a fresh one."""
     with _PRODUCERS_LOCK:
@@ -210,7 +214,7 @@ def write_arrow(batches: Iterable[pa.RecordBatch], options: Mapping[str, str] | 
     producer = cached_producer(opts.bootstrap, opts.kafka)
     errors: list[Any] = []
 
-    def on_delivery(err, _msg):  # type: ignore[no-untyped-def]
+    def on_delivery(err: LibrdkafkaError | None, _msg: Message) -> None:
         if err is not None:
             errors.append(err)
 

@@ -42,7 +42,10 @@ from streamsql import types as T
 from streamsql.errors import ConfigError, KafkaError
 
 if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+
     from streamsql.formats import FormatSpec
+    from streamsql.kafka.admin import EndOffsets
 
 log = logging.getLogger("streamsql.kafka.source")
 processing_log = logging.getLogger("streamsql.processing_log")
@@ -219,14 +222,15 @@ class _OffsetsMixin:
     """Driver-side bookkeeping shared by the streaming and the batch reader."""
 
     opts: SourceOptions
-    _ends: Any
+    _ends: EndOffsets | None
 
-    def _tracker(self):  # type: ignore[no-untyped-def]
+    def _tracker(self) -> EndOffsets:
         from streamsql.kafka.admin import EndOffsets
 
-        if getattr(self, "_ends", None) is None:
-            self._ends = EndOffsets(self.opts.bootstrap, self.opts.topic, self.opts.kafka)
-        return self._ends
+        ends = getattr(self, "_ends", None)
+        if ends is None:
+            ends = self._ends = EndOffsets(self.opts.bootstrap, self.opts.topic, self.opts.kafka)
+        return ends
 
     def __getstate__(self) -> dict[str, Any]:
         """Clients stay in the driver process; workers get options and schema only."""
@@ -328,11 +332,11 @@ class KafkaBatchReader(_OffsetsMixin, DataSourceReader):
 # workers: read a range
 # ---------------------------------------------------------------------------------------------
 
-_CONSUMERS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+_CONSUMERS: dict[tuple[str, tuple[tuple[str, str], ...]], Consumer] = {}
 _CONSUMERS_LOCK = threading.Lock()
 
 
-def _consumer(opts: SourceOptions):  # type: ignore[no-untyped-def]
+def _consumer(opts: SourceOptions) -> Consumer:
     """One consumer per worker process and settings: creating one costs a metadata round trip,
     and Spark reuses Python workers across tasks and batches."""
     from confluent_kafka import Consumer
@@ -374,12 +378,15 @@ def read_range(opts: SourceOptions, schema: StructType, partition: int, start: i
                 err = m.error()
                 if err is not None:
                     if err.code() == CKError._PARTITION_EOF:
-                        pos = max(pos, m.offset())
+                        eof = m.offset()
+                        assert eof is not None  # an EOF event carries the end offset
+                        pos = max(pos, eof)
                         continue
                     if err.retriable() or err.code() == CKError._TRANSPORT:
                         continue
                     raise KafkaError(f"cannot read topic '{opts.topic}' partition {partition}: {err.str()}")
                 off = m.offset()
+                assert off is not None  # a record always has one (the stubs allow None for error events)
                 if off < end:
                     rows.append(m)
                 pos = max(pos, off + 1)

@@ -21,6 +21,7 @@ micro-batch on the record's time; ksqlDB does none of these (docs/differences.md
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -138,7 +139,7 @@ class AggregatePlan:
         return "\n".join(lines)
 
 
-def _replace(node: exp.Expression, fn) -> exp.Expression:  # type: ignore[no-untyped-def]
+def _replace(node: exp.Expr, fn: Callable[[exp.Expr], exp.Expr | None]) -> exp.Expr:
     """Pre-order replacement: ``fn`` returns a replacement (not descended into) or None."""
     replacement = fn(node)
     if replacement is not None:
@@ -156,7 +157,7 @@ def _ident(name: str) -> exp.Column:
     return exp.Column(this=exp.Identifier(this=name, quoted=True))
 
 
-def _literal_value(node: exp.Expression) -> Any:
+def _literal_value(node: exp.Expr) -> Any:
     """The Python value of a literal aggregate parameter (TOPK's k, ignoreNulls, ...)."""
     if isinstance(node, exp.Paren):
         return _literal_value(node.this)
@@ -172,7 +173,7 @@ def _literal_value(node: exp.Expression) -> Any:
     raise AnalysisError(f"Aggregate parameter {node.sql()} must be a literal")
 
 
-def is_aggregate_call(node: exp.Expression) -> bool:
+def is_aggregate_call(node: exp.Expr) -> bool:
     return isinstance(node, exp.Anonymous) and aggregates.get(str(node.this)) is not None
 
 
@@ -182,7 +183,7 @@ class AggregationPlanner:
         self.alias = alias
         self.scope = scope
         self.compiler = ExpressionCompiler(scope)
-        self.key_exprs: list[exp.Expression] = []
+        self.key_exprs: list[exp.Expr] = []
         self.keys: list[tuple[str, str, t.SqlType | None]] = []
         self.calls: list[AggregateCall] = []
         self.arguments: list[tuple[str, str]] = []
@@ -284,7 +285,7 @@ class AggregationPlanner:
                 return i
         return len(self.keys)
 
-    def _key_index(self, expr: exp.Expression) -> int | None:
+    def _key_index(self, expr: exp.Expr) -> int | None:
         for i, k in enumerate(self.key_exprs):
             if expr == k:
                 return i
@@ -297,11 +298,11 @@ class AggregationPlanner:
                  ScopeColumn(t.WINDOWEND, t.BIGINT, quote(t.WINDOWEND))]
         return Scope(cols, set())
 
-    def _post_expression(self, expr: exp.Expression, non_aggregate: list[str]) -> exp.Expression:
+    def _post_expression(self, expr: exp.Expr, non_aggregate: list[str]) -> exp.Expr:
         """Rewrite ``expr`` over the post-aggregation scope: grouping expressions become ``__Ki``,
         aggregate calls ``__Ai``; any other column reference is an error (collected)."""
 
-        def fn(node: exp.Expression) -> exp.Expression | None:
+        def fn(node: exp.Expr) -> exp.Expr | None:
             idx = self._key_index(node)
             if idx is not None:
                 return _ident(f"__K{idx}")
@@ -356,7 +357,7 @@ class AggregationPlanner:
             message = message.replace(call.name, call.shown)
         return message
 
-    def _shown(self, node: exp.Expression) -> str:
+    def _shown(self, node: exp.Expr) -> str:
         try:
             ty = self.compiler.compile(node).type
         except AnalysisError:
@@ -372,13 +373,13 @@ class AggregationPlanner:
                                     f"{shown} in its projection (eg, SELECT {shown}...).")
 
 
-def _shown_expression(node: exp.Expression) -> str:
+def _shown_expression(node: exp.Expr) -> str:
     """An expression as ksqlDB prints it in errors: binary operations in parentheses."""
     text = node.sql()
     return f"({text})" if isinstance(node, exp.Binary) else text
 
 
-def _reject_unknown_functions(expressions: list[exp.Expression | None]) -> None:
+def _reject_unknown_functions(expressions: list[exp.Expr | None]) -> None:
     """An unknown function is the error to report (as ksqlDB does), not the absence of
     aggregates it leads to: ``SELECT WONT_FIND_ME(id) ... GROUP BY``."""
     from streamsql.planner.functions import REGISTRY, unknown_function
@@ -389,7 +390,7 @@ def _reject_unknown_functions(expressions: list[exp.Expression | None]) -> None:
                 raise unknown_function(str(node.this).upper())
 
 
-def _reject_window_bounds(expr: exp.Expression) -> None:
+def _reject_window_bounds(expr: exp.Expr) -> None:
     """ksqlDB allows WINDOWSTART/WINDOWEND only in the SELECT list, outside aggregate calls."""
     for col in expr.find_all(exp.Column):
         if col.name.upper() in (t.WINDOWSTART, t.WINDOWEND):
@@ -397,7 +398,7 @@ def _reject_window_bounds(expr: exp.Expression) -> None:
                                 f"windowed aggregations and can not be passed to aggregate functions.")
 
 
-def _implicit_name(node: exp.Expression) -> str | None:
+def _implicit_name(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Column):
         return node.name
     if isinstance(node, exp.Dot):

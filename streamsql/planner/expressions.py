@@ -15,11 +15,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from streamsql import types as t
 from streamsql.errors import AnalysisError
+
+if TYPE_CHECKING:
+    from streamsql.planner.functions import FunctionRegistry
+    from streamsql.planner.table_functions import TableFunctionCollector
 
 
 @dataclass(frozen=True)
@@ -165,22 +170,22 @@ class ExpressionCompiler:
     """Translates one expression tree against a :class:`Scope`. Function calls are delegated to
     the function catalog (:mod:`streamsql.planner.functions`)."""
 
-    def __init__(self, scope: Scope, functions: object | None = None) -> None:
+    def __init__(self, scope: Scope, functions: FunctionRegistry | None = None) -> None:
         from streamsql.planner import functions as fn
 
         self.scope = scope
-        self.functions = functions or fn.REGISTRY
+        self.functions: FunctionRegistry = functions or fn.REGISTRY
         #: set by the planner for a stream's SELECT list, the one place table functions may appear
-        self.table_functions: object | None = None
+        self.table_functions: TableFunctionCollector | None = None
 
     def table_function(self, name: str, array: Compiled) -> Compiled:
         """A table-function call: ``array`` holds its rows; see planner/table_functions.py."""
         if self.table_functions is None:
             raise AnalysisError(f"Table function {name} can only be used in the SELECT list of a query "
                                 f"over a STREAM ({self.scope.clause} is not allowed).")
-        return self.table_functions.add(array)  # type: ignore[attr-defined]
+        return self.table_functions.add(array)
 
-    def compile(self, node: exp.Expression) -> Compiled:
+    def compile(self, node: exp.Expr) -> Compiled:
         method = getattr(self, f"_{type(node).__name__.lower()}", None)
         if method is None:
             for cls, (op, name) in _COMPARISONS.items():
@@ -235,14 +240,14 @@ class ExpressionCompiler:
     def _or(self, node: exp.Or) -> Compiled:
         return self._logical(node, "OR")
 
-    def _logical(self, node: exp.Expression, op: str) -> Compiled:
+    def _logical(self, node: exp.Expr, op: str) -> Compiled:
         left, right = self.compile(node.this), self.compile(node.expression)
         for side in (left, right):
             if side.type is not None and side.type != t.BOOLEAN:
                 raise AnalysisError(f"Logical operator {op} requires BOOLEAN operands, got {side.type}")
         return Compiled(f"({left.sql} {op} {right.sql})", t.BOOLEAN)
 
-    def _comparison(self, node: exp.Expression, op: str, name: str) -> Compiled:
+    def _comparison(self, node: exp.Expr, op: str, name: str) -> Compiled:
         left = self._time_aware(node.this, node.expression)
         right = self._time_aware(node.expression, node.this)
         self._check_comparable(node, left, right, name)
@@ -257,14 +262,14 @@ class ExpressionCompiler:
         """``a IS DISTINCT FROM b``."""
         return self._distinct(node, negate=True)
 
-    def _distinct(self, node: exp.Expression, negate: bool) -> Compiled:
+    def _distinct(self, node: exp.Expr, negate: bool) -> Compiled:
         left = self._time_aware(node.this, node.expression)
         right = self._time_aware(node.expression, node.this)
         self._check_comparable(node, left, right, "IS_DISTINCT_FROM" if negate else "IS_NOT_DISTINCT_FROM")
         test = f"({left.sql} <=> {right.sql})"
         return Compiled(f"(NOT {test})" if negate else test, t.BOOLEAN)
 
-    def _time_aware(self, node: exp.Expression, other: exp.Expression) -> Compiled:
+    def _time_aware(self, node: exp.Expr, other: exp.Expr) -> Compiled:
         """A string literal compared with ROWTIME/WINDOWSTART/WINDOWEND is an ISO timestamp; a
         string compared with a TIME is an ISO time of day (TIME is an INT of milliseconds here,
         which Spark would otherwise compare with the string as a number)."""
@@ -280,7 +285,7 @@ class ExpressionCompiler:
                 return Compiled(cast_value(compiled.sql, t.STRING, t.TIME), t.TIME)
         return compiled
 
-    def _check_comparable(self, node: exp.Expression, left: Compiled, right: Compiled, name: str) -> None:
+    def _check_comparable(self, node: exp.Expr, left: Compiled, right: Compiled, name: str) -> None:
         if isinstance(node.this, exp.Null) or isinstance(node.expression, exp.Null):
             # ksqlDB types a bare NULL as "null", which compares with nothing
             lt = "NULL" if isinstance(node.this, exp.Null) else str(left.type)
@@ -297,13 +302,13 @@ class ExpressionCompiler:
             self._comparison_error(node, f"Cannot compare {node.this.sql()} ({left.type}) to {node.expression.sql()} "
                                          f"({right.type}) with {name}.")
 
-    def _comparison_error(self, node: exp.Expression, message: str) -> None:
+    def _comparison_error(self, node: exp.Expr, message: str) -> None:
         """ksqlDB names the clause and the comparison for errors in a WHERE."""
         if self.scope.clause == "WHERE":
             raise AnalysisError(f"Error in WHERE expression: {message}\nStatement: {ksql_text(node)}")
         raise AnalysisError(message)
 
-    def _arithmetic(self, node: exp.Expression, op: str) -> Compiled:
+    def _arithmetic(self, node: exp.Expr, op: str) -> Compiled:
         left, right = self.compile(node.this), self.compile(node.expression)
         if isinstance(node.this, exp.Null) or isinstance(node.expression, exp.Null):
             # ksqlDB types a bare NULL as "null", with which no arithmetic is defined
@@ -453,19 +458,19 @@ _SYMBOLS = {"EQUAL": "=", "NOT_EQUAL": "<>", "LESS_THAN": "<", "LESS_THAN_OR_EQU
             "GREATER_THAN_OR_EQUAL": ">=", "IS_DISTINCT_FROM": "IS DISTINCT FROM",
             "IS_NOT_DISTINCT_FROM": "IS NOT DISTINCT FROM"}
 #: comparison nodes -> the symbols ksqlDB prints for them
-COMPARISON_SYMBOLS: dict[type, str] = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">",
+COMPARISON_SYMBOLS: dict[type[exp.Binary], str] = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">",
                                        exp.GTE: ">=", exp.NullSafeEQ: "IS NOT DISTINCT FROM",
                                        exp.NullSafeNEQ: "IS DISTINCT FROM"}
 
 
-def ksql_text(node: exp.Expression) -> str:
+def ksql_text(node: exp.Expr) -> str:
     """An expression as ksqlDB prints it in error messages (``null``, ``ARRAY[1, 2]``, ``'x'``,
     every comparison and AND/OR in parentheses: ``((ID = 1) AND (V > 'a'))``)."""
     if isinstance(node, exp.Paren):
         return ksql_text(node.this)
     if isinstance(node, (exp.And, exp.Or)):
         return f"({ksql_text(node.left)} {'AND' if isinstance(node, exp.And) else 'OR'} {ksql_text(node.right)})"
-    if type(node) in COMPARISON_SYMBOLS:
+    if isinstance(node, exp.Binary) and type(node) in COMPARISON_SYMBOLS:
         return f"({ksql_text(node.left)} {COMPARISON_SYMBOLS[type(node)]} {ksql_text(node.right)})"
     if isinstance(node, exp.Null):
         return "null"

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 CompileFn = Callable[[list["Compiled"]], "Compiled"]
 
 
-RawCompileFn = Callable[[Sequence[exp.Expression], "ExpressionCompiler"], "Compiled"]
+RawCompileFn = Callable[[Sequence[exp.Expr], "ExpressionCompiler"], "Compiled"]
 
 
 @dataclass
@@ -68,7 +68,7 @@ class FunctionRegistry:
         fn = self.get(name)
         return fn is not None and fn.kind == "TABLE"
 
-    def compile_call(self, name: str, args: Sequence[exp.Expression], compiler: ExpressionCompiler) -> Compiled:
+    def compile_call(self, name: str, args: Sequence[exp.Expr], compiler: ExpressionCompiler) -> Compiled:
         fn = self.get(name)
         if fn is None:
             raise unknown_function(name)
@@ -92,7 +92,7 @@ def rejected(name: str, compiled: Sequence[Compiled]) -> AnalysisError:
     return AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).")
 
 
-def _shown_type(compiler: ExpressionCompiler, node: exp.Expression) -> str:
+def _shown_type(compiler: ExpressionCompiler, node: exp.Expr) -> str:
     if isinstance(node, exp.Lambda):
         return "LAMBDA"
     try:

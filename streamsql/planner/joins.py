@@ -207,7 +207,7 @@ def _side_scope(source: Source, alias: str) -> Scope:
     return Scope(cols, {alias, source.name})
 
 
-def _shown(node: exp.Expression, alias: str) -> str:
+def _shown(node: exp.Expr, alias: str) -> str:
     """An ON operand as ksqlDB prints it: columns qualified, upper case."""
     node = node.copy()
     for col in node.find_all(exp.Column):
@@ -215,7 +215,7 @@ def _shown(node: exp.Expression, alias: str) -> str:
     return node.sql().upper()
 
 
-def _unqualified(node: exp.Expression) -> exp.Expression:
+def _unqualified(node: exp.Expr) -> exp.Expr:
     """``node`` with its column qualifiers removed (it is compiled over one side only)."""
     node = node.copy()
     for col in node.find_all(exp.Column):
@@ -223,7 +223,7 @@ def _unqualified(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def _qualifiers(node: exp.Expression, left_alias: str, right_alias: str, left: Source, right: Source) -> set[str]:
+def _qualifiers(node: exp.Expr, left_alias: str, right_alias: str, left: Source, right: Source) -> set[str]:
     sides: set[str] = set()
     for col in node.find_all(exp.Column):
         q = col.table.upper() if col.table else None
@@ -249,8 +249,8 @@ def _qualifiers(node: exp.Expression, left_alias: str, right_alias: str, left: S
     return sides
 
 
-def _split_condition(on: exp.Expression, left_alias: str, right_alias: str, left: Source,
-                     right: Source) -> tuple[exp.Expression, exp.Expression]:
+def _split_condition(on: exp.Expr, left_alias: str, right_alias: str, left: Source,
+                     right: Source) -> tuple[exp.Expr, exp.Expr]:
     """The (left side, right side) expressions of ``ON a = b``, whichever order they are written."""
     if not isinstance(on, exp.EQ):
         raise AnalysisError(f"Unsupported join expression: {on.sql()}. Only equality joins of the form "
@@ -270,7 +270,7 @@ def _split_condition(on: exp.Expression, left_alias: str, right_alias: str, left
                         f"Left side references {sorted(qa)} and right references {sorted(qb)}")
 
 
-def _key_candidates(kind: str, left_expr: exp.Expression, right_expr: exp.Expression, left: JoinSide,
+def _key_candidates(kind: str, left_expr: exp.Expr, right_expr: exp.Expr, left: JoinSide,
                     right: JoinSide) -> list[tuple[str, str]]:
     """The join columns that can be the result's key, as (joined name, ON text): for an INNER
     join either side's column (they are equal); for a LEFT join the left column (the right one may

@@ -63,7 +63,7 @@ def compile_in(compiler: ExpressionCompiler, node: exp.In) -> Compiled:
     return Compiled(f"({value.sql} IN ({', '.join(i.sql for i in items)}))", t.BOOLEAN)
 
 
-def render(node: exp.Expression) -> str:
+def render(node: exp.Expr) -> str:
     """An expression as ksqlDB prints it in messages (``MAP('a':=V)``, ``ARRAY[1]``, ``true``)."""
     if isinstance(node, exp.Boolean):
         return "true" if node.this else "false"
@@ -169,7 +169,7 @@ def literal_as(text: str, target: t.SqlType) -> Compiled:
     return Compiled(f"CAST({string_literal(s)} AS {t.to_spark(target).simpleString()})", target)
 
 
-def _constructor(node: exp.Expression) -> str | None:
+def _constructor(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Array):
         return "ARRAY"
     if isinstance(node, exp.Anonymous) and str(node.this).upper() in ("MAP", "STRUCT"):
@@ -177,7 +177,7 @@ def _constructor(node: exp.Expression) -> str | None:
     return None
 
 
-def _convert(compiler: ExpressionCompiler, node: exp.Expression, target: t.SqlType | None) -> Compiled:
+def _convert(compiler: ExpressionCompiler, node: exp.Expr, target: t.SqlType | None) -> Compiled:
     """Compile one item, converting literals (also inside constructors) to ``target``."""
     from streamsql.planner.expressions import Compiled, string_literal
 
@@ -210,7 +210,7 @@ def _convert(compiler: ExpressionCompiler, node: exp.Expression, target: t.SqlTy
             parts.append(f"{k.sql}, {v.sql}")
         return Compiled(f"CAST(map({', '.join(parts)}) AS {spark_type})", target)
     if kind == "STRUCT" and isinstance(target, t.Struct):
-        given: dict[str, exp.Expression] = {}
+        given: dict[str, exp.Expr] = {}
         for pair in node.expressions:
             if not isinstance(pair, exp.PropertyEQ):
                 return compiler.compile(node)

@@ -113,6 +113,7 @@ class Planner:
     # --- analysis ------------------------------------------------------------------------------
 
     def plan_query(self, query: ast.Query, persistent: bool, sink_name: str | None = None) -> QueryPlan | AggregatePlan:
+        source: Source | JoinedSource
         if query.joins:
             source, scope = plan_join(self.catalog, query)
             alias = source.name
@@ -215,7 +216,7 @@ class Planner:
         return out
 
     @staticmethod
-    def _implicit_name(node: exp.Expression) -> str | None:
+    def _implicit_name(node: exp.Expr) -> str | None:
         if isinstance(node, exp.Column):
             return node.name
         if isinstance(node, exp.Dot):
@@ -254,7 +255,7 @@ class Planner:
             names.add(SYNTHETIC_KEY)
         return [OutputColumn(c.name, quote(c.name), c.type, c.is_key) for c in source.columns if c.name in names]
 
-    def _reject_aggregates(self, node: exp.Expression) -> None:
+    def _reject_aggregates(self, node: exp.Expr) -> None:
         for call in node.find_all(exp.Anonymous):
             if REGISTRY.is_aggregate(str(call.this)):
                 raise AnalysisError(f"Use of aggregate function {str(call.this).upper()} requires a GROUP BY clause.")
@@ -354,6 +355,6 @@ class Planner:
         return [t.Column(c.name, t.from_spark(fields[c.name]), "key" if c.is_key else "value") for c in plan.columns]
 
 
-def compile_constant(node: exp.Expression) -> Compiled:
+def compile_constant(node: exp.Expr) -> Compiled:
     """Compile an expression with no columns in scope (INSERT VALUES)."""
     return ExpressionCompiler(Scope([], set(), "VALUES")).compile(node)

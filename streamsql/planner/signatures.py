@@ -107,7 +107,7 @@ def _shown(ty: t.SqlType | None) -> str:
 def _signatures_of(accepts: object) -> list[object]:
     if hasattr(accepts, "options"):
         out: list[object] = []
-        for option in accepts.options:  # type: ignore[attr-defined]
+        for option in accepts.options:
             out += _signatures_of(option)
         return out
     return [accepts] if hasattr(accepts, "params") else []

@@ -84,6 +84,7 @@ class PythonFunction:
         fn = spark_name(self.name, i)
         result = declared(spec.returns)
         if self.kind == "TABLE":
+            assert result is not None  # the loader refuses ANY as a return type
             return Compiled(f"{fn}({', '.join(args)})", t.Array(result))
         return Compiled(f"{fn}({', '.join(args)})", result)
 

@@ -313,6 +313,7 @@ class Engine:
         topic into the table's store, nothing else. It is the table's writer, so DROP stops it and
         a restart resumes it from its checkpoint like any persistent query."""
         query = parse(f"SELECT * FROM {quote(table.name)} EMIT CHANGES;", custom_types=self.catalog.types)[0]
+        assert isinstance(query, ast.SelectStatement)
         plan = self.planner.plan_query(query.query, persistent=True, sink_name=table.name)
         query_id = f"CST_{table.name}_{seq}"
         table.writer_query = query_id
@@ -686,7 +687,8 @@ class Engine:
                               f"String must be one of: earliest, latest")
         return value
 
-    def _start_persistent(self, query_id: str, plan: QueryPlan, stmt: ast.Statement, sink: Source) -> None:
+    def _start_persistent(self, query_id: str, plan: QueryPlan | AggregatePlan, stmt: ast.Statement,
+                          sink: Source) -> None:
         checkpoint = self.data_dir / "checkpoints" / query_id
         commits = checkpoint / "commits"
         if checkpoint.exists() and not (commits.exists() and any(p.name.isdigit() for p in commits.iterdir())):
@@ -868,10 +870,11 @@ class Engine:
         self._transient_seq += 1
         push = stmt.query.emit is not None
         query_id = f"transient_{plan.source.name}_{int(time.time() * 1000)}{self._transient_seq}"
-        if not push and isinstance(plan, AggregatePlan):
-            raise AnalysisError("Pull queries don't support GROUP BY clauses." + PULL_QUERY_HELP)
-        if not push and plan.source.is_table:
-            return self._pull_table(stmt, plan)
+        if not push:
+            if isinstance(plan, AggregatePlan):
+                raise AnalysisError("Pull queries don't support GROUP BY clauses." + PULL_QUERY_HELP)
+            if plan.source.is_table:
+                return self._pull_table(stmt, plan)
         starting = self._offset_reset() if push else "earliest"
         builder = SparkBuilder(self._build_context(query_id))
         names = [c.name for c in plan.columns]
@@ -914,7 +917,8 @@ class Engine:
         def watch() -> None:
             try:
                 while handle.isActive and not stream.closed:
-                    handle.awaitTermination(0.2)
+                    # a float is fine (pyspark multiplies by 1000); the stubs say int
+                    handle.awaitTermination(0.2)  # type: ignore[arg-type]
                 exc = handle.exception()
                 stream.finish(AnalysisError(_spark_message(exc)) if exc is not None else None)
             except Exception as e:  # the query died: surface it to the reader

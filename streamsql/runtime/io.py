@@ -16,7 +16,7 @@ from streamsql.formats import FormatSpec
 from streamsql.planner.expressions import quote, string_literal
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 DATA_SOURCE = "streamsql_kafka"
 _DELIMITER_NAMES = {"SPACE": " ", "TAB": "\t"}
@@ -79,7 +79,7 @@ def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, 
     return df
 
 
-def _rowtime_expr(spark: SparkSession, source: Source):  # type: ignore[no-untyped-def]
+def _rowtime_expr(spark: SparkSession, source: Source) -> Column:
     from pyspark.sql import functions as F
 
     col = source.column(source.timestamp_column or "")

@@ -18,10 +18,11 @@ from streamsql.catalog import Source
 from streamsql.planner.expressions import COMPARISON_SYMBOLS, ksql_text
 from streamsql.runtime.materialized import Lookup
 
-_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE, exp.EQ: exp.EQ}
+_FLIP: dict[type[exp.Binary], type[exp.Binary]] = {
+    exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE, exp.EQ: exp.EQ}
 
 
-def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
     if isinstance(node, exp.Paren):
         return _conjuncts(node.this)
     if isinstance(node, exp.And):
@@ -29,7 +30,7 @@ def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
     return [node]
 
 
-def _literal(node: exp.Expression, kind: t.Kind) -> tuple[bool, Any]:
+def _literal(node: exp.Expr, kind: t.Kind) -> tuple[bool, Any]:
     neg = False
     if isinstance(node, exp.Neg):
         neg, node = True, node.this
@@ -53,7 +54,7 @@ def _literal(node: exp.Expression, kind: t.Kind) -> tuple[bool, Any]:
     return True, -value if neg else value
 
 
-def lookup_for(where: exp.Expression | None, table: Source) -> Lookup:
+def lookup_for(where: exp.Expr | None, table: Source) -> Lookup:
     lookup = Lookup()
     if where is None:
         return lookup
@@ -66,7 +67,7 @@ def lookup_for(where: exp.Expression | None, table: Source) -> Lookup:
             if values and all(ok for ok, _ in values):
                 _set_keys(lookup, [[v] for _, v in values])
             continue
-        if type(c) not in _FLIP:
+        if not isinstance(c, exp.Binary) or type(c) not in _FLIP:
             continue
         left, right, op = c.left, c.right, type(c)
         if not isinstance(left, exp.Column):
@@ -115,7 +116,7 @@ TABLE_SCAN_REQUIRED = ("Query requires table scan to be enabled. Table scans can
                        "ksql.query.pull.table.scan.enabled=true")
 
 
-def _check_key_value(leaf: exp.Expression, other: exp.Expression, name: str, key_type: t.SqlType) -> None:
+def _check_key_value(leaf: exp.Expr, other: exp.Expr, name: str, key_type: t.SqlType) -> None:
     """A key lookup's value must be a key (ksqlDB's ``resolveKey``): not NULL, and a literal
     that converts to the key column's type without a cast."""
     from streamsql.errors import AnalysisError
@@ -129,7 +130,7 @@ def _check_key_value(leaf: exp.Expression, other: exp.Expression, name: str, key
                                 f"{name} {key_type} KEY")
 
 
-def disjuncts(where: exp.Expression) -> list[list[exp.Expression]]:
+def disjuncts(where: exp.Expr) -> list[list[exp.Expr]]:
     """``where`` in disjunctive normal form: a list of disjuncts, each a list of ANDed leaves; an
     ``IN`` list on a column becomes one equality per value (as ksqlDB rewrites it)."""
     if isinstance(where, exp.Paren):
@@ -147,11 +148,11 @@ def disjuncts(where: exp.Expression) -> list[list[exp.Expression]]:
     return [[where]]
 
 
-def _has_column(node: exp.Expression) -> bool:
+def _has_column(node: exp.Expr) -> bool:
     return any(True for _ in node.find_all(exp.Column))
 
 
-def check_access_path(where: exp.Expression | None, table: Source, table_scans: bool, range_scans: bool) -> str:
+def check_access_path(where: exp.Expr | None, table: Source, table_scans: bool, range_scans: bool) -> str:
     """Decide how a pull query over ``table`` reads its store — ``key-lookup``, ``range-scan`` or
     ``table-scan`` — and raise ksqlDB's errors when the WHERE needs a table scan but
     ``ksql.query.pull.table.scan.enabled`` is false (or a range scan the engine may not do)."""
@@ -170,7 +171,7 @@ def check_access_path(where: exp.Expression | None, table: Source, table_scans: 
     windowed = bool(table.window_type)
     needs_scan = False
     constraints: list[str | None] = []  # per disjunct: the operator of a usable key constraint
-    lookups: list[tuple[exp.Expression, exp.Expression, str]] = []  # key = value comparisons
+    lookups: list[tuple[exp.Expr, exp.Expr, str]] = []  # key = value comparisons
     for leaves in disjuncts(where):
         seen: list[str] = []
         operators: dict[str, type] = {}
@@ -187,7 +188,7 @@ def check_access_path(where: exp.Expression | None, table: Source, table_scans: 
                     scan_or_raise("Like condition must be between strings")
                     needs_scan = True
                 continue
-            if type(leaf) not in COMPARISON_SYMBOLS:
+            if not isinstance(leaf, exp.Binary) or type(leaf) not in COMPARISON_SYMBOLS:
                 scan_or_raise(f"Unsupported expression in WHERE clause: {ksql_text(leaf)}")
                 needs_scan = True
                 continue

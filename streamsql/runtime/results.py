@@ -138,7 +138,7 @@ class Explanation(Result):
     text: str
 
 
-class TombstoneRow(list):  # type: ignore[type-arg]
+class TombstoneRow(list[Any]):
     """A row deleted from a table (a push query over a table): key and window columns set, the
     rest null. The REST API marks it ``"tombstone": true`` as ksqlDB does."""
 

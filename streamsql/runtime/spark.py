@@ -148,7 +148,9 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> 
                 spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("STREAMSQL_SPARK_LOG_LEVEL", "ERROR"))
         if id(spark) not in _registered:
-            if not is_local_master(spark.sparkContext.master):
+            master = spark.sparkContext.master
+            assert master is not None  # set on every started context (the stubs allow None)
+            if not is_local_master(master):
                 _ship_code(spark)
             from streamsql.kafka.datasource import KafkaDataSource
 

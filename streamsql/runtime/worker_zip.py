@@ -27,7 +27,7 @@ import os
 import tempfile
 import warnings
 import zipfile
-from importlib import _bootstrap_external  # type: ignore[attr-defined]
+from importlib import _bootstrap_external
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,9 @@ def _rewrite(archive: Path) -> None:
                         code = compile(data, str(archive / info.filename), "exec", dont_inherit=True)
                 except SyntaxError:  # a file this Python cannot compile: leave it to the source path
                     continue
-                pyc = _bootstrap_external._code_to_hash_pyc(code, importlib.util.source_hash(data), False)
+                # private helper, absent from typeshed's stub of importlib._bootstrap_external
+                pyc = _bootstrap_external._code_to_hash_pyc(  # type: ignore[attr-defined]
+                    code, importlib.util.source_hash(data), False)
                 pyc_name = info.filename[:-3] + ".pyc"
                 if pyc_name not in names:
                     dst.writestr(zipfile.ZipInfo(pyc_name, date_time=info.date_time), bytes(pyc))

@@ -180,7 +180,9 @@ def json_value(v: Any) -> Any:
     if isinstance(v, float):
         return v
     if isinstance(v, decimal.Decimal):
-        return int(v) if v == v.to_integral_value() and v.as_tuple().exponent >= 0 else float(v)
+        # the exponent is a letter only for NaN and infinities, which Spark's decimals cannot hold
+        integral = v == v.to_integral_value() and isinstance(e := v.as_tuple().exponent, int) and e >= 0
+        return int(v) if integral else float(v)
     if isinstance(v, dt.datetime):
         if v.tzinfo is not None:
             v = v.astimezone(dt.UTC).replace(tzinfo=None)

@@ -14,9 +14,13 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from streamsql.runtime.config import EngineConfig
 from streamsql.server.app import KsqlApp, ServerSettings
+
+if TYPE_CHECKING:
+    from streamsql.server.service import KsqlService
 
 log = logging.getLogger("streamsql.server")
 
@@ -29,7 +33,7 @@ class ListenOptions:
     tls_key: str | None = None
 
 
-def build_service(config: EngineConfig):  # type: ignore[no-untyped-def]
+def build_service(config: EngineConfig) -> KsqlService:
     from streamsql.catalog.kafka_commands import KafkaCommandLog, command_topic_name
     from streamsql.runtime.engine import Engine
     from streamsql.server.service import KsqlService

@@ -5,7 +5,7 @@ Public API (the rest of the engine uses only these):
     parse(text, variables=None) -> list[ast.Statement]
         Split a script on ``;`` and parse each statement. ``${name}`` variables are substituted
         first. Raises ``errors.ParseError`` with line and column (1-based, in ``text``).
-    parse_expression(text) -> sqlglot.exp.Expression
+    parse_expression(text) -> sqlglot.exp.Expr
     parse_type(text) -> types.SqlType
     to_sql_type(datatype: sqlglot.exp.DataType) -> types.SqlType
     split_statements(text) -> list[str]                 statement texts, as written

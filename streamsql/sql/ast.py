@@ -68,7 +68,7 @@ class JoinClause:
 
     kind: str  # INNER | LEFT | RIGHT | FULL
     right: SourceRef
-    on: exp.Expression
+    on: exp.Expr
     within_before_ms: int | None = None
     within_after_ms: int | None = None
     grace_ms: int | None = None
@@ -80,7 +80,7 @@ class SelectItem:
     a column naming the source (``s.*``: ``exp.Column(this=Star, table=S)``) or the struct
     expression (``col->*``)."""
 
-    expression: exp.Expression | None
+    expression: exp.Expr | None
     alias: str | None = None
     star: bool = False
 
@@ -94,10 +94,10 @@ class Query:
     source: SourceRef
     joins: list[JoinClause] = field(default_factory=list)
     window: WindowSpec | None = None
-    where: exp.Expression | None = None
-    group_by: list[exp.Expression] = field(default_factory=list)
-    partition_by: list[exp.Expression] = field(default_factory=list)
-    having: exp.Expression | None = None
+    where: exp.Expr | None = None
+    group_by: list[exp.Expr] = field(default_factory=list)
+    partition_by: list[exp.Expr] = field(default_factory=list)
+    having: exp.Expr | None = None
     emit: str | None = None  # CHANGES | FINAL | None
     limit: int | None = None
 
@@ -146,7 +146,7 @@ class InsertValues(Statement):
 
     target: str
     columns: list[str] | None
-    values: list[exp.Expression]
+    values: list[exp.Expr]
 
 
 @dataclass

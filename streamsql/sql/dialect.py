@@ -11,7 +11,8 @@ planner relies on (see the conventions in :mod:`streamsql.sql.ast`). Statement s
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 import sqlglot.errors
 from sqlglot import exp, generator, parser, tokens
@@ -103,7 +104,7 @@ class KsqlTokenizer(tokens.Tokenizer):
     COMMENTS = ["--", ("/*", "*/")]
     VAR_SINGLE_TOKENS = {"@"}
     # SHOW, EXPLAIN, ... are statements parsed token by token, not opaque commands.
-    COMMANDS: set[TokenType] = set()
+    COMMANDS: ClassVar[set[TokenType]] = set()
     NESTED_COMMENTS = False
 
 
@@ -111,9 +112,9 @@ class KsqlParser(parser.Parser):
     """Expressions and types under ksqlDB's rules. ``custom_types`` (from ``CREATE TYPE``)
     resolves type names that are not built in."""
 
-    FUNCTIONS: dict = {}
+    FUNCTIONS: ClassVar[dict[str, Callable[..., Any]]] = {}
     FUNCTION_PARSERS = {"CAST": lambda self: self._parse_ksql_cast()}
-    NO_PAREN_FUNCTIONS: dict = {}
+    NO_PAREN_FUNCTIONS: ClassVar[dict[TokenType, type[exp.Expr]]] = {}
     NO_PAREN_FUNCTION_PARSERS = {"CASE": parser.Parser.NO_PAREN_FUNCTION_PARSERS["CASE"]}
     UNARY_PARSERS = {
         key: value

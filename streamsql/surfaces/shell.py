@@ -29,13 +29,16 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from streamsql.errors import StreamsqlError
 from streamsql.runtime import results as r
 from streamsql.surfaces import console
 from streamsql.surfaces.backends import Backend
 from streamsql.surfaces.shell_syntax import is_cli_command, is_complete
+
+if TYPE_CHECKING:
+    from prompt_toolkit.key_binding import KeyPressEvent
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +96,7 @@ class Shell:
         bindings = KeyBindings()
 
         @bindings.add("enter")
-        def _enter(event) -> None:  # type: ignore[no-untyped-def]
+        def _enter(event: KeyPressEvent) -> None:
             buffer = event.current_buffer
             if buffer.complete_state is not None and buffer.complete_state.current_completion is not None:
                 buffer.apply_completion(buffer.complete_state.current_completion)

@@ -6,8 +6,9 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from streamsql.testing.qtt import (
     DEFAULT_TIMEOUT_S,
@@ -71,6 +72,7 @@ def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         from streamsql.testing.rqtt import run_rqtt_command  # REST tests: through a real server
 
         return run_rqtt_command(args, out)
+    cases_by_file: dict[str, Sequence[QttCase | CaseResult]]
     if trio:
         if args.output_file is None:
             print("Error: --sql needs --output (and usually --input)", file=sys.stderr)
@@ -109,7 +111,8 @@ def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
 QTT_SPARK_CONF = {"spark.sql.shuffle.partitions": "1"}
 
 
-def run_cases(cases_by_file: dict[str, list[Any]], args: argparse.Namespace, out: TextIO) -> list[CaseResult]:
+def run_cases(cases_by_file: Mapping[str, Sequence[QttCase | CaseResult]], args: argparse.Namespace,
+              out: TextIO) -> list[CaseResult]:
     from streamsql.runtime.spark import get_spark
 
     started = time.monotonic()

@@ -199,7 +199,9 @@ _PARTITIONS = re.compile(r"\bPARTITIONS\s*=\s*'?(\d+)", re.IGNORECASE)
 
 def split_statements(text: str) -> list[str]:
     """``text`` cut at semicolons outside quotes (enough to look at each statement's WITH clause)."""
-    parts, cur, quote = [], [], None
+    parts: list[str] = []
+    cur: list[str] = []
+    quote: str | None = None
     for ch in text:
         if quote:
             if ch == quote:

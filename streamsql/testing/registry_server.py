@@ -96,7 +96,7 @@ class RegistryServer:
                 rs = self.store.get(int(m.group(1)))
             except ConfigError:
                 return 404, {"error_code": 40403, "message": "Schema not found"}
-            body = {"schema": rs.text}
+            body: dict[str, Any] = {"schema": rs.text}
             if rs.type != "AVRO":
                 body["schemaType"] = rs.type
             return 200, body

@@ -119,8 +119,10 @@ def aggregate_function(name: str, specs: Sequence[Any], category: str) -> Aggreg
         for i in overloads_of_arity(len(types) + len(params)):
             spec = specs[i]
             if len(spec.params) == len(types) and all(accepts(declared(p), ty) for p, ty in zip(spec.params, types)):
-                return BoundAggregate(name, types, params, declared(spec.returns),
-                                      lambda b, i=i: PythonAccumulator(name, i, b.params),
+                def factory(b: BoundAggregate, i: int = i) -> Accumulator:
+                    return PythonAccumulator(name, i, b.params)
+
+                return BoundAggregate(name, types, params, declared(spec.returns), factory,
                                       undoable=callable(getattr(spec.impl, "undo", None)))
         shown = ", ".join("null" if ty is None else str(ty) for ty in types)
         raise AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).")

@@ -78,7 +78,8 @@ def drain() -> list[FunctionSpec]:
 
 
 def _name_of(name: str | None, obj: Any) -> str:
-    return (name or getattr(obj, "__name__", "")).upper()
+    fallback: str = getattr(obj, "__name__", "")
+    return (name or fallback).upper()
 
 
 def udf(name: str | None = None, *, returns: str, params: Sequence[str], description: str = "",

@@ -24,6 +24,7 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from streamsql import types as t
 from streamsql.errors import StreamsqlError
@@ -136,8 +137,9 @@ def _check_udaf(spec: FunctionSpec, where: str) -> None:
         raise UdfLoadError(f"{where}: a UDAF needs at least one parameter (the aggregated column)")
     _check_arity(spec.impl.__init__, len(spec.literals), where, "literal argument(s) for the constructor",
                  skip_self=True)
-    _check_arity(spec.impl.aggregate, 2, where, "arguments for aggregate(value, acc)", skip_self=True)
-    _check_arity(spec.impl.merge, 2, where, "arguments for merge(a, b)", skip_self=True)
+    impl: Any = spec.impl  # the user's class, checked above to have the methods
+    _check_arity(impl.aggregate, 2, where, "arguments for aggregate(value, acc)", skip_self=True)
+    _check_arity(impl.merge, 2, where, "arguments for merge(a, b)", skip_self=True)
 
 
 def function_files(directories: Iterable[Path]) -> list[Path]:

@@ -160,8 +160,9 @@ def spark_udf(spec: FunctionSpec, errors: ErrorLog) -> Any:
 
         with warnings.catch_warnings():  # the explicit type: the wrapper's *args carry no type hints
             warnings.simplefilter("ignore")
-            return pandas_udf(_vectorized_function(spec.name, spec.impl, errors), t.to_spark(result),
-                              PandasUDFType.SCALAR)
+            # the stubs want a specific DataType subclass per overload; to_spark returns the base class
+            return pandas_udf(_vectorized_function(spec.name, spec.impl, errors),  # type: ignore[call-overload]
+                              t.to_spark(result), PandasUDFType.SCALAR)
     return udf(_row_function(spec.name, spec.impl, errors), t.to_spark(result), useArrow=True)
 
 

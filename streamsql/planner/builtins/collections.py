@@ -157,7 +157,7 @@ def register(reg: FunctionRegistry) -> None:
     add(reg, "ARRAY", array_, lo=0, hi=None, category=ARR, listed=False,
         description="ARRAY[a, b, ...]: an array of the values.")
 
-    def _pairs(args: Sequence[exp.Expression], name: str) -> list[tuple[exp.Expression, exp.Expression]]:
+    def _pairs(args: Sequence[exp.Expr], name: str) -> list[tuple[exp.Expr, exp.Expr]]:
         pairs = []
         for a in args:
             if not isinstance(a, exp.PropertyEQ):
@@ -165,7 +165,7 @@ def register(reg: FunctionRegistry) -> None:
             pairs.append((a.this, a.expression))
         return pairs
 
-    def map_(args: Sequence[exp.Expression], compiler: ExpressionCompiler) -> Compiled:
+    def map_(args: Sequence[exp.Expr], compiler: ExpressionCompiler) -> Compiled:
         pairs = _pairs(args, "MAP")
         if not pairs:
             return c("map()", None)
@@ -181,7 +181,7 @@ def register(reg: FunctionRegistry) -> None:
     add_raw(reg, "MAP", map_, lo=0, hi=None, category=MAP, listed=False,
             description="MAP(k := v, ...): a map of the pairs (keys as strings).")
 
-    def struct_(args: Sequence[exp.Expression], compiler: ExpressionCompiler) -> Compiled:
+    def struct_(args: Sequence[exp.Expr], compiler: ExpressionCompiler) -> Compiled:
         pairs = _pairs(args, "STRUCT")
         if not pairs:
             return c("named_struct()", t.Struct(()))  # fixed below if Spark rejects it
@@ -215,15 +215,18 @@ def register(reg: FunctionRegistry) -> None:
     for name, spark, desc in (("ARRAY_DISTINCT", "array_distinct", "The distinct elements, in order."),
                               ("ARRAY_MAX", "array_max", "The largest non-null element."),
                               ("ARRAY_MIN", "array_min", "The smallest non-null element.")):
-        add(reg, name, lambda cs, spark=spark, name=name: c(
-            f"{spark}({cs[0].sql})", cs[0].type if name == "ARRAY_DISTINCT" else _elem(cs[0])),
-            lo=1, hi=1, category=ARR, description=desc, accepts=sig("array"))
+        def array_fn(cs: list[Compiled], spark: str = spark, name: str = name) -> Compiled:
+            return c(f"{spark}({cs[0].sql})", cs[0].type if name == "ARRAY_DISTINCT" else _elem(cs[0]))
+
+        add(reg, name, array_fn, lo=1, hi=1, category=ARR, description=desc, accepts=sig("array"))
     for name, spark, desc in (("ARRAY_EXCEPT", "array_except",
                                "Distinct elements of the first array not in the second."),
                               ("ARRAY_INTERSECT", "array_intersect", "Distinct elements in both arrays."),
                               ("ARRAY_UNION", "array_union", "Distinct elements in either array.")):
-        add(reg, name, lambda cs, spark=spark: c(f"{spark}({cs[0].sql}, {cs[1].sql})", cs[0].type or cs[1].type),
-            lo=2, hi=2, category=ARR, description=desc, accepts=sig("array", "array"))
+        def set_fn(cs: list[Compiled], spark: str = spark) -> Compiled:
+            return c(f"{spark}({cs[0].sql}, {cs[1].sql})", cs[0].type or cs[1].type)
+
+        add(reg, name, set_fn, lo=2, hi=2, category=ARR, description=desc, accepts=sig("array", "array"))
 
     def concat(cs: list[Compiled]) -> Compiled:
         a, b = cs[0].sql, cs[1].sql

@@ -93,7 +93,7 @@ def _from_zone(ts: str, tz: Compiled | None) -> str:
     return ts if tz is None else f"to_utc_timestamp({ts}, {tz.sql})"
 
 
-def _unit(node: exp.Expression, name: str) -> str:
+def _unit(node: exp.Expr, name: str) -> str:
     text = node.name.upper() if isinstance(node, (exp.Column, exp.Identifier, exp.Var)) else node.sql().upper()
     unit = text[:-1] if text.endswith("S") else text
     if unit not in _UNITS:
@@ -153,7 +153,7 @@ def register(reg: FunctionRegistry) -> None:
         accepts=sig("ts", "str", "str"))
 
     def shifter(name: str, target: str, sign: int):
-        def compile_nodes(args: Sequence[exp.Expression], compiler: ExpressionCompiler) -> Compiled:
+        def compile_nodes(args: Sequence[exp.Expr], compiler: ExpressionCompiler) -> Compiled:
             try:
                 unit = _unit(args[0], name)
             except AnalysisError as unknown_unit:

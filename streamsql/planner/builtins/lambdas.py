@@ -26,7 +26,7 @@ def fresh(prefix: str = "e") -> str:
     return f"`__{prefix}{_depth[0]}`"
 
 
-def lambda_body(node: exp.Expression, compiler: ExpressionCompiler, refs: Sequence[tuple[str, t.SqlType | None]],
+def lambda_body(node: exp.Expr, compiler: ExpressionCompiler, refs: Sequence[tuple[str, t.SqlType | None]],
                 name: str, arity: int) -> Compiled:
     """Compile the body of lambda ``node`` with its parameters bound to the given Spark refs."""
     if not isinstance(node, exp.Lambda) or len(node.expressions) != arity:
@@ -41,7 +41,7 @@ def lambda_body(node: exp.Expression, compiler: ExpressionCompiler, refs: Sequen
 
 
 def register(reg: FunctionRegistry) -> None:
-    def transform(args: Sequence[exp.Expression], compiler: ExpressionCompiler) -> Compiled:
+    def transform(args: Sequence[exp.Expr], compiler: ExpressionCompiler) -> Compiled:
         coll = compiler.compile(args[0])
         if isinstance(coll.type, t.Map) or (coll.type is None and len(args) == 3):
             if len(args) != 3:
@@ -69,7 +69,7 @@ def register(reg: FunctionRegistry) -> None:
     add_raw(reg, "TRANSFORM", transform, lo=2, hi=3, category=CAT,
             description="Applies a lambda to each array element, or key and value lambdas to each map entry.")
 
-    def filter_(args: Sequence[exp.Expression], compiler: ExpressionCompiler) -> Compiled:
+    def filter_(args: Sequence[exp.Expr], compiler: ExpressionCompiler) -> Compiled:
         coll = compiler.compile(args[0])
         if isinstance(coll.type, t.Map) or (coll.type is None and isinstance(args[1], exp.Lambda)
                                             and len(args[1].expressions) == 2):
@@ -86,7 +86,7 @@ def register(reg: FunctionRegistry) -> None:
     add_raw(reg, "FILTER", filter_, lo=2, hi=2, category=CAT,
             description="Keeps the array elements, or map entries, for which a lambda is true.")
 
-    def reduce_(args: Sequence[exp.Expression], compiler: ExpressionCompiler) -> Compiled:
+    def reduce_(args: Sequence[exp.Expr], compiler: ExpressionCompiler) -> Compiled:
         coll = compiler.compile(args[0])
         init = compiler.compile(args[1])
         s = fresh("s")

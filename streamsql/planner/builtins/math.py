@@ -69,8 +69,10 @@ def register(reg: FunctionRegistry) -> None:
         "DEGREES": ("degrees", "Radians to degrees."), "RADIANS": ("radians", "Degrees to radians."),
     }
     for name, (spark, desc) in doubles.items():
-        add(reg, name, lambda cs, spark=spark: c(f"{spark}({_d(cs[0])})", t.DOUBLE), lo=1, hi=1, category=CAT,
-            description=desc, accepts=num1)
+        def double_of(cs: list[Compiled], spark: str = spark) -> Compiled:
+            return c(f"{spark}({_d(cs[0])})", t.DOUBLE)
+
+        add(reg, name, double_of, lo=1, hi=1, category=CAT, description=desc, accepts=num1)
 
     add(reg, "ATAN2", lambda cs: c(f"atan2({_d(cs[0])}, {_d(cs[1])})", t.DOUBLE), lo=2, hi=2, category=CAT,
         description="Arc tangent of y/x, using the signs of both for the quadrant.", accepts=sig("num", "num"))
