@@ -5,8 +5,9 @@ Shape of the Spark plan the builder makes of an :class:`~streamsql.physical.step
 
 1. the pre-aggregation select (stateless Spark SQL: WHERE, grouping keys, aggregate arguments,
    ROWTIME/ROWPARTITION/ROWOFFSET) plus ``__BUCKET``, a hash of the grouping key;
-2. :func:`pack`: each row becomes one pickled BINARY value (exact Python values: BIGINT,
-   DECIMAL, DATE, nested structs survive; pandas would turn a nullable BIGINT into a float);
+2. :func:`pack`: the rows of each bucket in an Arrow batch become one BINARY value, an Arrow IPC
+   stream (exact values: a nullable BIGINT, DECIMAL, DATE, nested structs survive, where
+   pandas would turn a nullable BIGINT into a float; and no per-row serialisation);
 3. ``groupBy(__BUCKET).transformWithStateInPandas(`` :class:`AggregateOperator` ``)``: the
    bucket's records of the micro-batch in offset order through the one implementation of
    ksqlDB's aggregation (:class:`streamsql.runtime.aggregator.AggregationProcessor`), whose state
@@ -78,12 +79,33 @@ def bucket_expression(key_columns: list[str], values: list[int]) -> str:
 
 
 def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow``: (columns…, __BUCKET) → (__BUCKET, __ROW pickled dict of the columns)."""
+    """``mapInArrow``: (columns…, __BUCKET) → (__BUCKET, __ROW): one output row per bucket of an
+    input batch, holding that bucket's rows as an Arrow IPC stream (:func:`unpack_rows` reads
+    it back). Columnar end to end: no Python object per input row is made here."""
+    import pyarrow.compute as pc
+
     for batch in batches:
+        if batch.num_rows == 0:
+            continue
         buckets = batch.column(batch.schema.get_field_index(BUCKET_COL))
         rest = batch.drop_columns([BUCKET_COL])
-        rows = [pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL) for r in rest.to_pylist()]
-        yield pa.RecordBatch.from_arrays([buckets, pa.array(rows, type=pa.binary())], names=[BUCKET_COL, ROW_COL])
+        values = pc.unique(buckets).to_pylist()
+        parts = [rest] if len(values) == 1 else [rest.filter(pc.equal(buckets, v)) for v in values]
+        yield pa.RecordBatch.from_arrays([pa.array(values, type=pa.int64()),
+                                          pa.array([_ipc(part) for part in parts], type=pa.binary())],
+                                         names=[BUCKET_COL, ROW_COL])
+
+
+def _ipc(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def unpack_rows(blob: bytes) -> list[dict[str, Any]]:
+    """The rows :func:`pack` wrote into one value, as dicts (Arrow's exact Python values)."""
+    return pa.ipc.open_stream(blob).read_all().to_pylist()
 
 
 class MapStateBackend:
@@ -112,10 +134,10 @@ def collapse(updates: list["Update"]) -> list["Update"]:
     """ksqlDB's record cache: one update per key and window per commit (here per micro-batch),
     the latest, in the order of each key's last change; its previous value is the one before
     the batch, so HAVING retractions stay right."""
-    first: dict[str, "Update"] = {}
-    last: dict[str, "Update"] = {}
+    first: dict[Any, "Update"] = {}
+    last: dict[Any, "Update"] = {}
     for u in updates:
-        ident = pickle.dumps((u.key, u.window))
+        ident = _identity(u)
         first.setdefault(ident, u)
         last.pop(ident, None)
         last[ident] = u
@@ -125,6 +147,17 @@ def collapse(updates: list["Update"]) -> list["Update"]:
         u.had, u.previous = f.had, f.previous
         out.append(u)
     return out
+
+
+def _identity(u: "Update") -> Any:
+    """A hashable identity of an update's key and window (pickled when a key value is a list or
+    a dict, which cannot be hashed)."""
+    ident = (u.key, u.window)
+    try:
+        hash(ident)
+    except TypeError:
+        return pickle.dumps(ident)
+    return ident
 
 
 class AggregateOperator(StatefulProcessor):  # type: ignore[misc]
@@ -156,7 +189,7 @@ class AggregateOperator(StatefulProcessor):  # type: ignore[misc]
         from streamsql.udf.aggregate import install
 
         install(self.udafs)
-        records = [pickle.loads(b) for pdf in rows for b in _row_column(pdf)]
+        records = [r for pdf in rows for blob in _row_column(pdf) for r in unpack_rows(blob)]
         backend = MapStateBackend(self.state)
         processor = AggregationProcessor(self.plan, backend, self.limits,
                                          _error_reporter(self.bootstrap, self.log_topic))
@@ -176,7 +209,7 @@ class AggregateOperator(StatefulProcessor):  # type: ignore[misc]
 
 
 def _row_column(pdf: Any) -> Any:
-    """The pickled rows of one input chunk: the last of its (__BUCKET, __ROW) columns (Spark
+    """The packed values of one input chunk: the last of its (__BUCKET, __ROW) columns (Spark
     may name them by position, ``_0``/``_1``)."""
     if ROW_COL in pdf.columns:
         return pdf[ROW_COL]

@@ -114,6 +114,7 @@ class AggregationProcessor:
         self.need_previous = plan.having is not None
         self._groups: dict[str, Group] = {}
         self._texts: dict[tuple[Any, ...], str] = {}  # key values -> state key text (saves json per record)
+        self._idents: dict[tuple[Any, Any], str] = {}  # (key, window) -> pending_final name
         self._rows: dict[str, Any] = {}  # table source: source key -> (group key, args) or None
         self._dirty_groups: set[str] = set()
         self._dirty_rows: set[str] = set()
@@ -170,6 +171,8 @@ class AggregationProcessor:
             self._groups.clear()
             self._rows.clear()
             self._texts.clear()
+        if len(self._idents) > 100_000:
+            self._idents.clear()
         return out
 
     # --- processing ------------------------------------------------------------------------
@@ -329,7 +332,7 @@ class AggregationProcessor:
             out.append(update)
             return
         # EMIT FINAL: hold the window's latest value until stream time passes its end + grace
-        ident = _key_text([update.key, list(update.window)])
+        ident = self._final_ident(update)
         if update.removed:
             self.pending_final.pop(ident, None)
         else:
@@ -340,6 +343,17 @@ class AggregationProcessor:
                 self._min_end, self._min_start = min(self._min_end, end), min(self._min_start, start)
         self.final_time = max(self.final_time, update.rowtime)
         self._emit_closed(out)
+
+    def _final_ident(self, update: Update) -> str:
+        """The held window's name in ``pending_final`` (state text: it is checkpointed), cached
+        per key and window, since EMIT FINAL names one per input record."""
+        try:
+            ident = self._idents.get((update.key, update.window))
+            if ident is None:
+                ident = self._idents[(update.key, update.window)] = _key_text([update.key, list(update.window)])
+            return ident
+        except TypeError:  # unhashable key values (ARRAY, MAP, STRUCT)
+            return _key_text([update.key, list(update.window)])
 
     def _bounds(self) -> tuple[float, float]:
         windows = [u.window for u in self.pending_final.values() if None not in u.window]

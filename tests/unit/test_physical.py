@@ -129,3 +129,32 @@ def test_checkpoint_of_an_earlier_version_is_refused_with_the_way_to_rebuild(tmp
     other = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", buckets=3)
     with pytest.raises(CheckpointError, match="2 bucket"):
         check_checkpoint(new, other)
+
+
+def test_pack_keeps_each_buckets_rows_with_exact_values() -> None:
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+
+    rows_in = [{"K": "a", "N": None, "BIG": 2**62 + 1, "D": decimal.Decimal("1.10"), "DAY": datetime.date(2020, 1, 2),
+                "S": {"X": 1, "Y": [1, 2]}, agg.BUCKET_COL: 7},
+               {"K": "b", "N": 5, "BIG": None, "D": None, "DAY": None, "S": None, agg.BUCKET_COL: 9},
+               {"K": "c", "N": 6, "BIG": -1, "D": decimal.Decimal("-0.01"), "DAY": datetime.date(1970, 1, 1),
+                "S": {"X": None, "Y": []}, agg.BUCKET_COL: 7}]
+    schema = pa.schema([("K", pa.string()), ("N", pa.int64()), ("BIG", pa.int64()), ("D", pa.decimal128(4, 2)),
+                        ("DAY", pa.date32()), ("S", pa.struct([("X", pa.int32()), ("Y", pa.list_(pa.int32()))])),
+                        (agg.BUCKET_COL, pa.int64())])
+    batch = pa.RecordBatch.from_pylist(rows_in, schema=schema)
+    [packed] = list(agg.pack(iter([batch, batch.slice(0, 0)])))  # an empty batch yields nothing
+    assert packed.schema.names == [agg.BUCKET_COL, agg.ROW_COL]
+    by_bucket = {b: agg.unpack_rows(blob) for b, blob in zip(packed.column(0).to_pylist(), packed.column(1).to_pylist())}
+    strip = [{k: v for k, v in r.items() if k != agg.BUCKET_COL} for r in rows_in]
+    assert by_bucket == {7: [strip[0], strip[2]], 9: [strip[1]]}
+    assert type(by_bucket[7][0]["BIG"]) is int and by_bucket[9][0]["N"] == 5
+
+
+def test_collapse_of_unhashable_keys() -> None:
+    updates = [Update(([1, 2],), (None, None), [1], 10), Update(([1, 2],), (None, None), [2], 11, had=True,
+                                                                  previous=[1])]
+    assert [(u.key, u.results, u.had) for u in agg.collapse(updates)] == [(([1, 2],), [2], False)]
