@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from streamsql.runtime import results as r
 from streamsql.server.sharing import PushQueryHub
 
@@ -51,11 +53,10 @@ def test_a_failing_source_ends_every_subscriber_with_its_error() -> None:
     hub = PushQueryHub()
     source = r.RowStream("q", "transient_x", [("V", "INTEGER")])
     subs = [hub.subscribe(("k", (), ()), "q", None, lambda: source) for _ in range(2)]
-    source.finish(RuntimeError("query died"))
+    died = RuntimeError("query died")
+    source.finish(died)
     for sub in subs:
         assert _wait(lambda: sub.closed)
-        try:
+        with pytest.raises(RuntimeError, match="^query died$") as info:
             list(sub.rows(timeout=1))
-            raise AssertionError("the error was not passed on")
-        except RuntimeError as e:
-            assert "query died" in str(e)
+        assert info.value is died  # the source's own error, not a new one
