@@ -21,9 +21,12 @@ import json
 import struct
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamsql.errors import ConfigError
+
+if TYPE_CHECKING:
+    import httpx
 
 #: ksqlDB's name of the setting; read from the server config or a session ``SET``.
 URL_PROPERTY = "ksql.schema.registry.url"
@@ -152,7 +155,7 @@ def _quote(subject: str) -> str:
     return quote(subject, safe="")
 
 
-def _raise_for(resp: Any) -> None:
+def _raise_for(resp: httpx.Response) -> None:
     if resp.status_code >= 400:
         try:
             message = resp.json().get("message", resp.text)

@@ -33,6 +33,9 @@ from streamsql.types import ROWTIME
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError as LibrdkafkaError
     from confluent_kafka import Message, Producer
+    from pyspark.sql import DataFrame
+
+    from streamsql.formats import FormatSpec, Serde
 
 _PRODUCERS: dict[tuple[str, tuple[tuple[str, str], ...]], Producer] = {}
 _PRODUCERS_LOCK = threading.Lock()
@@ -130,7 +133,8 @@ class RecordEncoder:
         ``timestamp``, ``headers``), e.g. a topic copy."""
         return self.key_spec is None and self.value_spec is None
 
-    def _side(self, batch: pa.RecordBatch, spec: Any, serde: Any, raw: str) -> list[bytes | None]:
+    def _side(self, batch: pa.RecordBatch, spec: FormatSpec | None, serde: Serde | None,
+              raw: str) -> list[bytes | None]:
         """Encode one side: its spec's columns by name; nothing (null) for a side without
         columns; the raw BINARY column in raw mode."""
         n = batch.num_rows
@@ -255,7 +259,7 @@ def _flush_or_raise(producer: Any, topic: str, errors: list[Any]) -> None:
         raise KafkaError(f"cannot write to topic '{topic}': {reason}")
 
 
-def _require_topic(producer: Any, topic: str) -> None:
+def _require_topic(producer: Producer, topic: str) -> None:
     """Fail unless ``topic`` exists, asked through librdkafka (auto-creation off). kafka-python's
     metadata requests make tansu create a missing topic whatever the client asks, so the
     exact-timestamp path would resurrect a deleted sink topic with the broker's default
@@ -331,7 +335,7 @@ def _produce(producer: Any, topic: str, kwargs: dict[str, Any]) -> None:
             raise KafkaError(f"cannot write to topic '{topic}': {e.args[0].str()}") from None
 
 
-def produce_dataframe(df: Any, options: Mapping[str, str]) -> int:
+def produce_dataframe(df: DataFrame, options: Mapping[str, str]) -> int:
     """Write a (batch) DataFrame to Kafka from the executors – the ``foreachBatch`` path for
     update-mode queries; same encoder and producer as the streaming sink."""
     opts = SinkOptions.parse(options)

@@ -42,9 +42,9 @@ from streamsql import types as T
 from streamsql.errors import ConfigError, KafkaError
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, Message
 
-    from streamsql.formats import FormatSpec
+    from streamsql.formats import FormatSpec, Serde
     from streamsql.kafka.admin import EndOffsets
 
 log = logging.getLogger("streamsql.kafka.source")
@@ -423,7 +423,7 @@ class BatchBuilder:
         if opts.decoded:
             self.key_spec = _spec(opts.key_spec)
             self.value_spec = _spec(opts.value_spec)
-        self._serdes: tuple[Any, Any] | None = None
+        self._serdes: tuple[Serde | None, Serde | None] | None = None
 
     def build(self, msgs: list[Any]) -> Iterator[pa.RecordBatch]:
         if self.opts.decoded:
@@ -451,7 +451,7 @@ class BatchBuilder:
 
     # -- decoded --------------------------------------------------------------------------------
 
-    def _serde_pair(self) -> tuple[Any, Any]:
+    def _serde_pair(self) -> tuple[Serde | None, Serde | None]:
         if self._serdes is None:
             from streamsql.formats import serde_for
 
@@ -520,7 +520,7 @@ class _BatchedRecord:
 
     __slots__ = ("_msg", "_value")
 
-    def __init__(self, msg: Any, value: bytes | None) -> None:
+    def __init__(self, msg: Message, value: bytes | None) -> None:
         self._msg, self._value = msg, value
 
     def value(self) -> bytes | None:

@@ -13,7 +13,7 @@ Windowed keys are laid out by the Kafka sink (``windowType`` option), as Kafka S
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -22,6 +22,9 @@ from streamsql.catalog import Source
 from streamsql.kafka.sink import write_arrow
 from streamsql.runtime import io
 from streamsql.runtime.materialized import TableStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 class ChangelogWriter:
@@ -36,7 +39,7 @@ class ChangelogWriter:
         self.value_names = [c.name for c in table.value_columns]
         self.options = io.kafka_options(bootstrap_servers, table)  # windowed tables: windowType too
 
-    def __call__(self, batch_df: Any, batch_id: int) -> None:
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         if batch_id <= self.store.last_batch:
             return  # replay of a batch already applied and written
         rows = batch_df.toArrow().to_pylist()

@@ -19,10 +19,11 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -49,6 +50,13 @@ from streamsql.runtime.materialized import TableStore
 from streamsql.runtime.pull import check_access_path, lookup_for
 from streamsql.sql import ast, parse
 
+if TYPE_CHECKING:
+    from pyspark import Accumulator
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from streamsql.kafka.admin import KafkaAdmin, Record
+
 log = logging.getLogger("streamsql")
 
 KNOWN_FORMATS = {"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF", "PROTOBUF_NOSR"}
@@ -57,13 +65,17 @@ REGISTRY_FORMATS = set(format_registry.REGISTRY_SCHEMA_TYPES)
 KEYED_FORMATS = KNOWN_FORMATS - {"NONE"}
 
 
+#: persistent queries whose start waits for the end of a replay: (id, plan, statement, sink name)
+Deferred = list[tuple[str, QueryPlan | AggregatePlan, ast.Statement, str]]
+
+
 @dataclass
 class RunningQuery:
     info: QueryInfo
-    handle: Any  # pyspark StreamingQuery
+    handle: StreamingQuery
     checkpoint: Path
     #: starts the query again from its checkpoint (after a failure of the machine, not the query)
-    restart: Any = None
+    restart: Callable[[], None] | None = None
     restarts: int = 0
 
 
@@ -104,7 +116,8 @@ def _normalize(text: str) -> str:
 
 
 class Engine:
-    def __init__(self, config: EngineConfig, command_log: CommandLog | None = None, spark: Any = None) -> None:
+    def __init__(self, config: EngineConfig, command_log: CommandLog | None = None,
+                 spark: SparkSession | None = None) -> None:
         if not config.bootstrap_servers:
             raise ConfigError("the engine needs bootstrap servers "
                               "(the CLI starts an embedded broker when none are given)")
@@ -122,17 +135,17 @@ class Engine:
         #: the steps each persistent query runs (EXPLAIN prints them)
         self.physical_plans: dict[str, PhysicalPlan] = {}
         #: per aggregation query: a Spark accumulator of the records its windows dropped as late
-        self.dropped_records: dict[str, Any] = {}
+        self.dropped_records: dict[str, Accumulator[int]] = {}
         self._command_log = command_log
         self._spark = spark
-        self._admin: Any = None
+        self._admin: KafkaAdmin | None = None
         self._lock = threading.RLock()
         self._transient_seq = 0
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     @property
-    def spark(self) -> Any:
+    def spark(self) -> SparkSession:
         if self._spark is None:
             from streamsql.runtime.spark import get_spark
 
@@ -140,7 +153,7 @@ class Engine:
         return self._spark
 
     @property
-    def admin(self) -> Any:
+    def admin(self) -> KafkaAdmin:
         if self._admin is None:
             from streamsql.kafka.admin import KafkaAdmin
 
@@ -184,7 +197,7 @@ class Engine:
 
     def _replay(self) -> int:
         commands = self.command_log.read_all()
-        deferred: list[tuple[str, QueryPlan, ast.Statement, str]] = []
+        deferred: Deferred = []
         #: each query restarts under the properties its statement ran with (auto.offset.reset
         #: decides where a query with no committed checkpoint offsets begins)
         properties_of: dict[str, dict[str, str]] = {}
@@ -251,7 +264,7 @@ class Engine:
                 raise
 
     def _execute(self, stmt: ast.Statement, replay_seq: int | None = None,
-                 deferred: list | None = None) -> r.Result:
+                 deferred: Deferred | None = None) -> r.Result:
         handler = getattr(self, f"_do_{type(stmt).__name__}", None)
         if handler is None:
             raise AnalysisError(f"Statement not supported yet: {stmt.text}")
@@ -267,7 +280,8 @@ class Engine:
 
     # --- DDL -----------------------------------------------------------------------------------
 
-    def _do_CreateSource(self, stmt: ast.CreateSource, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
+    def _do_CreateSource(self, stmt: ast.CreateSource, replay_seq: int | None = None,
+                         deferred: Deferred | None = None) -> r.Result:
         existing = self.catalog.find(stmt.name)
         if stmt.or_replace and (stmt.is_source or (existing is not None and existing.is_source)):
             raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': CREATE OR REPLACE is not supported on "
@@ -308,7 +322,7 @@ class Engine:
             self._materialize_source_table(source, seq, deferred)
         return r.CommandStatus(stmt.text, f"{stmt.kind.title()} created")
 
-    def _materialize_source_table(self, table: Source, seq: int, deferred: list | None) -> None:
+    def _materialize_source_table(self, table: Source, seq: int, deferred: Deferred | None) -> None:
         """A CREATE SOURCE TABLE is queryable (ksqlDB): a query ``CST_<name>_<seq>`` reads the
         topic into the table's store, nothing else. It is the table's writer, so DROP stops it and
         a restart resumes it from its checkpoint like any persistent query."""
@@ -508,7 +522,8 @@ class Engine:
                     f"behavior due to inconsistent serialization. Key column name: `{c.name}`. Column type: {c.type}. "
                     "See https://github.com/confluentinc/ksql/issues/6621 for more.")
 
-    def _do_DropSource(self, stmt: ast.DropSource, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
+    def _do_DropSource(self, stmt: ast.DropSource, replay_seq: int | None = None,
+                       deferred: Deferred | None = None) -> r.Result:
         source = self.catalog.find(stmt.name)
         if source is None:
             if stmt.if_exists:
@@ -535,7 +550,8 @@ class Engine:
         self._log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, f"Source `{stmt.name}` (topic: {source.topic}) was dropped.")
 
-    def _do_CreateType(self, stmt: ast.CreateType, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
+    def _do_CreateType(self, stmt: ast.CreateType, replay_seq: int | None = None,
+                       deferred: Deferred | None = None) -> r.Result:
         if stmt.name in self.catalog.types:
             if stmt.if_not_exists:
                 return r.Warning_(stmt.text, f"A type with the name '{stmt.name}' already exists")
@@ -545,7 +561,8 @@ class Engine:
         self._log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, f"Registered custom type with name '{stmt.name}' and SQL type {stmt.type}")
 
-    def _do_DropType(self, stmt: ast.DropType, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
+    def _do_DropType(self, stmt: ast.DropType, replay_seq: int | None = None,
+                     deferred: Deferred | None = None) -> r.Result:
         if stmt.name not in self.catalog.types:
             if stmt.if_exists:
                 return r.CommandStatus(stmt.text, f"Type '{stmt.name}' does not exist")
@@ -557,7 +574,7 @@ class Engine:
     # --- persistent queries ------------------------------------------------------------------
 
     def _do_CreateAsSelect(self, stmt: ast.CreateAsSelect, replay_seq: int | None = None,
-                           deferred: list | None = None) -> r.Result:
+                           deferred: Deferred | None = None) -> r.Result:
         existing = self.catalog.find(stmt.name)
         if existing is not None:
             if _normalize(existing.statement) == _normalize(stmt.text):
@@ -641,7 +658,7 @@ class Engine:
         )
 
     def _do_InsertInto(self, stmt: ast.InsertInto, replay_seq: int | None = None,
-                       deferred: list | None = None) -> r.Result:
+                       deferred: Deferred | None = None) -> r.Result:
         target = self.catalog.get(stmt.target)
         for q in self.catalog.queries_writing(target.name):
             if _normalize(q.statement) == _normalize(stmt.text):
@@ -668,7 +685,7 @@ class Engine:
             self._start_persistent(query_id, plan, stmt, target)
         return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
 
-    def _plan_dataframe(self, plan: QueryPlan | AggregatePlan, query_id: str) -> Any:
+    def _plan_dataframe(self, plan: QueryPlan | AggregatePlan, query_id: str) -> DataFrame:
         """The query's output DataFrame, for its column types (Spark's analyser checks it)."""
         builder = SparkBuilder(self._build_context(query_id))
         try:
@@ -771,7 +788,8 @@ class Engine:
             self.stores[table.name] = store
         return store
 
-    def _do_Terminate(self, stmt: ast.Terminate, replay_seq: int | None = None, deferred: Any = None) -> r.Result:
+    def _do_Terminate(self, stmt: ast.Terminate, replay_seq: int | None = None,
+                      deferred: Deferred | None = None) -> r.Result:
         ids = [stmt.query_id.upper()] if stmt.query_id else list(self.catalog.queries)
         for qid in ids:
             if qid not in self.catalog.queries:
@@ -792,7 +810,7 @@ class Engine:
                 sink.writer_query = None
 
     @staticmethod
-    def _stop_handle(handle: Any) -> None:
+    def _stop_handle(handle: StreamingQuery) -> None:
         try:
             handle.stop()
         except Exception as e:  # a failed query may not stop cleanly; it is gone either way
@@ -879,7 +897,7 @@ class Engine:
         builder = SparkBuilder(self._build_context(query_id))
         names = [c.name for c in plan.columns]
 
-        def on_batch(batch_df: Any, _batch_id: int) -> None:
+        def on_batch(batch_df: DataFrame, _batch_id: int) -> None:
             if stream.closed:
                 return
             if isinstance(plan, AggregatePlan):
@@ -1056,9 +1074,9 @@ class Engine:
             handle = running.handle
             if handle.isActive:
                 state = "RUNNING"
-            elif handle.exception() is not None:
+            elif (exc := handle.exception()) is not None:
                 state = "ERROR"
-                stats["error"] = _spark_message(handle.exception())
+                stats["error"] = _spark_message(exc)
             progress = handle.lastProgress
             if progress:
                 stats.update({"batchId": progress.get("batchId"),
@@ -1067,7 +1085,7 @@ class Engine:
             dropped = self.dropped_records.get(info.id)
             if dropped is not None:  # ksqlDB's late-record count (records dropped past grace)
                 stats["numRowsDroppedByWatermark"] = dropped.value
-            for op in (progress or {}).get("stateOperators") or []:  # an aggregation's state
+            for op in (progress.get("stateOperators") if progress else None) or []:  # an aggregation's state
                 stats["stateRows"] = stats.get("stateRows", 0) + int(op.get("numRowsTotal") or 0)
                 stats["stateMemoryBytes"] = stats.get("stateMemoryBytes", 0) + int(op.get("memoryUsedBytes") or 0)
         return r.QueryDescription(info.id, info.statement, info.sink, info.sources, state, info.kind, stats)
@@ -1193,7 +1211,7 @@ class Engine:
         if exc is not None:
             raise StreamsqlError(f"Query {q.info.id} failed: {_spark_message(exc)}", q.info.statement)
 
-    def _restart_if_transient(self, q: RunningQuery, exc: Any) -> bool:
+    def _restart_if_transient(self, q: RunningQuery, exc: BaseException) -> bool:
         message = _spark_message(exc)
         if q.restart is None or q.restarts >= MAX_RESTARTS or not any(m in message for m in TRANSIENT_FAILURES):
             return False
@@ -1244,7 +1262,7 @@ def _bucket_count(value: str) -> int:
     return buckets
 
 
-def _ignore(_df: Any, _batch_id: int) -> None:
+def _ignore(_df: DataFrame, _batch_id: int) -> None:
     """The terminal step of a plan built only to learn its output columns."""
 
 
@@ -1297,7 +1315,7 @@ def _to_python(value: Any) -> Any:
     return value
 
 
-def _spark_message(exc: Any) -> str:
+def _spark_message(exc: BaseException) -> str:
     """The useful first line of a Spark/Py4J error, not the JVM stack."""
     text = getattr(exc, "desc", None) or getattr(exc, "message", None) or str(exc)
     text = str(text).strip()
@@ -1307,14 +1325,14 @@ def _spark_message(exc: Any) -> str:
     return text.strip()
 
 
-def _spark_plan(handle: Any) -> str:
+def _spark_plan(handle: StreamingQuery) -> str:
     try:
         return handle._jsq.explainInternal(False)
     except Exception:
         return "(plan not available)"
 
 
-def format_record(rec: Any) -> str:
+def format_record(rec: Record) -> str:
     """PRINT's line for one record (ksqlDB's layout)."""
     from datetime import datetime
 

@@ -24,7 +24,11 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streamsql.catalog import Source
+    from streamsql.kafka.admin import EndOffsets
 
 
 def _key_text(key: list[Any], window: tuple[int | None, int | None]) -> str:
@@ -63,7 +67,7 @@ class TableStore:
         self.path = path
         self._lock = threading.Lock()
         self._follow_lock = threading.Lock()
-        self._ends: Any = None  # EndOffsets of a followed changelog topic
+        self._ends: EndOffsets | None = None  # of a followed changelog topic
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS rows (k TEXT PRIMARY KEY, key_text TEXT, k0, key_blob BLOB, "
@@ -118,7 +122,7 @@ class TableStore:
         return {int(name.split(":", 1)[1]): int(value) for name, value
                 in self._db.execute("SELECT name, value FROM meta WHERE name LIKE 'offset:%'")}
 
-    def follow(self, bootstrap_servers: str, table: Any) -> int:
+    def follow(self, bootstrap_servers: str, table: Source) -> int:
         """Catch up with ``table``'s changelog topic: read every record written since the last
         call, up to the topic's end now, and apply it (a value upserts its key, a tombstone
         deletes it). Returns the records applied. A pull query calls this first, so it sees

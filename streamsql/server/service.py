@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamsql import types as t
 from streamsql.errors import ParseError, StreamsqlError
@@ -34,6 +34,11 @@ from streamsql.server.errors import (
 )
 from streamsql.server.sharing import PushQueryHub
 from streamsql.sql import ast, parse
+
+if TYPE_CHECKING:
+    from streamsql.catalog.kafka_commands import KafkaCommandLog
+    from streamsql.runtime.engine import Engine
+    from streamsql.server.supervisor import QuerySupervisor
 
 log = logging.getLogger("streamsql.server")
 
@@ -93,7 +98,7 @@ class QueryHandle:
 
 
 class KsqlService:
-    def __init__(self, engine: Any, command_log: Any, service_id: str = "default_") -> None:
+    def __init__(self, engine: Engine, command_log: KafkaCommandLog, service_id: str = "default_") -> None:
         self.engine = engine
         self.command_log = command_log
         self.service_id = service_id
@@ -104,7 +109,7 @@ class KsqlService:
         self._queries: dict[str, QueryHandle] = {}
         self._queries_lock = threading.Lock()
         self._applied = threading.Condition()
-        self.supervisor: Any = None
+        self.supervisor: QuerySupervisor | None = None
         #: identical stateless push queries from the latest offset share one Spark query
         self.push_hub = PushQueryHub()
 
@@ -191,7 +196,9 @@ class KsqlService:
         """
         spark = self.engine._spark
         if spark is not None:
-            spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+            jvm = spark._jvm
+            assert jvm is not None  # a started session has its JVM view
+            jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
     def _execute_all(self, text: str) -> list[dict[str, Any]]:
         engine = self.engine
@@ -264,13 +271,19 @@ class KsqlService:
                 if not isinstance(stmt, (ast.SelectStatement, ast.Print)):
                     raise statement_error("The query endpoints only run SELECT and PRINT statements; send "
                                           f"{type(stmt).__name__} statements to /ksql.", _text(stmt))
+                result: r.Result
                 try:
                     if self._shareable(stmt):
                         assert isinstance(stmt, ast.SelectStatement)
                         unlimited = dataclasses.replace(stmt, query=dataclasses.replace(stmt.query, limit=None))
+
+                        def start_shared() -> r.RowStream:
+                            stream = engine.execute_statement(unlimited)
+                            assert isinstance(stream, r.RowStream)  # a push query always streams
+                            return stream
+
                         result = self.push_hub.subscribe(PushQueryHub.key(stmt.text, dict(overrides), dict(variables)),
-                                                         stmt.text, stmt.query.limit,
-                                                         lambda: engine.execute_statement(unlimited))
+                                                         stmt.text, stmt.query.limit, start_shared)
                     else:
                         result = engine.execute_statement(stmt)
                 except StreamsqlError as e:

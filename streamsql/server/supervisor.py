@@ -12,9 +12,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from streamsql.sql import ast, parse
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+    from streamsql.catalog.kafka_commands import KafkaCommandLog
+    from streamsql.runtime.engine import Engine
 
 log = logging.getLogger("streamsql.server")
 
@@ -23,7 +29,7 @@ MAX_BACKOFF_S = 60.0
 
 
 class QuerySupervisor:
-    def __init__(self, engine: Any, command_log: Any, interval_s: float = 1.0) -> None:
+    def __init__(self, engine: Engine, command_log: KafkaCommandLog, interval_s: float = 1.0) -> None:
         self.engine = engine
         self.command_log = command_log
         self.interval_s = interval_s
@@ -82,7 +88,9 @@ class QuerySupervisor:
             engine.session_properties = self._properties_of(query_id)
             try:
                 spark = engine.spark
-                spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+                jvm = spark._jvm
+                assert jvm is not None  # a started session has its JVM view
+                jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
                 plan = engine.planner.plan_query(query, persistent=True, sink_name=sink.name)
                 engine._stop_handle(running.handle)
                 engine._start_persistent(query_id, plan, stmt, sink)
@@ -106,7 +114,7 @@ class QuerySupervisor:
         return {}
 
 
-def _reason(handle: Any) -> str:
+def _reason(handle: StreamingQuery) -> str:
     try:
         exc = handle.exception()
         text = str(getattr(exc, "desc", None) or exc)

@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from streamsql.types import Column
+from streamsql.types import Column, SqlType
 
 
 @dataclass
@@ -160,7 +160,7 @@ class DropSource(Statement):
 @dataclass
 class CreateType(Statement):
     name: str
-    type: Any  # streamsql.types.SqlType
+    type: SqlType
     if_not_exists: bool = False
 
 

@@ -43,10 +43,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamsql.errors import StreamsqlError
 from streamsql.formats import schema_registry
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
+    from pyspark.sql import SparkSession
+
+    from streamsql.formats import FormatSpec
+    from streamsql.runtime.engine import Engine
+    from streamsql.testing.rawproduce import RawProducer
 
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -806,7 +814,7 @@ class _Failure(Exception):
 class QttRunner:
     """Runs cases one at a time on fresh engines over a shared broker and SparkSession."""
 
-    def __init__(self, bootstrap_servers: str, spark: Any, work_dir: Path | None = None,
+    def __init__(self, bootstrap_servers: str, spark: SparkSession, work_dir: Path | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S, spark_master: str | None = None, parallel: int = 1) -> None:
         self.bootstrap = bootstrap_servers
         self.parallel = max(1, parallel)
@@ -818,8 +826,8 @@ class QttRunner:
         self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="streamsql-qtt-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self._seq = 0
-        self._producer: Any = None
-        self._admin_client: Any = None
+        self._producer: RawProducer | None = None
+        self._admin_client: AdminClient | None = None
         self.run_tag = f"{int(time.time()) % 100000:05d}"
         self._warm = False  # a case has run a query through Spark (see iter_results)
 
@@ -999,7 +1007,7 @@ class QttRunner:
                 self._producer = RawProducer(self.bootstrap)
             return self._producer
 
-    def _feed(self, engine: Any, case: QttCase, prefix: str, schemas: dict[str, dict[str, tuple[int, str]]]) -> None:
+    def _feed(self, engine: Engine, case: QttCase, prefix: str, schemas: dict[str, dict[str, tuple[int, str]]]) -> None:
         from streamsql.runtime import io
         from streamsql.testing.rawproduce import partition_for
 
@@ -1044,7 +1052,7 @@ class QttRunner:
         if failed:
             raise StreamsqlError(f"Query {failed[0][0]} failed: {failed[0][1]}")
 
-    def _check_outputs(self, engine: Any, case: QttCase, prefix: str) -> str | None:
+    def _check_outputs(self, engine: Engine, case: QttCase, prefix: str) -> str | None:
         from streamsql.runtime import io
 
         by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -1125,7 +1133,7 @@ def _activate(spark: Any) -> None:
         pass
 
 
-def _side_format(spec: Any | None) -> SideFormat:
+def _side_format(spec: FormatSpec | None) -> SideFormat:
     if spec is None:
         return SideFormat("raw")
     name = spec.name.upper()

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from streamsql.testing.qtt import (
     CaseResult,
@@ -37,6 +37,9 @@ from streamsql.testing.qtt import (
     topics_to_create,
     window_suffix,
 )
+
+if TYPE_CHECKING:
+    from streamsql.catalog import Source
 
 QUERY_START = re.compile(r"^\s*(SELECT|PRINT)\b", re.IGNORECASE)
 DEFAULT_CASE_TIMEOUT_S = 60.0
@@ -273,7 +276,7 @@ class RqttRunner:
                 specs.setdefault(topic, (io.key_spec(source), io.value_spec(source)))
         return specs
 
-    def _bind(self, source: Any) -> None:
+    def _bind(self, source: Source) -> None:
         """Registry formats: write with the schema the server registered for the source (the
         subject's latest), read any id from the registry."""
         from streamsql.formats import schema_registry

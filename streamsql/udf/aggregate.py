@@ -21,18 +21,19 @@ from streamsql import types as t
 from streamsql.errors import AnalysisError
 from streamsql.planner import aggregates
 from streamsql.planner.aggregates import Accumulator, AggregateFunction, BoundAggregate
+from streamsql.udf.api import FunctionSpec
 
 #: name -> overloads (FunctionSpec), for accumulators restored from the state store
-_SPECS: dict[str, list[Any]] = {}
+_SPECS: dict[str, list[FunctionSpec]] = {}
 
 
-def loaded(names: Sequence[str]) -> dict[str, list[Any]]:
+def loaded(names: Sequence[str]) -> dict[str, list[FunctionSpec]]:
     """The overloads of those of ``names`` that are Python UDAFs, to travel with a query to
     Spark's workers, whose processes never ran the loader (see :func:`install`)."""
     return {n: list(_SPECS[n]) for n in names if n in _SPECS}
 
 
-def install(specs: dict[str, list[Any]]) -> None:
+def install(specs: dict[str, list[FunctionSpec]]) -> None:
     """Make UDAFs carried by a query known in this (worker) process."""
     for name, overloads in specs.items():
         _SPECS.setdefault(name, overloads)
@@ -104,7 +105,7 @@ class PythonAccumulator(Accumulator):
             raise FunctionError(self.name, e) from e
 
 
-def aggregate_function(name: str, specs: Sequence[Any], category: str) -> AggregateFunction:
+def aggregate_function(name: str, specs: Sequence[FunctionSpec], category: str) -> AggregateFunction:
     """The aggregate-function entry of one Python UDAF name (all its overloads)."""
     from streamsql.planner.udf_compile import accepts, declared
 
@@ -135,7 +136,7 @@ def aggregate_function(name: str, specs: Sequence[Any], category: str) -> Aggreg
                              [s.signature() for s in specs], category=category)
 
 
-def register(name: str, specs: Sequence[Any], category: str) -> None:
+def register(name: str, specs: Sequence[FunctionSpec], category: str) -> None:
     _SPECS[name] = list(specs)
     aggregates.register(aggregate_function(name, specs, category))
 

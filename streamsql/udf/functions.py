@@ -10,12 +10,15 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamsql.planner import udf_compile
 from streamsql.planner.functions import REGISTRY
 from streamsql.udf import loader, runtime
 from streamsql.udf.api import FunctionSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,7 @@ def load(extension_dir: str | None) -> list[str]:
         return list(problems)
 
 
-def install(spark: Any, bootstrap: str | None, processing_log_topic: str | None) -> None:
+def install(spark: SparkSession, bootstrap: str | None, processing_log_topic: str | None) -> None:
     """Make the loaded functions callable in ``spark``'s SQL, reporting errors to the given
     processing-log topic."""
     with _lock:

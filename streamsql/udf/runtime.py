@@ -25,10 +25,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamsql import types as t
 from streamsql.udf.api import AGGREGATE, TABLE, FunctionSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 processing_log = logging.getLogger("streamsql.processing_log")
@@ -172,7 +175,8 @@ _installed: dict[int, tuple[int, ErrorLog]] = {}
 _install_lock = threading.Lock()
 
 
-def install(spark: Any, specs_by_name: dict[str, list[FunctionSpec]], generation: int, errors: ErrorLog) -> None:
+def install(spark: SparkSession, specs_by_name: dict[str, list[FunctionSpec]], generation: int,
+            errors: ErrorLog) -> None:
     """Register every overload with ``spark`` under its :func:`spark_name` (once per generation
     of loaded functions and processing-log target)."""
     from streamsql.planner.udf_compile import spark_name
