@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from pyspark.errors import AnalysisException
 
 from streamsql.errors import KafkaError
 from streamsql.formats.base import FormatSpec
@@ -161,8 +162,10 @@ def test_missing_topic_fails_at_definition(spark, bootstrap, topic_name) -> None
     t = topic_name("nope")
     with pytest.raises(KafkaError, match=f"Topic '{t}' does not exist"):
         read_stream(spark, options(bootstrap, t))
-    with pytest.raises(Exception, match=f"Topic '{t}' does not exist"):  # plain Spark API: at load()
+    # plain Spark API: at load(), Spark wraps the data source's KafkaError in an AnalysisException
+    with pytest.raises(AnalysisException, match=f"KafkaError: Topic '{t}' does not exist") as info:
         spark.readStream.format(SHORT_NAME).options(**options(bootstrap, t)).load()
+    assert info.value.getCondition() == "PYTHON_DATA_SOURCE_ERROR"
 
 
 def test_restart_from_checkpoint_no_loss_no_duplicates(spark, admin, bootstrap, topic_name, tmp_path) -> None:  # type: ignore[no-untyped-def]
