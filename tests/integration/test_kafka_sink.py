@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import pyarrow as pa
 import pytest
+from pyspark.errors import StreamingQueryException
 
 from streamsql.formats.base import FormatSpec
 from streamsql.kafka.admin import KafkaAdmin
@@ -124,10 +125,13 @@ def test_sink_to_missing_topic_fails_the_query_with_a_clear_error(spark, admin, 
     src, missing = topic_name("src"), topic_name("nosink")
     admin.create_topic(src)
     df = spark.readStream.format(SHORT_NAME).options(**sink_options(bootstrap, src)).load()
-    with pytest.raises(Exception, match=f"Topic '{missing}' does not exist"):
-        q = (df.writeStream.format(SHORT_NAME).options(**sink_options(bootstrap, missing))
-             .option("checkpointLocation", str(tmp_path)).trigger(availableNow=True).start())
+    # Spark asks the data source for its writer when the first batch runs, so the KafkaError
+    # fails the query (STREAM_FAILED, seen at awaitTermination) rather than start()
+    q = (df.writeStream.format(SHORT_NAME).options(**sink_options(bootstrap, missing))
+         .option("checkpointLocation", str(tmp_path)).trigger(availableNow=True).start())
+    with pytest.raises(StreamingQueryException, match=f"KafkaError: Topic '{missing}' does not exist") as info:
         q.awaitTermination(60)
+    assert info.value.getCondition() == "STREAM_FAILED"
     assert not admin.topic_exists(missing)
 
 
