@@ -19,7 +19,9 @@ from benchmarks.measure import TreeSampler, loadavg
 from benchmarks.workloads import WORKLOADS, Workload
 
 REPO = Path(__file__).resolve().parents[1]
-SYSTEMS = ("ceiling-raw", "ceiling-json", "streamsql", "quixstreams")
+SYSTEMS = ("ceiling-raw", "ceiling-json", "streamsql", "streamsql-nocache", "quixstreams")
+#: systems that write the output topic (the ceilings only read)
+WRITERS = ("streamsql", "streamsql-nocache", "quixstreams")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -28,7 +30,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, help="write the rows here (plus PATH.meta.json and a PNG chart beside it)")
     p.add_argument("--records", type=int, help="input records per workload (default 1,000,000; --quick 20,000)")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated ({', '.join(WORKLOADS)})")
-    p.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated ({', '.join(SYSTEMS)})")
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help=f"comma-separated ({', '.join(SYSTEMS)}); streamsql-nocache is streamsql with "
+                        "ksql.streams.cache.max.bytes.buffering=0, run only for workloads with an EMIT CHANGES "
+                        "aggregation (elsewhere the record cache changes nothing)")
     p.add_argument("--latency-seconds", type=float,
                    help="measured seconds of the streamsql latency probe at --latency-rate (default 20; --quick 4; "
                         "0 = skip)")
@@ -49,8 +54,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, float]:
-    """Write ``count`` records of ``w`` once; return the expected output count and produce seconds."""
+def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, dict[str, Any] | None, float]:
+    """Write ``count`` records of ``w`` once; return the reference's output count (for an
+    aggregation that emits changes: its updates without a record cache), the expected final value
+    per output key (workloads with ``final``, else None) and the produce seconds (which include
+    the reference's work)."""
     from confluent_kafka import Producer
 
     from streamsql.kafka.admin import KafkaAdmin, client_config
@@ -70,10 +78,13 @@ def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, f
             producer.poll(0)
         producer.flush(60)
     reference = w.reference()
+    final = w.final() if w.final is not None else None
     expected = 0
     t0 = time.monotonic()
     for key, value, ts in w.generate(count, w.seed):
         expected += reference(key, value)
+        if final is not None:
+            final.add(key, value, ts)
         while True:
             try:
                 producer.produce(topic, value=value, key=key, timestamp=ts)
@@ -83,22 +94,25 @@ def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, f
     left = producer.flush(60)
     if left:
         raise RuntimeError(f"{left} records not acknowledged")
-    return expected, time.monotonic() - t0
+    seconds = time.monotonic() - t0
+    return expected, final.result() if final is not None else None, seconds
 
 
 def run_system(args: argparse.Namespace, system: str, w: Workload, bootstrap: str, input_topic: str,
-               expected: int, broker_pid: int | None, log_dir: Path) -> dict[str, Any]:
+               expected: int, broker_pid: int | None, log_dir: Path, final_path: Path | None = None) -> dict[str, Any]:
     from streamsql.kafka.admin import KafkaAdmin
 
     output_topic = f"{input_topic}_{system.replace('-', '_')}_out"
-    if system in ("streamsql", "quixstreams"):
+    if system in WRITERS:
         admin = KafkaAdmin(bootstrap)
         admin.create_topic(output_topic, w.partitions)
         admin.close()
     cmd = [sys.executable, "-m", "benchmarks.child", system, "--workload", w.name, "--bootstrap", bootstrap,
            "--input-topic", input_topic, "--output-topic", output_topic, "--records", str(args.records),
            "--expected", str(expected), "--timeout", str(args.timeout)]
-    if system == "streamsql" and args.latency_seconds > 0 and w.latency:
+    if final_path is not None and system in WRITERS:
+        cmd += ["--final", str(final_path)]
+    if system.startswith("streamsql") and args.latency_seconds > 0 and w.latency:
         cmd += ["--latency-seconds", str(args.latency_seconds), "--latency-warmup", str(args.latency_warmup),
                 "--latency-rate", str(args.latency_rate)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
@@ -131,9 +145,12 @@ def rows_for(w: Workload, system: str, res: dict[str, Any]) -> list[dict[str, An
     if "error" in res:
         return [report.row(w.name, system, peak_rss_mb=None)]
     rows = [report.row(w.name, system, res.get("records"), res.get("seconds"), res.get("peak_rss_mb"),
-                       res.get("p50_ms"), res.get("p99_ms"))]
-    if system == "streamsql" and res.get("steady_records_per_s"):
-        rows.append(report.row(w.name, "streamsql-steady", res["steady_rows"], res["steady_s"]))
+                       res.get("p50_ms"), res.get("p99_ms"), outputs=res.get("outputs") if system in WRITERS else None)]
+    # the steady rate is rows of the output query's input per second: a row only when those rows
+    # are the input records (W2's are words, W4's quotes; the figures stay in the meta file)
+    steady_is_records = res.get("input_rows") == res.get("records")
+    if system.startswith("streamsql") and res.get("steady_records_per_s") and steady_is_records:
+        rows.append(report.row(w.name, f"{system}-steady", res["steady_rows"], res["steady_s"]))
     if system == "quixstreams" and res.get("first_output_s") is not None and res["seconds"] > res["first_output_s"]:
         # after the consumer group join (first output); the join is a tansu artefact (child.py)
         rows.append(report.row(w.name, "quixstreams-steady", res["records"], res["seconds"] - res["first_output_s"]))
@@ -164,20 +181,36 @@ def main(argv: list[str] | None = None) -> int:
         broker_pid = getattr(getattr(broker, "_proc", None), "pid", None)
         for w in workloads:
             topic = f"bench_{w.name.lower()}_{uuid.uuid4().hex[:6]}"
-            expected, produce_s = produce(broker.bootstrap_servers, topic, w, args.records)
-            wmeta: dict[str, Any] = {"title": w.title, "input_topic": topic, "expected_outputs": expected,
-                                     "produce_s": round(produce_s, 2),
+            expected, final, produce_s = produce(broker.bootstrap_servers, topic, w, args.records)
+            final_path = None
+            wmeta: dict[str, Any] = {"title": w.title, "input_topic": topic, "produce_s": round(produce_s, 2),
                                      "produce_records_per_s": round(args.records / produce_s), "systems": {}}
+            if final is None:
+                wmeta["expected_outputs"] = expected
+                done_by = f"{expected:,} expected outputs"
+            else:
+                final_path = log_dir / f"{w.name}-final.json"
+                final_path.write_text(json.dumps(final))
+                wmeta.update(completion="final state", final_keys=len(final), updates_without_cache=expected)
+                done_by = (f"done when each of {len(final):,} output keys holds its final value "
+                           f"({expected:,} updates without a record cache)")
             meta["workloads"][w.name] = wmeta
-            print(f"{w.name} ({w.title}): produced {args.records:,} records in {produce_s:.1f}s; "
-                  f"{expected:,} expected outputs", flush=True)
+            print(f"{w.name} ({w.title}): produced {args.records:,} records in {produce_s:.1f}s; {done_by}",
+                  flush=True)
             for system in systems:
-                res = run_system(args, system, w, broker.bootstrap_servers, topic, expected, broker_pid, log_dir)
+                if system == "streamsql-nocache" and not w.record_cache:
+                    print(f"  {system:<17} skipped: no EMIT CHANGES aggregation, the record cache changes nothing",
+                          flush=True)
+                    continue
+                res = run_system(args, system, w, broker.bootstrap_servers, topic, expected, broker_pid, log_dir,
+                                 final_path)
                 wmeta["systems"][system] = res
                 new = rows_for(w, system, res)
                 rows.extend(new)
-                status = res.get("error") or f"{new[0]['records_per_s']:,.0f} records/s in {new[0]['seconds']:.2f}s"
-                print(f"  {system:<14} {status} (peak RSS {res['peak_rss_mb']:.0f} MB, load {res['loadavg_after']})",
+                wrote = res.get("outputs") if system in WRITERS else None
+                status = res.get("error") or (f"{new[0]['records_per_s']:,.0f} records/s in {new[0]['seconds']:.2f}s"
+                                              + (f", {wrote:,} output records" if wrote is not None else ""))
+                print(f"  {system:<17} {status} (peak RSS {res['peak_rss_mb']:.0f} MB, load {res['loadavg_after']})",
                       flush=True)
     finally:
         broker.stop()
@@ -189,13 +222,19 @@ def main(argv: list[str] | None = None) -> int:
     if r:
         print("ratios of records/s:\n" + r)
     for name, wmeta in meta["workloads"].items():
-        s = wmeta["systems"].get("streamsql") or {}
-        if "spark_start_s" in s:
-            print(f"{name} streamsql: Spark session start {s['spark_start_s']:.1f}s (not in 'seconds'); first micro-batch "
-                  f"{s.get('first_batch_rows', 0):,} rows in {s.get('first_batch_s', 0):.1f}s; "
-                  f"{s.get('batches', 0)} batches with data"
-                  + (f"; latency at {s['latency_rate']}/s: p50 {s['p50_ms']:.0f} ms, p99 {s['p99_ms']:.0f} ms "
-                     f"({s['latency_samples']} outputs)" if s.get("p50_ms") is not None else ""))
+        for sname in ("streamsql", "streamsql-nocache"):
+            s = wmeta["systems"].get(sname) or {}
+            if "spark_start_s" in s:
+                print(f"{name} {sname}: Spark session start {s['spark_start_s']:.1f}s (not in 'seconds'); first "
+                      f"micro-batch {s.get('first_batch_rows', 0):,} rows in {s.get('first_batch_s', 0):.1f}s; "
+                      f"{s.get('batches', 0)} batches with data"
+                      + (f"; latency at {s['latency_rate']}/s: p50 {s['p50_ms']:.0f} ms, p99 {s['p99_ms']:.0f} ms "
+                         f"({s['latency_samples']} outputs)" if s.get("p50_ms") is not None else ""))
+        if "final_keys" in wmeta:
+            written = ", ".join(f"{system} {res['outputs']:,}" for system, res in wmeta["systems"].items()
+                                if res.get("outputs") is not None and system in WRITERS)
+            print(f"{name}: done by final state ({wmeta['final_keys']:,} keys); output records written: {written} "
+                  f"(one update per input record: {wmeta['updates_without_cache']:,})")
         for system, res in wmeta["systems"].items():
             if res.get("cpu_s_by_process"):
                 print(f"{name} {system}: CPU seconds {res['cpu_s_by_process']}")

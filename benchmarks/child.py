@@ -4,8 +4,14 @@ The parent (``python -m benchmarks``) samples this process tree's memory and CPU
 result from the last stdout line, ``BENCH_RESULT {json}``. Each system's clock starts when it
 starts consuming (ceilings) or when its query/app starts (streamsql, quixstreams) and stops when
 the output topic holds every expected record (or, for the ceilings, when every input record was
-read). Interpreter start-up and imports are outside the clock; Spark's session start is measured
-separately (``spark_start_s``).
+read). For a workload with a final state (an aggregation that emits changes), "every expected
+record" is "every expected key's latest record carries its final value" (``--final``): the count
+is still reported (``outputs``). Interpreter start-up and imports are outside the clock; Spark's
+session start is measured separately (``spark_start_s``).
+
+``streamsql-nocache`` is streamsql with ksqlDB's record cache off
+(``ksql.streams.cache.max.bytes.buffering=0`` in the engine's properties, as in a server's
+properties file): an aggregation then writes one update per input record, as quixstreams does.
 """
 
 from __future__ import annotations
@@ -21,8 +27,35 @@ import time
 import uuid
 from typing import Any
 
-from benchmarks.measure import OutputWatcher, percentile
+from benchmarks.measure import FinalState, OutputWatcher, percentile
 from benchmarks.workloads import WORKLOADS, Workload
+
+#: the engine properties of each streamsql system (on top of the defaults)
+STREAMSQL_PROPERTIES: dict[str, dict[str, str]] = {
+    "streamsql": {},
+    "streamsql-nocache": {"ksql.streams.cache.max.bytes.buffering": "0"},
+}
+
+
+def _watcher(args: argparse.Namespace, w: Workload, on_done: Any = None) -> OutputWatcher:
+    """The output watcher: done by final state when the workload has one (``--final``), else by
+    the expected record count."""
+    if args.final:
+        with open(args.final) as f:
+            expected = json.load(f)
+        if w.output_state is None:
+            raise RuntimeError(f"{w.name} has no output_state to compare its final state with")
+        return OutputWatcher(args.bootstrap, args.output_topic, None, on_done=on_done,
+                             final=FinalState(expected, w.output_state))
+    return OutputWatcher(args.bootstrap, args.output_topic, args.expected, on_done=on_done)
+
+
+def _done(watcher: OutputWatcher, t0: float) -> dict[str, Any]:
+    out = {"records": None, "seconds": watcher.done_at - t0, "outputs": watcher.done_count,  # type: ignore[operator]
+           "first_output_s": watcher.first_at - t0 if watcher.first_at is not None else None}
+    if watcher.final is not None:
+        out.update(watcher.final.summary())
+    return out
 
 
 def _consume_loop(args: argparse.Namespace, work: Any) -> dict[str, Any]:
@@ -78,7 +111,10 @@ def _steady(progress: list[dict[str, Any]]) -> dict[str, Any]:
     """Throughput over the micro-batches after the first one that had data (the first carries
     Python worker start, planning and code generation)."""
     batches = sorted((p for p in progress if (p.get("numInputRows") or 0) > 0), key=lambda p: p["batchId"])
-    out: dict[str, Any] = {"batches": len(batches)}
+    #: rows the query read over all batches: the workload's input records only when the query
+    #: reads the input topic record for record (not W2's aggregation, which reads the cutter's
+    #: words, nor W4's, which reads a row per quote of a gzipped batch)
+    out: dict[str, Any] = {"batches": len(batches), "input_rows": sum(p["numInputRows"] for p in batches)}
     if batches:
         first = batches[0]
         out["first_batch_rows"] = first["numInputRows"]
@@ -99,14 +135,15 @@ def run_streamsql(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
     from streamsql.runtime.spark import get_spark, stop_spark
 
     data_dir = tempfile.mkdtemp(prefix="bench-streamsql-")
-    result: dict[str, Any] = {}
+    properties = STREAMSQL_PROPERTIES[args.system]
+    result: dict[str, Any] = {"properties": properties}
     t = time.monotonic()
     spark = get_spark()
     result["spark_start_s"] = time.monotonic() - t
-    engine = Engine(EngineConfig(args.bootstrap, data_dir), spark=spark)
+    engine = Engine(EngineConfig(args.bootstrap, data_dir, properties=dict(properties)), spark=spark)
     try:
         engine.start()
-        watcher = OutputWatcher(args.bootstrap, args.output_topic, args.expected).start()
+        watcher = _watcher(args, w).start()
         t0 = time.monotonic()
         engine.execute(w.sql(args.input_topic, args.output_topic))
         deadline = t0 + args.timeout
@@ -115,11 +152,10 @@ def run_streamsql(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
             if failed:
                 raise RuntimeError(f"query failed: {failed}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"output held {watcher.count} of {args.expected} records after {args.timeout}s")
+                raise TimeoutError(f"output held {watcher.progress()} after {args.timeout}s")
         if watcher.error is not None:
             raise watcher.error
-        result.update(records=args.records, seconds=watcher.done_at - t0, outputs=watcher.count,  # type: ignore[operator]
-                      first_output_s=watcher.first_at - t0)  # type: ignore[operator]
+        result.update(_done(watcher, t0), records=args.records)
         watcher.stop()
         engine.wait_until_idle()  # the last batch's progress is posted after its output is written
         query = list(engine.queries.values())[-1]  # the query writing the output topic
@@ -213,7 +249,7 @@ def run_quixstreams(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
         w.quix(app.dataframe(in_topic), out_topic, app.dataframe(table_topic))
     else:
         w.quix(app.dataframe(in_topic), out_topic)
-    watcher = OutputWatcher(args.bootstrap, args.output_topic, args.expected, on_done=app.stop).start()
+    watcher = _watcher(args, w, on_done=app.stop).start()
     timer = threading.Timer(args.timeout, app.stop)
     timer.daemon = True
     timer.start()
@@ -226,14 +262,13 @@ def run_quixstreams(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
     if watcher.error is not None:
         raise watcher.error
     if not watcher.done.is_set():
-        raise TimeoutError(f"quixstreams stopped with {watcher.count} of {args.expected} output records")
+        raise TimeoutError(f"quixstreams stopped with {watcher.progress()} in the output")
     watcher.stop()
-    return {"records": args.records, "seconds": watcher.done_at - t0, "outputs": watcher.count,  # type: ignore[operator]
-            "first_output_s": watcher.first_at - t0}  # type: ignore[operator]
+    return {**_done(watcher, t0), "records": args.records}
 
 
 SYSTEMS = {"ceiling-raw": run_ceiling_raw, "ceiling-json": run_ceiling_json, "streamsql": run_streamsql,
-           "quixstreams": run_quixstreams}
+           "streamsql-nocache": run_streamsql, "quixstreams": run_quixstreams}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--input-topic", required=True)
     p.add_argument("--output-topic", required=True)
     p.add_argument("--records", type=int, required=True)
-    p.add_argument("--expected", type=int, required=True)
+    p.add_argument("--expected", type=int, required=True,
+                   help="records the reference emits (without a record cache: one per update)")
+    p.add_argument("--final", help="JSON file of the expected final value per output key: done by final state")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--latency-seconds", type=float, default=0)
     p.add_argument("--latency-warmup", type=float, default=10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -102,22 +102,78 @@ def _label(p: Any) -> str:
     return name
 
 
+_MISSING = object()
+
+
+class FinalState:
+    """Completion by final state: ``expected`` maps each output key to its final value (the
+    workload's reference over the input); ``normalise`` turns an output record (Kafka key and
+    value bytes) into ``(output key, value)`` in the same form. Fed the latest record per Kafka key
+    as records arrive, it is ``done`` when every expected key's latest record carries the
+    expected value. A key's records all sit in one partition, in order, so its latest record is
+    the one read last; a later record that differs (a tombstone, a wrong value) makes the key
+    pending again."""
+
+    def __init__(self, expected: dict[str, Any],
+                 normalise: Callable[[bytes | None, bytes | None], tuple[str, Any]]) -> None:
+        self.expected = expected
+        self.normalise = normalise
+        self.pending: set[str] = set(expected)
+        #: output keys that no expected key matches (a system writing something else)
+        self.unexpected: set[str] = set()
+        #: the last (key, value written, value expected) that did not match, for diagnosis
+        self.last_mismatch: tuple[str, Any, Any] | None = None
+
+    def update(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
+        expected, pending = self.expected, self.pending
+        for raw_key, raw_value in records:
+            key, value = self.normalise(raw_key, raw_value)
+            want = expected.get(key, _MISSING)
+            if want is _MISSING:
+                self.unexpected.add(key)
+            elif value == want:
+                pending.discard(key)
+            else:
+                pending.add(key)
+                self.last_mismatch = (key, value, want)
+
+    @property
+    def done(self) -> bool:
+        return not self.pending
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"final_keys": len(self.expected),
+                               "final_keys_at_final_value": len(self.expected) - len(self.pending),
+                               "unexpected_keys": len(self.unexpected)}
+        if self.pending and self.last_mismatch is not None:
+            out["last_mismatch"] = repr(self.last_mismatch)[:500]
+        if self.unexpected:
+            out["unexpected_key_examples"] = sorted(self.unexpected)[:3]
+        return out
+
+
 class OutputWatcher:
     """Counts the records of ``topic`` (all partitions, from offset 0) in a thread; ``done`` is
-    set, and ``done_at`` (``time.monotonic()``) recorded, once ``expected`` records are there.
-    With ``sent`` (key → send time, ``time.time()``) it also records per-record latency."""
+    set, and ``done_at`` (``time.monotonic()``) recorded, once ``expected`` records are there
+    and, with ``final``, every expected key holds its final value (see :class:`FinalState`; the
+    latest record per Kafka key of each consumed batch is decoded, not every record). With
+    ``sent`` (key → send time, ``time.time()``) it also records per-record latency."""
 
     def __init__(self, bootstrap: str, topic: str, expected: int | None,
-                 sent: dict[bytes, float] | None = None, on_done: Callable[[], Any] | None = None) -> None:
+                 sent: dict[bytes, float] | None = None, on_done: Callable[[], Any] | None = None,
+                 final: FinalState | None = None) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self.expected = expected
         self.sent = sent
         self.on_done = on_done
+        self.final = final
         self.count = 0
         self.latencies_ms: list[tuple[float, float]] = []  # (send time, latency ms)
         self.done = threading.Event()
         self.done_at: float | None = None
+        #: records read when done was set (what the system had written by then)
+        self.done_count: int | None = None
         self.first_at: float | None = None
         self.error: BaseException | None = None
         self._stop = threading.Event()
@@ -126,6 +182,23 @@ class OutputWatcher:
     def start(self) -> "OutputWatcher":
         self._thread.start()
         return self
+
+    def complete(self) -> bool:
+        """Whether every completion condition given holds (never with none given)."""
+        if self.expected is None and self.final is None:
+            return False
+        return (self.expected is None or self.count >= self.expected) and (self.final is None or self.final.done)
+
+    def progress(self) -> str:
+        """What the output holds, for a timeout message."""
+        text = f"{self.count:,} records" + (f" of {self.expected:,} expected" if self.expected is not None else "")
+        if self.final is not None:
+            s = self.final.summary()
+            text += (f"; {s['final_keys_at_final_value']:,} of {s['final_keys']:,} keys at their final value"
+                     f", {s['unexpected_keys']:,} unexpected keys")
+            if "last_mismatch" in s:
+                text += f"; last mismatch (key, written, expected): {s['last_mismatch']}"
+        return text
 
     def _run(self) -> None:
         from confluent_kafka import Consumer, TopicPartition
@@ -137,6 +210,7 @@ class OutputWatcher:
                                                                  "enable.partition.eof": False}))
             parts = topic_partitions(consumer, self.topic)
             consumer.assign([TopicPartition(self.topic, p, 0) for p in parts])
+            latest: dict[bytes | None, bytes | None] | None = {} if self.final is not None else None
             while not self._stop.is_set():
                 msgs = consumer.consume(5000, 0.05)
                 now = time.time()
@@ -146,12 +220,18 @@ class OutputWatcher:
                     self.count += 1
                     if self.first_at is None:
                         self.first_at = time.monotonic()
+                    if latest is not None:
+                        latest[m.key()] = m.value()
                     if self.sent is not None:
                         sent = self.sent.get(m.key())
                         if sent is not None:
                             self.latencies_ms.append((sent, (now - sent) * 1000.0))
-                if self.expected is not None and self.count >= self.expected and not self.done.is_set():
+                if latest:
+                    self.final.update(latest.items())  # type: ignore[union-attr]
+                    latest.clear()
+                if not self.done.is_set() and self.complete():
                     self.done_at = time.monotonic()
+                    self.done_count = self.count
                     self.done.set()
                     if self.on_done is not None:
                         self.on_done()

@@ -7,13 +7,21 @@ from pathlib import Path
 from typing import Any
 
 #: the JSON row shape (null where not measured)
-ROW_KEYS = ("workload", "system", "records", "seconds", "records_per_s", "peak_rss_mb", "p50_ms", "p99_ms")
+ROW_KEYS = ("workload", "system", "records", "seconds", "records_per_s", "peak_rss_mb", "p50_ms", "p99_ms",
+            "outputs")
+
+#: the streamsql rows compared with the ceilings and the peer (each ``-steady`` row with the
+#: peer's ``-steady`` row)
+STREAMSQL_ROWS = ("streamsql", "streamsql-nocache", "streamsql-steady", "streamsql-nocache-steady")
 
 
 def row(workload: str, system: str, records: int | None = None, seconds: float | None = None,
-        peak_rss_mb: float | None = None, p50_ms: float | None = None, p99_ms: float | None = None) -> dict[str, Any]:
+        peak_rss_mb: float | None = None, p50_ms: float | None = None, p99_ms: float | None = None,
+        outputs: int | None = None) -> dict[str, Any]:
+    """One result row; ``outputs`` is the number of records the system had written to the output
+    topic when it was done (null for the ceilings, which write nothing, and the steady rows)."""
     rps = records / seconds if records and seconds else None
-    return {"workload": workload, "system": system, "records": records,
+    return {"workload": workload, "system": system, "records": records, "outputs": outputs,
             "seconds": round(seconds, 3) if seconds is not None else None,
             "records_per_s": round(rps, 1) if rps is not None else None,
             "peak_rss_mb": round(peak_rss_mb, 1) if peak_rss_mb is not None else None,
@@ -26,23 +34,24 @@ def _fmt(v: Any, spec: str = ",.0f") -> str:
 
 
 def table(rows: list[dict[str, Any]], cores: int) -> str:
-    head = f"{'workload':<8} {'system':<16} {'records':>10} {'seconds':>8} {'records/s':>11} {'per core':>10} " \
-           f"{'peak RSS MB':>11} {'p50 ms':>7} {'p99 ms':>7}"
+    head = f"{'workload':<8} {'system':<24} {'records':>10} {'seconds':>8} {'records/s':>11} {'per core':>10} " \
+           f"{'peak RSS MB':>11} {'p50 ms':>7} {'p99 ms':>7} {'outputs':>10}"
     lines = [head, "-" * len(head)]
     for r in rows:
         rps = r["records_per_s"]
-        lines.append(f"{r['workload']:<8} {r['system']:<16} {_fmt(r['records']):>10} {_fmt(r['seconds'], '.2f'):>8} "
+        lines.append(f"{r['workload']:<8} {r['system']:<24} {_fmt(r['records']):>10} {_fmt(r['seconds'], '.2f'):>8} "
                      f"{_fmt(rps):>11} {_fmt(rps / cores if rps else None):>10} {_fmt(r['peak_rss_mb']):>11} "
-                     f"{_fmt(r['p50_ms']):>7} {_fmt(r['p99_ms']):>7}")
+                     f"{_fmt(r['p50_ms']):>7} {_fmt(r['p99_ms']):>7} {_fmt(r.get('outputs')):>10}")
     return "\n".join(lines)
 
 
 def ratios(rows: list[dict[str, Any]]) -> str:
-    """streamsql throughput over each ceiling and over the peer, per workload."""
+    """streamsql throughput (with and without the record cache) over each ceiling and over the
+    peer, per workload."""
     out = []
     for wl in dict.fromkeys(r["workload"] for r in rows):
         by = {r["system"]: r["records_per_s"] for r in rows if r["workload"] == wl}
-        for mine in ("streamsql", "streamsql-steady"):
+        for mine in STREAMSQL_ROWS:
             if not by.get(mine):
                 continue
             peer = "quixstreams-steady" if mine.endswith("-steady") else "quixstreams"

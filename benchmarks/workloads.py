@@ -7,25 +7,43 @@ A workload carries everything each system needs, so adding W2–W5 means adding 
 * ``sql(input_topic, output_topic)`` → the statements streamsql runs (a persistent query);
 * ``reference()`` → a fresh per-record function ``(key, value) -> outputs emitted`` in plain
   Python. It is the ``ceiling-json`` work, and summed over the input it gives the number of
-  records the output topic must hold when a system is done;
-* ``quix(sdf, output_topic)`` → the same pipeline on a Quix Streams ``StreamingDataFrame``.
+  records the output topic must hold when a system is done (for an aggregation that emits
+  changes: the number of updates a pipeline writes without a record cache);
+* ``quix(sdf, output_topic)`` → the same pipeline on a Quix Streams ``StreamingDataFrame``;
+* for an aggregation with EMIT CHANGES, whose output count depends on batching (streamsql's record
+  cache writes the latest value per key per micro-batch), ``final()`` → an accumulator of the
+  expected final value per output key over the input, and ``output_state(key, value)`` → an
+  output record as ``(output key, value)`` in the same form: a system is done when the latest
+  record of every expected key carries its final value.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import re
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from streamsql import samples
 
 QUERIES_DIR = Path(__file__).resolve().parents[1] / "queries"
 
 Record = tuple[bytes | None, bytes | None, int]
+
+
+class FinalReference(Protocol):
+    """The expected final state of an aggregation's output, built over the input records."""
+
+    def add(self, key: bytes | None, value: bytes | None, timestamp: int) -> None: ...
+
+    def result(self) -> dict[str, Any]:
+        """Output key → final value, in the JSON-native form ``output_state`` gives."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,19 @@ class Workload:
     #: a second input, produced first into ``<input topic>_table`` (W5's customers): records for
     #: an input of ``count`` records
     table: Callable[[int], Iterator[Record]] | None = None
+    #: an aggregation with EMIT CHANGES: the expected final value per output key (a fresh
+    #: accumulator fed every input record). When given, a system is done when every expected key's
+    #: latest output record carries its final value, however many records it took
+    final: Callable[[], FinalReference] | None = None
+    #: an output record (Kafka key and value bytes, as either system writes it) → (output key,
+    #: value in ``final``'s form); the one place where the systems' outputs are normalised
+    output_state: Callable[[bytes | None, bytes | None], tuple[str, Any]] | None = None
+
+    @property
+    def record_cache(self) -> bool:
+        """Whether streamsql's record cache changes what this workload writes (an aggregation
+        that emits changes): only then is ``streamsql-nocache`` a different system."""
+        return self.final is not None
 
 
 # --- W1: payments JSON → fraud filter (seed pipeline 002, queries/fraud_filter.sql) ---------------
@@ -207,7 +238,7 @@ def _w2_sql(input_topic: str, output_topic: str) -> str:
 
 
 def _w2_reference() -> Callable[[bytes | None, bytes | None], int]:
-    """One heavy-hitters update per word (the table emits a change per input row)."""
+    """One heavy-hitters update per word (what the table emits without a record cache)."""
     loads = json.loads
 
     def process(_key: bytes | None, value: bytes | None) -> int:
@@ -227,9 +258,59 @@ def _seed_module(name: str) -> Any:
     return module
 
 
+W2_WINDOW_MS = 60_000
+
+
+def windowed_key(key: bytes, window_start: int) -> bytes:
+    """Kafka Streams' windowed key (what ksqlDB writes for a tumbling window): the key's bytes, then
+    the window start as an 8-byte big-endian long."""
+    return key + struct.pack(">q", window_start)
+
+
+class _W2Final:
+    """The final heavy hitters per (service, 1-minute window): the seed ``HeavyHitters`` (the class
+    behind the ``HEAVY_HITTERS`` UDAF) fed every word of the window in input order. Its estimates
+    are count-min counts (integers, independent of the order); the top 10 could in principle
+    depend on the order in which the candidate set saw the words, which the unit tests rule out
+    for this input (shuffling a window's words gives the same top 10)."""
+
+    def __init__(self) -> None:
+        self._sketches = _seed_module("sketches")
+        self._windows: dict[str, Any] = {}
+        self._loads = json.loads
+
+    def add(self, _key: bytes | None, value: bytes | None, timestamp: int) -> None:
+        if value is None:
+            return
+        v = self._loads(value)
+        service = v.get("service") or "all"
+        out_key = f"{service}@{timestamp // W2_WINDOW_MS * W2_WINDOW_MS}"
+        hh = self._windows.get(out_key)
+        if hh is None:
+            hh = self._windows[out_key] = self._sketches.HeavyHitters(10)
+        for word in v["msg"].lower().split():
+            hh.add(word)
+
+    def result(self) -> dict[str, Any]:
+        return {k: [[item, est] for item, est in hh.top()] for k, hh in self._windows.items()}
+
+
+def _w2_output_state(key: bytes | None, value: bytes | None) -> tuple[str, Any]:
+    """``service + 8-byte window start`` key (both systems) and ``{"TOP_WORDS": [{"ITEM",
+    "ESTIMATE"}, ...]}`` → ``("service@start", [[item, estimate], ...])``."""
+    if key is None or len(key) < 8:
+        raise ValueError(f"W2 output key {key!r} is not a windowed key")
+    (start,) = struct.unpack(">q", key[-8:])
+    out_key = f"{key[:-8].decode()}@{start}"
+    if value is None:
+        return out_key, None
+    return out_key, [[t["ITEM"], t["ESTIMATE"]] for t in json.loads(value)["TOP_WORDS"]]
+
+
 def _w2_quix(sdf: Any, output_topic: Any) -> Any:
     """The same cutter and the same count-min heavy hitters (udfs/sketches.py) per message key
-    (the service) per 1-minute tumbling window; window state kept JSON-serialisable."""
+    (the service) per 1-minute tumbling window; window state kept JSON-serialisable. Written as
+    ksqlDB writes the table: key ``service + 8-byte window start``, value ``{"TOP_WORDS": ...}``."""
     sketches = _seed_module("sketches")
 
     def restore(state: dict[str, Any]) -> Any:
@@ -250,10 +331,18 @@ def _w2_quix(sdf: Any, output_topic: Any) -> Any:
         hh.add(word)
         return save(hh)
 
+    # to_topic's key function sees only the value: the windowed key of the record being processed
+    # (the app processes one record at a time through the whole pipeline) is kept here
+    current_key: list[bytes] = [b""]
+
+    def top_words(window: dict[str, Any], key: bytes, _timestamp: int, _headers: Any) -> dict[str, Any]:
+        current_key[0] = windowed_key(key, window["start"])
+        return {"TOP_WORDS": [{"ITEM": i, "ESTIMATE": e} for i, e in restore(window["value"]).top()]}
+
     sdf = sdf.apply(lambda v: v["msg"].lower().split(), expand=True)
-    sdf = sdf.tumbling_window(duration_ms=60_000).reduce(reducer=reducer, initializer=initializer).current()
-    sdf = sdf.apply(lambda w: {"TOP_WORDS": [{"ITEM": i, "ESTIMATE": e} for i, e in restore(w["value"]).top()]})
-    sdf.to_topic(output_topic)
+    sdf = sdf.tumbling_window(duration_ms=W2_WINDOW_MS).reduce(reducer=reducer, initializer=initializer).current()
+    sdf = sdf.apply(top_words, metadata=True)
+    sdf.to_topic(output_topic, key=lambda _value: current_key[0])
     return sdf
 
 
@@ -266,6 +355,8 @@ W2 = Workload(
     quix=_w2_quix,
     seed=0,
     latency=False,
+    final=_W2Final,
+    output_state=_w2_output_state,
 )
 
 
@@ -281,9 +372,8 @@ def _w4_sql(input_topic: str, output_topic: str) -> str:
 
 
 def _w4_reference() -> Callable[[bytes | None, bytes | None], int]:
-    """Decompress, split lines, parse the price, keep the minimum per batch: one update per quote."""
-    import gzip
-
+    """Decompress, split lines, parse the price, keep the minimum per batch: one update per quote
+    (what the table emits without a record cache)."""
     cheapest: dict[str, float] = {}
 
     def process(_key: bytes | None, value: bytes | None) -> int:
@@ -301,9 +391,52 @@ def _w4_reference() -> Callable[[bytes | None, bytes | None], int]:
     return process
 
 
-def _w4_quix(sdf: Any, output_topic: Any) -> Any:
-    import gzip
+class _W4Final:
+    """Per batch uuid: its number of quotes and its cheapest price (``QUOTES``, ``CHEAPEST_QUOTE``;
+    a minimum of parsed prices is one of them, so it compares exactly)."""
 
+    def __init__(self) -> None:
+        self._state: dict[str, list[Any]] = {}
+
+    def add(self, _key: bytes | None, value: bytes | None, _timestamp: int) -> None:
+        if value is None:
+            return
+        state = self._state
+        for line in gzip.decompress(value).decode().splitlines():
+            if not line:
+                continue
+            fields = line.split(",")
+            price = float(fields[3])
+            s = state.get(fields[6])
+            if s is None:
+                state[fields[6]] = [1, price]
+            else:
+                s[0] += 1
+                if price < s[1]:
+                    s[1] = price
+
+    def result(self) -> dict[str, Any]:
+        return self._state
+
+
+def _w4_output_state(key: bytes | None, value: bytes | None) -> tuple[str, Any]:
+    """Key: the batch uuid (streamsql: the GROUP BY column as a KAFKA-format string; quixstreams:
+    the input's message key, the same uuid). Value → ``[QUOTES, CHEAPEST_QUOTE]``, from
+    streamsql's ``CHEAPEST_QUOTE,QUOTES`` (the table inherits the source's DELIMITED value format,
+    as in ksqlDB; DOUBLE as Java prints it, which ``float`` reads) or quixstreams'
+    ``{"BATCHUUID", "CHEAPEST_QUOTE", "QUOTES"}`` (JSON)."""
+    if key is None:
+        raise ValueError("W4 output record without a key")
+    if value is None:
+        return key.decode(), None
+    if value.startswith(b"{"):
+        v = json.loads(value)
+        return key.decode(), [v["QUOTES"], v["CHEAPEST_QUOTE"]]
+    cheapest, quotes = value.decode().split(",")
+    return key.decode(), [int(quotes), float(cheapest)]
+
+
+def _w4_quix(sdf: Any, output_topic: Any) -> Any:
     def lines(value: bytes) -> list[list[str]]:
         return [line.split(",") for line in gzip.decompress(value).decode().splitlines() if line]
 
@@ -332,6 +465,8 @@ W4 = Workload(
     seed=3,
     latency=False,
     quix_value_format="bytes",
+    final=_W4Final,
+    output_state=_w4_output_state,
 )
 
 

@@ -84,3 +84,127 @@ def test_profile_summary_groups_samples_by_process_kind_and_function(tmp_path) -
     assert "60.0%  driver (streamsql engine)" in report and "40.0%  spark python worker" in report
     assert "75.0%  decode (streamsql/formats/json_format.py)" in report  # self time within the workers
     assert "100.0%  read (streamsql/kafka/source.py)" in report  # inclusive: both lines of read()
+
+
+# --- completion by final state (aggregations that emit changes) ----------------------------------
+
+def _final_of(name: str, count: int) -> tuple[list, dict]:
+    w = WORKLOADS[name]
+    records = list(w.generate(count, w.seed))
+    final = w.final()
+    for k, v, ts in records:
+        final.add(k, v, ts)
+    return records, final.result()
+
+
+def test_only_the_emit_changes_aggregations_complete_by_final_state() -> None:
+    assert {n for n, w in WORKLOADS.items() if w.final is not None} == {"W2", "W4"}
+    assert all((w.output_state is not None) == w.record_cache == (w.final is not None) for w in WORKLOADS.values())
+
+
+def test_w4_final_state_is_quotes_and_cheapest_price_per_batch() -> None:
+    import gzip
+
+    records, final = _final_of("W4", 300)
+    assert len(final) == 300
+    for k, v, _ in records[:20]:
+        prices = [float(line.split(",")[3]) for line in gzip.decompress(v).decode().splitlines()]
+        assert final[k.decode()] == [len(prices), min(prices)]
+    assert json.loads(json.dumps(final)) == final  # passed to the child as JSON, unchanged
+
+
+def test_w4_outputs_of_both_systems_normalise_alike() -> None:
+    from benchmarks.workloads import W4
+
+    streamsql = W4.output_state(b"batch-3-00000001", b"101.25,7")  # DELIMITED, like its source
+    assert W4.output_state(b"b", b"1.0E7,2") == ("b", [2, 1e7])  # Java's DOUBLE text
+    quix = W4.output_state(b"batch-3-00000001", b'{"BATCHUUID":"batch-3-00000001","CHEAPEST_QUOTE":101.25,"QUOTES":7}')
+    assert streamsql == quix == ("batch-3-00000001", [7, 101.25])
+    assert W4.output_state(b"batch-3-00000001", None) == ("batch-3-00000001", None)  # a tombstone never matches
+
+
+def test_w2_final_state_is_the_seed_heavy_hitters_per_service_window_whatever_the_order() -> None:
+    import random
+
+    from benchmarks.workloads import W2_WINDOW_MS, _seed_module
+
+    records, final = _final_of("W2", 12_000)  # 10 ms apart: 2 windows (one partial) x 4 services
+    assert 8 <= len(final) <= 12
+    words: dict[str, list[str]] = {}
+    for _k, v, ts in records:
+        d = json.loads(v)
+        words.setdefault(f"{d['service']}@{ts // W2_WINDOW_MS * W2_WINDOW_MS}", []).extend(d["msg"].lower().split())
+    assert set(words) == set(final)
+    hh = _seed_module("sketches").HeavyHitters
+    for key, ws in words.items():
+        assert len(final[key]) == 10 and final[key][0][1] >= final[key][-1][1]
+        # a system may see a window's words in another order (streamsql repartitions log_words):
+        # the count-min estimates and this input's top 10 do not depend on it
+        shuffled = ws[:]
+        random.Random(1).shuffle(shuffled)
+        h = hh(10)
+        for word in shuffled:
+            h.add(word)
+        assert [[i, e] for i, e in h.top()] == final[key]
+
+
+def test_w2_windowed_key_and_value_normalise_to_the_final_state_form() -> None:
+    from benchmarks.workloads import W2, windowed_key
+
+    key = windowed_key(b"api", 1_700_000_040_000)
+    assert key == b"api" + (1_700_000_040_000).to_bytes(8, "big")
+    value = json.dumps({"TOP_WORDS": [{"ITEM": "w0", "ESTIMATE": 12}, {"ITEM": "w1", "ESTIMATE": 5}]}).encode()
+    assert W2.output_state(key, value) == ("api@1700000040000", [["w0", 12], ["w1", 5]])
+    with pytest.raises(ValueError):
+        W2.output_state(b"api", value)  # not windowed
+
+
+def test_final_state_is_done_when_every_key_latest_record_holds_its_final_value() -> None:
+    from benchmarks.measure import FinalState, OutputWatcher
+    from benchmarks.workloads import W4
+
+    def rec(batch: str, quotes: int, cheapest: float) -> tuple[bytes, bytes]:
+        return batch.encode(), f"{cheapest},{quotes}".encode()
+
+    state = FinalState({"a": [3, 1.5], "b": [1, 9.0]}, W4.output_state)
+    state.update([rec("a", 1, 2.0), rec("b", 1, 9.0)])
+    assert not state.done and state.pending == {"a"}
+    state.update([rec("a", 3, 1.5)])
+    assert state.done
+    state.update([(b"a", None)])  # a later record that differs (here a tombstone): pending again
+    assert not state.done and state.last_mismatch == ("a", None, [3, 1.5])
+    state.update([rec("a", 3, 1.5), rec("zzz", 1, 1.0)])
+    assert state.done
+    assert state.summary() == {"final_keys": 2, "final_keys_at_final_value": 2, "unexpected_keys": 1,
+                               "unexpected_key_examples": ["zzz"]}
+    # the watcher's completion: every condition given must hold; none given is never done
+    w = OutputWatcher("unused:9092", "t", None, final=state)
+    assert w.complete()
+    w.expected = 10
+    assert not w.complete() and "0 records of 10 expected; 2 of 2 keys at their final value" in w.progress()
+    assert not OutputWatcher("unused:9092", "t", None).complete()
+
+
+def test_rows_and_ratios_carry_outputs_and_the_nocache_system() -> None:
+    from benchmarks import report
+
+    rows = [report.row("W4", "streamsql", 100, 2.0, outputs=80),
+            report.row("W4", "streamsql-nocache", 100, 4.0, outputs=2000),
+            report.row("W4", "quixstreams", 100, 1.0, outputs=2000)]
+    assert set(rows[0]) == set(report.ROW_KEYS) and rows[1]["outputs"] == 2000
+    text = report.ratios(rows)
+    assert "streamsql/quixstreams = 0.50" in text and "streamsql-nocache/quixstreams = 0.25" in text
+    assert "2,000" in report.table(rows, 2)
+
+
+def test_steady_rows_only_where_the_query_reads_the_input_records() -> None:
+    from benchmarks.__main__ import rows_for
+
+    res = {"records": 100, "seconds": 10.0, "outputs": 7, "peak_rss_mb": 1.0, "steady_records_per_s": 50.0,
+           "steady_rows": 90, "steady_s": 1.8, "input_rows": 100}
+    rows = rows_for(WORKLOADS["W1"], "streamsql-nocache", res)
+    assert [r["system"] for r in rows] == ["streamsql-nocache", "streamsql-nocache-steady"]
+    assert rows[0]["outputs"] == 7 and rows[1]["outputs"] is None
+    # W4's query reads a row per quote, W2's aggregation the cutter's words: no steady row
+    assert [r["system"] for r in rows_for(WORKLOADS["W4"], "streamsql", {**res, "input_rows": 2_000})] == ["streamsql"]
+    assert rows_for(WORKLOADS["W1"], "ceiling-json", res)[0]["outputs"] is None  # ceilings write nothing
