@@ -162,7 +162,7 @@ class MemorySampler:
         self.samples.append(row)
         return row
 
-    def start(self) -> "MemorySampler":
+    def start(self) -> MemorySampler:
         self._thread.start()
         return self
 
@@ -176,7 +176,8 @@ class MemorySampler:
         self._thread.join(10)
 
 
-def at_fraction(samples: list[dict[str, Any]], keys: int, fraction: float, field: str = "driver_mb") -> dict[str, Any] | None:
+def at_fraction(samples: list[dict[str, Any]], keys: int, fraction: float,
+                field: str = "driver_mb") -> dict[str, Any] | None:
     """The first sample whose changelog count reached ``fraction`` of ``keys``: (t, count, field)."""
     for s in samples:
         if (s.get("changelog_records") or 0) >= fraction * keys:
@@ -205,13 +206,13 @@ def milestones(samples: list[dict[str, Any]], keys: int) -> dict[str, Any]:
 # --- the run ---------------------------------------------------------------------------------------
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    import psutil
+
     from benchmarks.child import _progress_dict
     from streamsql.kafka.admin import EndOffsets
     from streamsql.kafka.broker import EmbeddedBroker
     from streamsql.runtime.config import EngineConfig
     from streamsql.runtime.engine import Engine
-
-    import psutil
 
     load_start = loadavg()
     me = psutil.Process()
@@ -278,8 +279,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             done = (s.get("changelog_records") or 0) >= args.keys
             if time.monotonic() - last_print >= 30 or done:
                 last_print = time.monotonic()
-                print(f"t={s['t']:7.1f}s changelog {s.get('changelog_records', 0):>10,} input {s.get('input_read', 0):>10,} "
-                      f"driver {s['driver_mb']:7.1f} MB jvm {s['jvm_mb']:7.1f} MB workers {s['python-worker_mb']:7.1f} MB "
+                print(f"t={s['t']:7.1f}s changelog {s.get('changelog_records', 0):>10,} "
+                      f"input {s.get('input_read', 0):>10,} driver {s['driver_mb']:7.1f} MB "
+                      f"jvm {s['jvm_mb']:7.1f} MB workers {s['python-worker_mb']:7.1f} MB "
                       f"({s['python_workers']}) broker {s['broker_mb']:7.1f} MB load {s['load1']}", file=sys.stderr)
             if done:
                 break
@@ -314,7 +316,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)},
         "loadavg_start": load_start, "loadavg_end": loadavg(),
         "settings": {"keys": args.keys, "partitions": args.partitions, "interval_s": args.interval,
-                     "producers": args.producers, "engine": "defaults (local[2], 100k records per batch, record cache on)"},
+                     "producers": args.producers,
+                     "engine": "defaults (local[2], 100k records per batch, record cache on)"},
         "driver_rss_at_launch_mb": round(rss_at_launch, 1),
         "changelog_records": done_records,
         "keys_per_s": round(done_records / result["seconds"]) if result.get("seconds") else None,
@@ -327,8 +330,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def print_table(result: dict[str, Any]) -> None:
     keys = result["settings"]["keys"]
     print(f"{keys:,} distinct keys: changelog held {result['changelog_records']:,} after {result.get('seconds')}s "
-          f"({result.get('keys_per_s') or 0:,} keys/s); load average {result['loadavg_start']} → {result['loadavg_end']} "
-          f"on {result['machine']['cpus']} cores")
+          f"({result.get('keys_per_s') or 0:,} keys/s); load average {result['loadavg_start']} → "
+          f"{result['loadavg_end']} on {result['machine']['cpus']} cores")
     rss = result["rss_mb"]
     t = rss.get("t_s", {})
     print(f"{'RSS (MB)':16} {'start':>9} {'10%':>9} {'50%':>9} {'100%':>9} {'max':>9}")

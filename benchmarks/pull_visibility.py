@@ -215,7 +215,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             batch_id = None
             t1 = None
             while time.time() < deadline:  # the commit may come after the change is visible
-                batch_id = batch_id if batch_id is not None else batch_holding(checkpoint, partition, offset, last_batch)
+                if batch_id is None:
+                    batch_id = batch_holding(checkpoint, partition, offset, last_batch)
                 t1 = commit_time(checkpoint, batch_id) if batch_id is not None else None
                 if t1 is not None:
                     break
@@ -228,8 +229,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                            "previous_query_start": prev_start, "polls": polls})
         time.sleep(1.0)  # the last batch's progress is posted after its commit
         progress = _progress_dicts(handle)
+        by_batch = {d.get("batchId"): d for d in progress}
         for p in probes:
             p["progress_end"] = progress_end(progress, p["batch_id"])
+            p["duration_ms"] = (by_batch.get(p["batch_id"]) or {}).get("durationMs")  # Spark's breakdown
     finally:
         engine.close()
         broker.stop()
@@ -245,6 +248,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "commit file vs progress end (commit − progress)": summary(
             [(p["committed"] - p["progress_end"]) * 1000.0 for p in with_progress]),
     }
+    phases: dict[str, list[float]] = {}
+    for p in probes:
+        for name, value in (p.get("duration_ms") or {}).items():
+            phases.setdefault(name, []).append(float(value))
     return {
         "command": " ".join(["python -m benchmarks.pull_visibility", *sys.argv[1:]]),
         "date": datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -257,8 +264,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "probes_visible_before_commit": sum(1 for p in probes if p["visible"] < p["committed"]),
         "polls_per_probe": summary([float(p["polls"]) for p in probes]),
         "distributions_ms": rows,
+        "batch_duration_ms": {name: summary(values) for name, values in sorted(phases.items())},
         "probes": probes,
     }
+
+
+def _cells(s: dict[str, Any]) -> str:
+    return " ".join(f"{'-' if s[c] is None else format(s[c], ',.1f'):>8}" for c in ("p50", "p95", "max", "min", "mean"))
 
 
 def print_table(result: dict[str, Any]) -> None:
@@ -266,8 +278,12 @@ def print_table(result: dict[str, Any]) -> None:
           f"on {result['machine']['cpus']} cores")
     print(f"{'interval (ms)':48} {'p50':>8} {'p95':>8} {'max':>8} {'min':>8} {'mean':>8}")
     for name, s in result["distributions_ms"].items():
-        cells = " ".join(f"{'-' if s[c] is None else format(s[c], ',.1f'):>8}" for c in ("p50", "p95", "max", "min", "mean"))
-        print(f"{name:48} {cells}")
+        print(f"{name:48} {_cells(s)}")
+    phases = result.get("batch_duration_ms") or {}
+    if phases:
+        print("the probes' micro-batches, Spark's durationMs (ms):")
+        for name, s in phases.items():
+            print(f"  {name:46} {_cells(s)}")
     print(f"visible before the batch's commit: {result['probes_visible_before_commit']} of "
           f"{len(result['probes'])}; pull queries per probe: p50 {result['polls_per_probe']['p50']}, "
           f"max {result['polls_per_probe']['max']}")
