@@ -83,8 +83,10 @@ def commit_time(checkpoint: Path, batch_id: int) -> float | None:
 
 
 def progress_end(progress: list[dict[str, Any]], batch_id: int) -> float | None:
-    """Spark's own end of ``batch_id``: its progress ``timestamp`` plus ``triggerExecution``."""
-    for p in progress:
+    """Spark's own end of ``batch_id``: its progress ``timestamp`` plus ``triggerExecution``. The
+    last progress with that id: an idle query reports progress every 10 s under the id of the
+    batch it will run next (no rows), so earlier ones are idle reports from before the batch."""
+    for p in reversed(progress):
         if p.get("batchId") == batch_id:
             start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
             return start + (p.get("durationMs") or {}).get("triggerExecution", 0) / 1000.0

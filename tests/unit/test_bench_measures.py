@@ -44,6 +44,8 @@ def test_progress_end_is_the_trigger_start_plus_its_execution() -> None:
     progress = [{"batchId": 3, "timestamp": "2026-11-25T14:00:00.250Z", "durationMs": {"triggerExecution": 1500}}]
     assert progress_end(progress, 3) == 1795615200.25 + 1.5
     assert progress_end(progress, 4) is None
+    idle = {"batchId": 3, "timestamp": "2026-11-25T13:59:20.000Z", "durationMs": {"triggerExecution": 2}}
+    assert progress_end([idle, *progress], 3) == 1795615200.25 + 1.5  # the batch's, not an idle report
 
 
 def test_summary_of_millisecond_values() -> None:
