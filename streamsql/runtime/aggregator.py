@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 import json
 import logging
+import operator
 import pickle
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol
@@ -94,6 +95,16 @@ def _dumps(value: Any) -> bytes:
         return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def _getter(names: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """The values of ``names`` in a row, as a tuple."""
+    if not names:
+        return lambda _row: ()
+    if len(names) == 1:
+        name = names[0]
+        return lambda row: (row[name],)
+    return operator.itemgetter(*names)
+
+
 def _key_text(key: Any) -> str:
     return json.dumps(key, default=repr, separators=(",", ":"))
 
@@ -108,6 +119,9 @@ class AggregationProcessor:
         self.on_error = on_error
         self.state = state
         self.key_names = [name for name, _, _ in plan.keys]
+        #: a row's grouping key and each call's arguments, read by C getters (per record)
+        self._key_of = _getter(self.key_names)
+        self._args_of = [_getter(call.arg_columns) for call in plan.calls]
         self.window = plan.window
         self.grace = plan.grace_ms
         self.final = plan.emit == "FINAL"
@@ -192,10 +206,10 @@ class AggregationProcessor:
         return out
 
     def _args(self, row: dict[str, Any]) -> list[list[Any]]:
-        return [[row[c] for c in call.arg_columns] for call in self.plan.calls]
+        return [list(get(row)) for get in self._args_of]
 
     def _process_one(self, row: dict[str, Any], out: list[Update]) -> None:
-        key = tuple(row[n] for n in self.key_names)
+        key = self._key_of(row)
         rowtime = row[t.ROWTIME] if row[t.ROWTIME] is not None else 0
         if self.plan.over_table:
             self._process_table_row(row, key, rowtime, out)
