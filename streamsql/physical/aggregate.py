@@ -130,12 +130,12 @@ class MapStateBackend:
                 self.state.updateValue(k, (blob,))
 
 
-def collapse(updates: list["Update"]) -> list["Update"]:
+def collapse(updates: list[Update]) -> list[Update]:
     """ksqlDB's record cache: one update per key and window per commit (here per micro-batch),
     the latest, in the order of each key's last change; its previous value is the one before
     the batch, so HAVING retractions stay right."""
-    first: dict[Any, "Update"] = {}
-    last: dict[Any, "Update"] = {}
+    first: dict[Any, Update] = {}
+    last: dict[Any, Update] = {}
     for u in updates:
         ident = _identity(u)
         first.setdefault(ident, u)
@@ -149,7 +149,7 @@ def collapse(updates: list["Update"]) -> list["Update"]:
     return out
 
 
-def _identity(u: "Update") -> Any:
+def _identity(u: Update) -> Any:
     """A hashable identity of an update's key and window (pickled when a key value is a list or
     a dict, which cannot be hashed)."""
     ident = (u.key, u.window)
@@ -160,10 +160,10 @@ def _identity(u: "Update") -> Any:
     return ident
 
 
-class AggregateOperator(StatefulProcessor):  # type: ignore[misc]
+class AggregateOperator(StatefulProcessor):
     """The ``StatefulProcessor`` of the aggregate step: one call per bucket and micro-batch."""
 
-    def __init__(self, plan: "AggregatePlan", limits: dict[str, int], cache: bool,
+    def __init__(self, plan: AggregatePlan, limits: dict[str, int], cache: bool,
                  bootstrap: str | None, log_topic: str | None, dropped: Any = None) -> None:
         from streamsql.udf.aggregate import loaded
 
@@ -238,7 +238,7 @@ def output_schema() -> Any:
     return StructType([StructField(OUT_COL, BinaryType())])
 
 
-def update_fields(plan: "AggregatePlan") -> list[tuple[str, Any]]:
+def update_fields(plan: AggregatePlan) -> list[tuple[str, Any]]:
     """The typed columns :func:`unpacker` makes of an update: (name, Spark type)."""
     from pyspark.sql import types as st
 
@@ -252,7 +252,7 @@ def update_fields(plan: "AggregatePlan") -> list[tuple[str, Any]]:
     return fields
 
 
-def unpacker(plan: "AggregatePlan") -> tuple[Any, Any]:
+def unpacker(plan: AggregatePlan) -> tuple[Any, Any]:
     """(``mapInArrow`` function, its output schema): pickled updates → typed columns."""
     from pyspark.sql import types as st
     from pyspark.sql.pandas.types import to_arrow_type
@@ -280,14 +280,14 @@ def unpacker(plan: "AggregatePlan") -> tuple[Any, Any]:
     return unpack, schema
 
 
-def old_having(plan: "AggregatePlan") -> str:
+def old_having(plan: AggregatePlan) -> str:
     """HAVING over an update's previous results (``__Ai`` → ``__OLD__Ai``)."""
     import re
 
     assert plan.having is not None
     names = {c.name for c in plan.calls}
 
-    def swap(m: "re.Match[str]") -> str:
+    def swap(m: re.Match[str]) -> str:
         name = m.group(1)
         return f"`{OLD_PREFIX}{name}`" if name in names else m.group(0)
 

@@ -8,16 +8,16 @@ One method per step kind (``_scan``, ``_select``, ``_aggregate``, and the termin
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from streamsql import types as t
 from streamsql.errors import StreamsqlError
 from streamsql.kafka.source import TOMBSTONE_COL
 from streamsql.physical import aggregate as agg
-from streamsql.physical.steps import (Aggregate, ChangelogSink, Collect, KafkaSink, PhysicalPlan, Scan, Select,
-                                      Step)
+from streamsql.physical.steps import Aggregate, ChangelogSink, Collect, KafkaSink, PhysicalPlan, Scan, Select, Step
 from streamsql.planner import aggregation
 from streamsql.planner.expressions import quote
 from streamsql.runtime import io
@@ -44,9 +44,9 @@ class CheckpointError(StreamsqlError):
 class BuildContext:
     """What building needs besides the steps: the session, Kafka, the processing log."""
 
-    spark: "SparkSession"
+    spark: SparkSession
     bootstrap_servers: str
-    planner: "Planner"
+    planner: Planner
     processing_log_topic: str | None = None
     max_records: int | None = None
     query_id: str = "planning"
@@ -63,7 +63,7 @@ class SparkBuilder:
 
     # --- DataFrames ------------------------------------------------------------------------
 
-    def dataframe(self, plan: PhysicalPlan, upto: int | None = None) -> "DataFrame":
+    def dataframe(self, plan: PhysicalPlan, upto: int | None = None) -> DataFrame:
         """The streaming DataFrame of the plan's steps (all but a terminal one)."""
         steps = [s for s in plan.steps if not isinstance(s, (KafkaSink, ChangelogSink, Collect))]
         if upto is not None:
@@ -73,7 +73,7 @@ class SparkBuilder:
             df = self._build(step, df)
         return df
 
-    def _build(self, step: Step, df: Any) -> "DataFrame":
+    def _build(self, step: Step, df: Any) -> DataFrame:
         if isinstance(step, Scan):
             return self._scan(step)
         if isinstance(step, Select):
@@ -82,14 +82,14 @@ class SparkBuilder:
             return self._aggregate(step, df)
         raise TypeError(f"not a transformation step: {step!r}")
 
-    def _scan(self, step: Scan) -> "DataFrame":
+    def _scan(self, step: Scan) -> DataFrame:
         from streamsql.udf import functions as python_functions
 
         ctx = self.ctx
         python_functions.install(ctx.spark, ctx.bootstrap_servers, ctx.processing_log_topic)
         return self._read(step.source, step.starting_offsets)
 
-    def _read(self, source: Any, starting_offsets: str) -> "DataFrame":
+    def _read(self, source: Any, starting_offsets: str) -> DataFrame:
         join = getattr(source, "join", None)
         if join is not None:
             from streamsql.runtime.joins import joined_dataframe
@@ -101,14 +101,14 @@ class SparkBuilder:
                               query_id=ctx.query_id, max_records=ctx.max_records,
                               processing_log_topic=ctx.processing_log_topic)
 
-    def _select(self, step: Select, df: "DataFrame") -> "DataFrame":
+    def _select(self, step: Select, df: DataFrame) -> DataFrame:
         if step.changelog:
             # records without a key are not table rows (ksqlDB ignores them)
             keyed = " AND ".join(f"{quote(c.name)} IS NOT NULL" for c in step.plan.source.key_columns)
             return self.ctx.planner.to_changelog_dataframe(step.plan, df.where(keyed) if keyed else df)
         return self.ctx.planner.to_dataframe(step.plan, df)
 
-    def _aggregate(self, step: Aggregate, df: "DataFrame") -> "DataFrame":
+    def _aggregate(self, step: Aggregate, df: DataFrame) -> DataFrame:
         """pre-aggregation select → bucket → pack → stateful operator → unpack → projection and
         HAVING over the new and the previous value → the table's change rows."""
         plan = step.plan
@@ -140,7 +140,7 @@ class SparkBuilder:
     # --- starting -------------------------------------------------------------------------
 
     def start(self, plan: PhysicalPlan, checkpoint: Path, query_name: str | None = None,
-              df: "DataFrame | None" = None) -> "StreamingQuery":
+              df: DataFrame | None = None) -> StreamingQuery:
         """Start the plan as a streaming query with its terminal step as the writer (``df``: the
         plan's DataFrame when the caller already built it with :meth:`dataframe`)."""
         terminal = plan.terminal

@@ -18,8 +18,9 @@ Where each step runs:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Union
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from streamsql.catalog import Source
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 class Scan:
     """Read a source's topic, decoded; a joined source reads both sides and joins them."""
 
-    source: "Source"
+    source: Source
     starting_offsets: str
 
     def describe(self) -> str:
@@ -48,7 +49,7 @@ class Select:
     """Stateless: WHERE, projection, PARTITION BY, table functions. ``changelog``: over a table,
     every change becomes an upsert or a removal row (``__HAVING``)."""
 
-    plan: "QueryPlan"
+    plan: QueryPlan
     changelog: bool = False
 
     def describe(self) -> str:
@@ -65,7 +66,7 @@ class Aggregate:
     """GROUP BY in the executors: ``buckets`` state keys (Kafka Streams' tasks, one stream time
     each), ``cache``: one update per key per micro-batch (ksqlDB's record cache) or every update."""
 
-    plan: "AggregatePlan"
+    plan: AggregatePlan
     buckets: int
     cache: bool
 
@@ -87,7 +88,7 @@ class Aggregate:
 class KafkaSink:
     """Write rows to a topic from the executors (tombstones for removed table rows)."""
 
-    target: "Source"
+    target: Source
 
     def describe(self) -> str:
         return (f"Kafka sink {self.target.name} (topic {self.target.topic}, key {self.target.key_format}, "
@@ -100,7 +101,7 @@ class ChangelogSink:
     tombstones only for rows the table held. ``emit`` False: only fill the store (a source
     table's own query)."""
 
-    target: "Source"
+    target: Source
     emit: bool = True
 
     def describe(self) -> str:
@@ -119,7 +120,7 @@ class Collect:
         return "Collect rows to the client" + (" (to the topic's current end)" if self.available_now else "")
 
 
-Step = Union[Scan, Select, Aggregate, KafkaSink, ChangelogSink, Collect]
+Step = Scan | Select | Aggregate | KafkaSink | ChangelogSink | Collect
 
 
 @dataclass
@@ -136,7 +137,7 @@ class PhysicalPlan:
         return self.steps[-1]
 
 
-def physical_plan(logical: "QueryPlan | AggregatePlan", terminal: Step, starting_offsets: str, *,
+def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_offsets: str, *,
                   buckets: int = 1, cache: bool = True, changelog: bool = False) -> PhysicalPlan:
     """The steps of a logical plan ending in ``terminal``. ``changelog``: a stateless query
     over a table emits its changes (upserts and removals) rather than its rows."""

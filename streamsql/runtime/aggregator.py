@@ -28,8 +28,9 @@ import json
 import logging
 import operator
 import pickle
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 from streamsql import types as t
 from streamsql.planner.aggregation import MATCH_COL, AggregatePlan
@@ -111,7 +112,7 @@ def _key_text(key: Any) -> str:
 
 class AggregationProcessor:
     def __init__(self, plan: AggregatePlan, state: StateBackend, limits: dict[str, int] | None = None,
-                 on_error: "Callable[[dict[str, Any], BaseException], None] | None" = None) -> None:
+                 on_error: Callable[[dict[str, Any], BaseException], None] | None = None) -> None:
         self.plan = plan
         #: per-function collection limits (ksql.functions.collect_list.limit, ...collect_set.limit)
         self.limits = {k.upper(): v for k, v in (limits or {}).items()}
@@ -370,9 +371,14 @@ class AggregationProcessor:
             return _key_text([update.key, list(update.window)])
 
     def _bounds(self) -> tuple[float, float]:
-        windows = [u.window for u in self.pending_final.values() if None not in u.window]
-        return (min((w[1] for w in windows), default=float("inf")),
-                min((w[0] for w in windows), default=float("inf")))
+        starts: list[float] = []
+        ends: list[float] = []
+        for u in self.pending_final.values():
+            start, end = u.window
+            if start is not None and end is not None:
+                starts.append(start)
+                ends.append(end)
+        return min(ends, default=float("inf")), min(starts, default=float("inf"))
 
     def _expired(self, window_start: int, now: int) -> bool:
         """Kafka Streams' segmented window store: segments of retention/2; a segment older than
