@@ -1,11 +1,13 @@
 """The materialized state of a table: the current row per key, for pull queries and for deciding
 when a changelog needs a tombstone.
 
-Each CREATE TABLE AS SELECT query writes its micro-batch's changed rows here (from
-``foreachBatch``) in one SQLite transaction, together with the batch id. A batch id at or below
-the stored one is a replay of a batch already applied after a restart, and is skipped, so the
-store matches the query's checkpoint. Values are pickled Python values (Decimal, date, bytes,
-nested dicts survive exactly); the file is the engine's own, never read from elsewhere. Why
+Two writers. An aggregation's store *follows its changelog topic* (:meth:`TableStore.follow`):
+the executors write the changelog, and each pull query first applies what was written since the
+last one, per partition in one SQLite transaction with the offsets read. A filtered/projected
+table's query writes its micro-batch's changed rows here from ``foreachBatch`` in one
+transaction with the batch id; a batch id at or below the stored one is a replay after a
+restart and is skipped, so that store matches the query's checkpoint. Values are pickled
+Python values (Decimal, date, bytes, nested dicts survive exactly); the file is the engine's own, never read from elsewhere. Why
 SQLite: point lookups cost well under a millisecond
 (research/spark.md §2h measured < 0.05 ms), it is in the standard library, and any thread of
 the engine (runner, shell, REST server) can read while the query writes.
@@ -127,7 +129,10 @@ class TableStore:
         call, up to the topic's end now, and apply it (a value upserts its key, a tombstone
         deletes it). Returns the records applied. A pull query calls this first, so it sees
         every batch its query committed (the records of a committed batch are acknowledged
-        by Kafka before the commit); nothing is read while nobody queries the table."""
+        by Kafka before the commit); nothing is read while nobody queries the table. It may also
+        see a batch whose records are written but not yet committed (measured: about 1 s before
+        the commit, ``benchmarks/pull_visibility.py``): a replay of that batch after a crash
+        writes the same values, so a reader sees a value early, never a wrong one."""
         from streamsql.kafka.admin import EndOffsets
         from streamsql.kafka.source import SourceOptions, read_range, source_schema
         from streamsql.runtime import io
