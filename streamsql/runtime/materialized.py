@@ -7,8 +7,8 @@ last one, per partition in one SQLite transaction with the offsets read. A filte
 table's query writes its micro-batch's changed rows here from ``foreachBatch`` in one
 transaction with the batch id; a batch id at or below the stored one is a replay after a
 restart and is skipped, so that store matches the query's checkpoint. Values are pickled
-Python values (Decimal, date, bytes, nested dicts survive exactly); the file is the engine's own, never read from elsewhere. Why
-SQLite: point lookups cost well under a millisecond
+Python values (Decimal, date, bytes, nested dicts survive exactly); the file is the engine's
+own, never read from elsewhere. Why SQLite: point lookups cost well under a millisecond
 (research/spark.md §2h measured < 0.05 ms), it is in the standard library, and any thread of
 the engine (runner, shell, REST server) can read while the query writes.
 
