@@ -1,8 +1,9 @@
 """The aggregation processor alone (no Spark, no Kafka): records/s it applies on one core.
 
 ``python -m benchmarks.aggregation_processor [--records N] [--keys K]``. The processor runs in
-the driver for every GROUP BY query (docs/differences.md), so this is the ceiling of a single
-aggregation query's throughput after Spark has decoded the input.
+the aggregate step of every GROUP BY query (``physical/aggregate.py``, one call per key bucket
+and micro-batch), so this is the ceiling of one bucket's throughput after Spark has decoded the
+input.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from streamsql.sql import parse
 QUERIES = {
     "count+sum": "CREATE TABLE o AS SELECT k, COUNT(*) AS n, SUM(v) AS s FROM s GROUP BY k;",
     "tumbling count": "CREATE TABLE o AS SELECT k, COUNT(*) AS n FROM s WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY k;",
+    "tumbling sum, EMIT FINAL (W3)": "CREATE TABLE o AS SELECT k, SUM(v) AS total, COUNT(*) AS n FROM s "
+                                     "WINDOW TUMBLING (SIZE 60 SECONDS, GRACE PERIOD 10 SECONDS) GROUP BY k EMIT FINAL;",
 }
 
 
