@@ -17,7 +17,8 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-ROW_KEYS = {"workload", "system", "records", "seconds", "records_per_s", "peak_rss_mb", "p50_ms", "p99_ms"}
+ROW_KEYS = {"workload", "system", "records", "seconds", "records_per_s", "peak_rss_mb", "p50_ms", "p99_ms",
+            "outputs"}
 
 
 @pytest.mark.timeout(300)
@@ -50,6 +51,12 @@ def test_quick_benchmark_writes_rows(tmp_path: Path) -> None:
 
     meta = json.loads(out.with_name("bench.meta.json").read_text())
     assert meta["records"] == 2000 and len(meta["loadavg_start"]) == 3
+    # a writing system reports the records it wrote (W1 is done at exactly the reference's count);
+    # the ceilings only read
+    expected = meta["workloads"]["W1"]["expected_outputs"]
+    assert isinstance(expected, int) and expected > 0
+    assert by_system["streamsql"]["outputs"] == expected
+    assert by_system["ceiling-raw"]["outputs"] is None and by_system["ceiling-json"]["outputs"] is None
     if _has_matplotlib():
         assert out.with_suffix(".png").stat().st_size > 0
 
