@@ -61,7 +61,7 @@ def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, d
     the reference's work)."""
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import KafkaAdmin, client_config
+    from streamsql.kafka.admin import KafkaAdmin, client_config, produce_waiting
 
     admin = KafkaAdmin(bootstrap)
     # explicit retention: Quix Streams derives its window state's changelog config from the input
@@ -85,12 +85,7 @@ def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, d
         expected += reference(key, value)
         if final is not None:
             final.add(key, value, ts)
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, timestamp=ts)
-                break
-            except BufferError:
-                producer.poll(0.1)
+        produce_waiting(producer, topic, {"value": value, "key": key, "timestamp": ts})
     left = producer.flush(60)
     if left:
         raise RuntimeError(f"{left} records not acknowledged")

@@ -50,7 +50,7 @@ def produce_keys(bootstrap: str, topic: str, count: int, start: int = 0) -> floa
     the seconds taken. Batches of records per request (linger 50 ms, 1 MB batches)."""
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import client_config
+    from streamsql.kafka.admin import client_config, produce_waiting
 
     producer = Producer(client_config(bootstrap, {"linger.ms": 50, "batch.size": 1_000_000,
                                                   "queue.buffering.max.messages": 1_000_000,
@@ -66,12 +66,7 @@ def produce_keys(bootstrap: str, topic: str, count: int, start: int = 0) -> floa
     t0 = time.monotonic()
     for i in range(start, start + count):
         key = b"k%09d" % i
-        while True:
-            try:
-                producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, topic, {"key": key, "value": value, "on_delivery": on_delivery})
         if i % 10_000 == 0:
             producer.poll(0)
     left = producer.flush(120)

@@ -39,7 +39,7 @@ from benchmarks.workloads import W3, W3_GRACE_MS, W3_WINDOW_MS, w3_keys
 def _produce(bootstrap: str, topic: str, output_topic: str, count: int) -> None:
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import KafkaAdmin, client_config
+    from streamsql.kafka.admin import KafkaAdmin, client_config, produce_waiting
 
     admin = KafkaAdmin(bootstrap)
     admin.create_topic(topic, W3.partitions)
@@ -47,12 +47,7 @@ def _produce(bootstrap: str, topic: str, output_topic: str, count: int) -> None:
     admin.close()
     producer = Producer(client_config(bootstrap, {"partitioner": "murmur2_random", "linger.ms": 5}))
     for key, value, ts in W3.generate(count, W3.seed):
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, timestamp=ts)
-                break
-            except BufferError:
-                producer.poll(0.1)
+        produce_waiting(producer, topic, {"value": value, "key": key, "timestamp": ts})
         producer.poll(0)
     producer.flush(120)
 

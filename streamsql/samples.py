@@ -64,7 +64,7 @@ def produce(bootstrap_servers: str, sample: str, topic: str, count: int, partiti
     """Create ``topic`` if needed and write ``count`` records of ``sample`` to it."""
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import KafkaAdmin, client_config
+    from streamsql.kafka.admin import KafkaAdmin, client_config, produce_waiting
 
     gen = SAMPLES[sample]
     admin = KafkaAdmin(bootstrap_servers)
@@ -74,12 +74,7 @@ def produce(bootstrap_servers: str, sample: str, topic: str, count: int, partiti
                                                           "enable.idempotence": True}))
     n = 0
     for key, value, ts in gen(count) if seed is None else gen(count, seed):
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, timestamp=ts)
-                break
-            except BufferError:
-                producer.poll(0.1)
+        produce_waiting(producer, topic, {"value": value, "key": key, "timestamp": ts})
         n += 1
     producer.flush(30)
     admin.close()

@@ -75,6 +75,19 @@ def consumer_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = No
     return client_config(bootstrap_servers, base)
 
 
+def produce_waiting(producer: Any, topic: str, kwargs: dict[str, Any]) -> None:
+    """``produce`` with back-pressure: wait for deliveries when the local queue is full (the one
+    copy of this loop: the sink, the sample producer and the benchmarks use it)."""
+    while True:
+        try:
+            producer.produce(topic, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)
+        except KafkaException as e:
+            raise KafkaError(f"cannot write to topic '{topic}': {e.args[0].str()}") from None
+
+
 def kafka_error(what: str, err: BaseException | _CKError | None) -> KafkaError:
     """``what`` (e.g. ``"cannot create topic 'x'"``) plus librdkafka's reason."""
     if isinstance(err, KafkaException) and err.args:

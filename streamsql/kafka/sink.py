@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from streamsql.errors import ConfigError, KafkaError
+from streamsql.kafka.admin import produce_waiting
 from streamsql.kafka.source import HEADERS_COL, TOMBSTONE_COL, _opt, kafka_settings
 from streamsql.types import ROWTIME
 
@@ -240,7 +241,7 @@ def write_arrow(batches: Iterable[pa.RecordBatch], options: Mapping[str, str] | 
                 kwargs["timestamp"] = ts
             if h:
                 kwargs["headers"] = h
-            _produce(producer, opts.topic, kwargs)
+            produce_waiting(producer, opts.topic, kwargs)
             count += 1
         producer.poll(0)
         if errors:
@@ -319,20 +320,6 @@ _NULL_KEY = object()
 
 def _key_bytes(key: Any) -> Any:
     return None if key is _NULL_KEY else key
-
-
-def _produce(producer: Any, topic: str, kwargs: dict[str, Any]) -> None:
-    """``produce`` with back-pressure: wait for deliveries when the local queue is full."""
-    from confluent_kafka import KafkaException
-
-    while True:
-        try:
-            producer.produce(topic, **kwargs)
-            return
-        except BufferError:
-            producer.poll(0.05)
-        except KafkaException as e:
-            raise KafkaError(f"cannot write to topic '{topic}': {e.args[0].str()}") from None
 
 
 def produce_dataframe(df: DataFrame, options: Mapping[str, str]) -> int:
