@@ -17,7 +17,19 @@ from streamsql import types as t
 from streamsql.errors import StreamsqlError
 from streamsql.kafka.source import TOMBSTONE_COL
 from streamsql.physical import aggregate as agg
-from streamsql.physical.steps import Aggregate, ChangelogSink, Collect, KafkaSink, PhysicalPlan, Scan, Select, Step
+from streamsql.physical import spark_aggregate
+from streamsql.physical.steps import (
+    AGGREGATE_STEPS,
+    Aggregate,
+    ChangelogSink,
+    Collect,
+    KafkaSink,
+    PhysicalPlan,
+    Scan,
+    Select,
+    SparkAggregate,
+    Step,
+)
 from streamsql.planner import aggregation
 from streamsql.planner.expressions import quote
 from streamsql.runtime import io
@@ -68,37 +80,40 @@ class SparkBuilder:
         steps = [s for s in plan.steps if not isinstance(s, (KafkaSink, ChangelogSink, Collect))]
         if upto is not None:
             steps = steps[:upto]
+        # every update of Spark's aggregation (the record cache off): one record per micro-batch
+        per_record = any(isinstance(s, SparkAggregate) and s.per_record for s in plan.steps)
         df: Any = None
         for step in steps:
-            df = self._build(step, df)
+            df = self._scan(step, 1 if per_record else self.ctx.max_records) if isinstance(step, Scan) \
+                else self._build(step, df)
         return df
 
     def _build(self, step: Step, df: Any) -> DataFrame:
-        if isinstance(step, Scan):
-            return self._scan(step)
         if isinstance(step, Select):
             return self._select(step, df)
         if isinstance(step, Aggregate):
             return self._aggregate(step, df)
+        if isinstance(step, SparkAggregate):
+            return spark_aggregate.build(step.plan, df)
         raise TypeError(f"not a transformation step: {step!r}")
 
-    def _scan(self, step: Scan) -> DataFrame:
+    def _scan(self, step: Scan, max_records: int | None) -> DataFrame:
         from streamsql.udf import functions as python_functions
 
         ctx = self.ctx
         python_functions.install(ctx.spark, ctx.bootstrap_servers, ctx.processing_log_topic)
-        return self._read(step.source, step.starting_offsets)
+        return self._read(step.source, step.starting_offsets, max_records)
 
-    def _read(self, source: Any, starting_offsets: str) -> DataFrame:
+    def _read(self, source: Any, starting_offsets: str, max_records: int | None) -> DataFrame:
         join = getattr(source, "join", None)
         if join is not None:
             from streamsql.runtime.joins import joined_dataframe
 
-            return joined_dataframe(join, self._read(join.left.source, starting_offsets),
-                                    self._read(join.right.source, starting_offsets))
+            return joined_dataframe(join, self._read(join.left.source, starting_offsets, max_records),
+                                    self._read(join.right.source, starting_offsets, max_records))
         ctx = self.ctx
         return io.read_stream(ctx.spark, ctx.bootstrap_servers, source, starting_offsets=starting_offsets,
-                              query_id=ctx.query_id, max_records=ctx.max_records,
+                              query_id=ctx.query_id, max_records=max_records,
                               processing_log_topic=ctx.processing_log_topic)
 
     def _select(self, step: Select, df: DataFrame) -> DataFrame:
@@ -144,18 +159,28 @@ class SparkBuilder:
         """Start the plan as a streaming query with its terminal step as the writer (``df``: the
         plan's DataFrame when the caller already built it with :meth:`dataframe`)."""
         terminal = plan.terminal
-        if any(isinstance(s, Aggregate) for s in plan.steps):
+        if any(isinstance(s, AGGREGATE_STEPS) for s in plan.steps):
             check_checkpoint(checkpoint, plan)
         if df is None:
             df = self.dataframe(plan)
-        if isinstance(terminal, KafkaSink):
+        spark_agg = next((s for s in plan.steps if isinstance(s, SparkAggregate)), None)
+        if isinstance(terminal, KafkaSink) and spark_agg is not None:
+            sink = spark_aggregate.kafka_sink(io.kafka_options(self.ctx.bootstrap_servers, terminal.target))
+            writer = (df.writeStream.foreachBatch(spark_aggregate.batch_writer(spark_agg.plan, checkpoint, sink))
+                      .outputMode(spark_aggregate.output_mode(spark_agg.plan)))
+        elif isinstance(terminal, KafkaSink):
             writer = (df.writeStream.format(io.DATA_SOURCE)
                       .options(**io.kafka_options(self.ctx.bootstrap_servers, terminal.target)).outputMode("append"))
         elif isinstance(terminal, ChangelogSink):
             assert self.ctx.changelog_writer is not None, "a ChangelogSink needs the engine's changelog writer"
             writer = df.writeStream.foreachBatch(self.ctx.changelog_writer(terminal)).outputMode("append")
         elif isinstance(terminal, Collect):
-            writer = df.writeStream.foreachBatch(terminal.on_batch)
+            if spark_agg is not None:
+                writer = (df.writeStream.foreachBatch(spark_aggregate.batch_writer(spark_agg.plan, checkpoint,
+                                                                                   terminal.on_batch))
+                          .outputMode(spark_aggregate.output_mode(spark_agg.plan)))
+            else:
+                writer = df.writeStream.foreachBatch(terminal.on_batch)
             if terminal.available_now:
                 writer = writer.trigger(availableNow=True)
         else:
@@ -163,6 +188,12 @@ class SparkBuilder:
         writer = writer.option("checkpointLocation", str(checkpoint))
         if query_name:
             writer = writer.queryName(query_name)
+        if spark_agg is not None:
+            self.ctx.spark.conf.set("spark.sql.streaming.statefulOperator.allowMultiple", "false")
+            try:
+                return writer.start()
+            finally:
+                self.ctx.spark.conf.set("spark.sql.streaming.statefulOperator.allowMultiple", "true")
         return writer.start()
 
 
@@ -170,6 +201,24 @@ def _expr(sql: str) -> Any:
     from pyspark.sql import functions as F
 
     return F.expr(sql)
+
+
+def _checkpoint_meta(checkpoint: Path) -> dict[str, Any] | None:
+    try:
+        meta = json.loads((checkpoint / CHECKPOINT_META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def operator_for(checkpoint: Path | None) -> str | None:
+    """The aggregation operator a query's checkpoint holds state for (``"spark"`` or
+    ``"python"``; checkpoints from before Spark's operator hold the Python one's), or None for
+    a new query (the planner then chooses)."""
+    meta = _checkpoint_meta(checkpoint) if checkpoint is not None else None
+    if meta is None:
+        return None
+    return str(meta.get("operator", "python"))
 
 
 def buckets_for(checkpoint: Path, default: int) -> int:
@@ -189,11 +238,21 @@ def check_checkpoint(checkpoint: Path, plan: PhysicalPlan) -> None:
     record this version's layout in a new one. An earlier streamsql ran aggregations on the
     driver with their state in the table's SQLite file: its checkpoint holds offsets only."""
     meta_path = checkpoint / CHECKPOINT_META
-    buckets = next(s.buckets for s in plan.steps if isinstance(s, Aggregate))
+    step = next(s for s in plan.steps if isinstance(s, AGGREGATE_STEPS))
+    layout: dict[str, Any] = ({"state_format": STATE_FORMAT, "operator": "spark"} if isinstance(step, SparkAggregate)
+                              else {"state_format": STATE_FORMAT, "buckets": step.buckets})
     commits = checkpoint / "commits"
     committed = commits.exists() and any(p.name.isdigit() for p in commits.iterdir())
     if meta_path.exists():
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if isinstance(step, SparkAggregate):
+            if meta.get("operator") != "spark":
+                raise CheckpointError(
+                    f"the checkpoint {checkpoint} holds the state of streamsql's Python aggregation operator, "
+                    f"not of Spark's. To rebuild the table from its input topics, stop streamsql, delete that "
+                    f"directory and start again (the query re-reads its sources from the earliest offset).")
+            return
+        buckets = step.buckets
         if meta.get("state_format") != STATE_FORMAT or meta.get("buckets") != buckets:
             raise CheckpointError(
                 f"the checkpoint {checkpoint} holds aggregation state in layout {meta.get('state_format')} with "
@@ -208,4 +267,4 @@ def check_checkpoint(checkpoint: Path, plan: PhysicalPlan) -> None:
             f"its input topics, stop streamsql, delete that directory and start again with "
             f"SET 'auto.offset.reset'='earliest' (the output topic receives the rebuilt values).")
     checkpoint.mkdir(parents=True, exist_ok=True)
-    meta_path.write_text(json.dumps({"state_format": STATE_FORMAT, "buckets": buckets}), encoding="utf-8")
+    meta_path.write_text(json.dumps(layout), encoding="utf-8")

@@ -9,8 +9,10 @@ steps → one builder per step; sqlglot's planner: a ``Plan`` of ``Step`` s.)
 
 Where each step runs:
 
-* ``Scan``, ``Select``, ``Aggregate``, ``KafkaSink``: Spark's executors (the aggregate step's
-  state in Spark's state store, partitioned by key).
+* ``Scan``, ``Select``, ``Aggregate``, ``SparkAggregate``, ``KafkaSink``: Spark's executors (the
+  aggregate steps' state in Spark's state store, partitioned by key). ``SparkAggregate`` is
+  Spark's own operator, for the shapes it computes exactly as ksqlDB; ``Aggregate`` runs
+  ksqlDB's semantics in Python for the rest.
 * ``ChangelogSink``: ``foreachBatch`` — the rows of a filtered/projected table and a source
   table's materialization pass through the driver's store (to move onto the executors next).
 * ``Collect``: transient queries hand their rows to the driver's result stream.
@@ -61,6 +63,15 @@ class Select:
         return " ".join(parts)
 
 
+def _aggregation_text(label: str, p: AggregatePlan) -> str:
+    keys = ", ".join(sql for _, sql, _ in p.keys) or "(all rows)"
+    calls = ", ".join(c.shown or c.text for c in p.calls)
+    text = f"{label} by {keys}: {calls}"
+    if p.window is not None:
+        text += f" window {p.window.type} size {p.window.size_ms} ms grace {p.grace_ms} ms"
+    return text
+
+
 @dataclass
 class Aggregate:
     """GROUP BY in the executors: ``buckets`` state keys (Kafka Streams' tasks, one stream time
@@ -72,15 +83,28 @@ class Aggregate:
 
     def describe(self) -> str:
         p = self.plan
-        keys = ", ".join(sql for _, sql, _ in p.keys) or "(all rows)"
-        calls = ", ".join(c.shown or c.text for c in p.calls)
-        text = f"Aggregate by {keys}: {calls}"
-        if p.window is not None:
-            text += f" window {p.window.type} size {p.window.size_ms} ms grace {p.grace_ms} ms"
-        text += f" emit {'FINAL' if p.emit == 'FINAL' else 'CHANGES'}"
+        text = _aggregation_text("Aggregate", p) + f" emit {'FINAL' if p.emit == 'FINAL' else 'CHANGES'}"
         text += f"; {self.buckets} bucket(s), {'latest per key per batch' if self.cache else 'every update'}"
         if p.having:
             text += f"; having {p.having}"
+        return text
+
+
+@dataclass
+class SparkAggregate:
+    """GROUP BY in Spark's own stateful operator (JVM state in the state store; see
+    ``physical/spark_aggregate.py`` for the shapes it takes and how ksqlDB's semantics map).
+    ``per_record`` (the record cache off): the source admits one record per micro-batch, so
+    the operator emits every update."""
+
+    plan: AggregatePlan
+    per_record: bool
+
+    def describe(self) -> str:
+        p = self.plan
+        text = _aggregation_text("Aggregate (Spark)", p)
+        text += " emit FINAL (append)" if p.emit == "FINAL" else " emit CHANGES (update)"
+        text += "; one record per batch" if self.per_record else "; latest per key per batch"
         return text
 
 
@@ -120,7 +144,9 @@ class Collect:
         return "Collect rows to the client" + (" (to the topic's current end)" if self.available_now else "")
 
 
-Step = Scan | Select | Aggregate | KafkaSink | ChangelogSink | Collect
+Step = Scan | Select | Aggregate | SparkAggregate | KafkaSink | ChangelogSink | Collect
+#: the steps that aggregate (their state lives in the checkpoint)
+AGGREGATE_STEPS = (Aggregate, SparkAggregate)
 
 
 @dataclass
@@ -138,14 +164,20 @@ class PhysicalPlan:
 
 
 def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_offsets: str, *,
-                  buckets: int = 1, cache: bool = True, changelog: bool = False) -> PhysicalPlan:
+                  buckets: int = 1, cache: bool = True, changelog: bool = False,
+                  operator: str | None = None) -> PhysicalPlan:
     """The steps of a logical plan ending in ``terminal``. ``changelog``: a stateless query
-    over a table emits its changes (upserts and removals) rather than its rows."""
+    over a table emits its changes (upserts and removals) rather than its rows. An aggregation
+    takes Spark's own operator when it computes the plan exactly (``spark_aggregate``), else
+    the Python operator; ``operator`` (``"spark"``/``"python"``, from a query's checkpoint)
+    keeps a resumed query on the operator its state was written by."""
+    from streamsql.physical import spark_aggregate
     from streamsql.planner.aggregation import AggregatePlan
 
     steps: list[Step] = [Scan(logical.source, starting_offsets)]
     if isinstance(logical, AggregatePlan):
-        steps.append(Aggregate(logical, buckets, cache))
+        spark = spark_aggregate.unsupported_reason(logical) is None if operator is None else operator == "spark"
+        steps.append(SparkAggregate(logical, per_record=not cache) if spark else Aggregate(logical, buckets, cache))
     else:
         steps.append(Select(logical, changelog))
     steps.append(terminal)

@@ -33,8 +33,16 @@ from streamsql.catalog.commands import CommandLog
 from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaError, StreamsqlError
 from streamsql.formats import FormatSpec, compression, schema_registry, serde_for
 from streamsql.formats import registry as format_registry
-from streamsql.physical.builder import BuildContext, SparkBuilder, buckets_for
-from streamsql.physical.steps import ChangelogSink, Collect, KafkaSink, PhysicalPlan, physical_plan
+from streamsql.physical.builder import BuildContext, SparkBuilder, buckets_for, operator_for
+from streamsql.physical.steps import (
+    Aggregate,
+    ChangelogSink,
+    Collect,
+    KafkaSink,
+    PhysicalPlan,
+    SparkAggregate,
+    physical_plan,
+)
 from streamsql.planner import aggregation
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.casts import cast_value
@@ -717,7 +725,7 @@ class Engine:
         if isinstance(plan, AggregatePlan):  # its store follows the changelog topic
             self._store(sink)
             self.followed[sink.name] = sink
-        context = self._build_context(query_id, count_late=isinstance(plan, AggregatePlan))
+        context = self._build_context(query_id, count_late=any(isinstance(s, Aggregate) for s in physical.steps))
         handle = SparkBuilder(context).start(physical, checkpoint, query_id)
         info = self.catalog.queries[query_id]
         previous = self.queries.get(query_id)
@@ -733,7 +741,7 @@ class Engine:
         if isinstance(plan, AggregatePlan):
             buckets = buckets_for(checkpoint, self._buckets(plan)) if checkpoint is not None else self._buckets(plan)
             return physical_plan(plan, KafkaSink(sink), starting_offsets, buckets=buckets,
-                                 cache=self._record_cache())
+                                 cache=self._record_cache(), operator=operator_for(checkpoint))
         if sink.is_table:
             # a source table's own query only fills the store: its topic is the input
             return physical_plan(plan, ChangelogSink(sink, emit=not sink.is_source), starting_offsets, changelog=True)
@@ -1085,6 +1093,12 @@ class Engine:
             dropped = self.dropped_records.get(info.id)
             if dropped is not None:  # ksqlDB's late-record count (records dropped past grace)
                 stats["numRowsDroppedByWatermark"] = dropped.value
+            elif any(isinstance(s, SparkAggregate) for s in getattr(self.physical_plans.get(info.id), "steps", ())):
+                # Spark's operator drops late rows itself and reports them per micro-batch: the
+                # count over the batches Spark keeps progress for (the last 100)
+                stats["numRowsDroppedByWatermark"] = sum(
+                    int(op.get("numRowsDroppedByWatermark") or 0)
+                    for p in handle.recentProgress for op in (p.get("stateOperators") or []))
             for op in (progress.get("stateOperators") if progress else None) or []:  # an aggregation's state
                 stats["stateRows"] = stats.get("stateRows", 0) + int(op.get("numRowsTotal") or 0)
                 stats["stateMemoryBytes"] = stats.get("stateMemoryBytes", 0) + int(op.get("memoryUsedBytes") or 0)

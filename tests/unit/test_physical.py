@@ -13,8 +13,16 @@ import pytest
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.physical import aggregate as agg
-from streamsql.physical.builder import CHECKPOINT_META, STATE_FORMAT, CheckpointError, buckets_for, check_checkpoint
-from streamsql.physical.steps import Aggregate, Collect, KafkaSink, Scan, Select, physical_plan
+from streamsql.physical import spark_aggregate
+from streamsql.physical.builder import (
+    CHECKPOINT_META,
+    STATE_FORMAT,
+    CheckpointError,
+    buckets_for,
+    check_checkpoint,
+    operator_for,
+)
+from streamsql.physical.steps import Aggregate, Collect, KafkaSink, Scan, Select, SparkAggregate, physical_plan
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.planner import Planner, QueryPlan
 from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, Update
@@ -115,7 +123,7 @@ def test_bucket_expression() -> None:
 
 def test_checkpoint_of_an_earlier_version_is_refused_with_the_way_to_rebuild(tmp_path: Path, catalog: Catalog) -> None:
     plan = logical(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s GROUP BY id;")
-    physical = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", buckets=2)
+    physical = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", buckets=2, operator="python")
     old = tmp_path / "old"
     (old / "commits").mkdir(parents=True)
     (old / "commits" / "0").write_text("v1")
@@ -126,9 +134,53 @@ def test_checkpoint_of_an_earlier_version_is_refused_with_the_way_to_rebuild(tmp
     assert json.loads((new / CHECKPOINT_META).read_text()) == {"state_format": STATE_FORMAT, "buckets": 2}
     assert buckets_for(new, 8) == 2 and buckets_for(tmp_path / "none", 8) == 8
     check_checkpoint(new, physical)  # and is resumed
-    other = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", buckets=3)
+    other = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", buckets=3, operator="python")
     with pytest.raises(CheckpointError, match="2 bucket"):
         check_checkpoint(new, other)
+
+
+@pytest.mark.parametrize(("sql", "reason"), [
+    ("SELECT id, COUNT(*) AS n, SUM(v) AS total, MIN(v) AS lo, MAX(v) AS hi FROM s GROUP BY id", None),
+    ("SELECT id, SUM(v) AS total FROM s WINDOW TUMBLING (SIZE 10 SECONDS, GRACE PERIOD 1 SECOND) GROUP BY id "
+     "EMIT FINAL", None),
+    ("SELECT id, COUNT(v) AS n FROM s WINDOW HOPPING (SIZE 10 SECONDS, ADVANCE BY 5 SECONDS) GROUP BY id", None),
+    ("SELECT id, COUNT(*) AS n FROM s WINDOW SESSION (10 SECONDS) GROUP BY id", "a SESSION window"),
+    ("SELECT id, SUM(v) AS total FROM s GROUP BY id HAVING SUM(v) > 3", "HAVING"),
+    ("SELECT id, AVG(v) AS a FROM s GROUP BY id", "the aggregate AVG(V)"),
+    ("SELECT id, COLLECT_LIST(v) AS l FROM s GROUP BY id", "the aggregate COLLECT_LIST(V)"),
+    ("SELECT id, COUNT(*) AS n FROM t GROUP BY id", "a table source"),
+])
+def test_which_aggregations_take_sparks_operator(catalog: Catalog, sql: str, reason: str | None) -> None:
+    catalog.add(Source("T", "TABLE", [t.Column("ID", t.BIGINT, "key"), t.Column("V", t.INTEGER)],
+                       topic="t_topic", key_format="KAFKA", value_format="JSON"))
+    plan = logical(catalog, f"CREATE TABLE o AS {sql};")
+    found = spark_aggregate.unsupported_reason(plan)
+    assert found == reason or (reason is not None and found is not None and found.startswith(reason))
+    physical = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", buckets=2, cache=False)
+    assert type(physical.steps[1]) is (SparkAggregate if reason is None else Aggregate)
+
+
+def test_sparks_operator_in_explain_and_its_checkpoint(tmp_path: Path, catalog: Catalog) -> None:
+    plan = logical(catalog, "CREATE TABLE o AS SELECT id, SUM(v) AS total FROM s "
+                            "WINDOW TUMBLING (SIZE 10 SECONDS, GRACE PERIOD 2 SECONDS) GROUP BY id EMIT FINAL;")
+    per_record = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", cache=False)
+    assert per_record.explain().splitlines()[1] == (
+        "  > [2] Aggregate (Spark) by `ID`: SUM(V) window TUMBLING size 10000 ms grace 2000 ms "
+        "emit FINAL (append); one record per batch")
+    cached = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", cache=True)
+    assert cached.explain().splitlines()[1].endswith("emit FINAL (append); latest per key per batch")
+    checkpoint = tmp_path / "ckpt"
+    assert operator_for(checkpoint) is None  # a new query: the planner chooses
+    check_checkpoint(checkpoint, cached)
+    assert json.loads((checkpoint / CHECKPOINT_META).read_text()) == {"state_format": STATE_FORMAT,
+                                                                      "operator": "spark"}
+    assert operator_for(checkpoint) == "spark"
+    # a query whose checkpoint holds the Python operator's state resumes on it
+    python = tmp_path / "python"
+    check_checkpoint(python, physical_plan(plan, Collect(lambda _df, _id: None), "earliest", operator="python"))
+    assert operator_for(python) == "python"
+    with pytest.raises(CheckpointError, match="Python aggregation operator.*delete that directory"):
+        check_checkpoint(python, cached)
 
 
 def test_pack_keeps_each_buckets_rows_with_exact_values() -> None:
