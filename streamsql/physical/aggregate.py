@@ -23,9 +23,10 @@ repartition topic has the source's partition count; ``streamsql.aggregation.buck
 each bucket a Spark state key placed on its own shuffle partition (:func:`bucket_values`), each
 with one stream time. With one bucket stream time is exactly ksqlDB's over one partition.
 
-Why not Spark's own ``groupBy().agg()``: it cannot retract a table row's old value, emits no
-per-record updates, rejects EMIT CHANGES on session windows and judges lateness on one global
-watermark (docs/performance.md has the measured comparison and docs/differences.md the choice).
+Spark's own ``groupBy().agg()`` (``physical/spark_aggregate.py``) takes the shapes it computes
+exactly; this operator takes the rest: it retracts a table row's old value, emits tombstones for
+HAVING, runs SESSION windows with EMIT CHANGES and Python or collection aggregates
+(docs/performance.md has the measured comparison and docs/differences.md the choice).
 """
 
 from __future__ import annotations

@@ -7,16 +7,19 @@ GROUP BY k1, k2 [HAVING h]``. The plan has three stages:
    grouping expressions (``__K0, __K1, ...``) and the aggregate calls' column arguments
    (``__A0_0, ...``), plus ROWTIME/ROWPARTITION/ROWOFFSET (and, over a table, its key columns and
    whether the row still matches, so the processor can retract the row's old value);
-2. the aggregation itself, record by record in ``streamsql.runtime.aggregator`` (run inside
-   Spark's executors by ``streamsql.physical.aggregate``) with the
-   accumulators of ``streamsql.planner.aggregates`` (the one place aggregate functions live):
-   one update per input record, retractions, windows against stream time, EMIT FINAL;
+2. the aggregation itself, in one of two stateful operators the physical layer chooses
+   (``streamsql.physical.steps.physical_plan``): Spark's own ``groupBy().agg()`` for the shapes
+   it computes exactly as ksqlDB (``streamsql.physical.spark_aggregate``), else record by record
+   in ``streamsql.runtime.aggregator`` (run inside Spark's executors by
+   ``streamsql.physical.aggregate``) with the accumulators of ``streamsql.planner.aggregates``
+   (the one place aggregate functions live): one update per input record, retractions, windows
+   against stream time, EMIT FINAL;
 3. post-aggregation, over ``__K*``, ``__A*``, WINDOWSTART/WINDOWEND: the projection and HAVING
    (Spark SQL text, evaluated in the executors after the stateful step).
 
-Why not Spark's streaming aggregation: it emits one row per key per micro-batch, cannot retract
-a table row's old value, rejects EMIT CHANGES on session windows, and judges lateness per
-micro-batch on the record's time; ksqlDB does none of these (docs/differences.md).
+Why Spark's streaming aggregation is not enough for every shape: it cannot retract a table
+row's old value, rejects EMIT CHANGES on session windows, has no tombstone for a row leaving
+HAVING and no Python aggregate functions (docs/differences.md).
 """
 
 from __future__ import annotations

@@ -741,7 +741,8 @@ class Engine:
         if isinstance(plan, AggregatePlan):
             buckets = buckets_for(checkpoint, self._buckets(plan)) if checkpoint is not None else self._buckets(plan)
             return physical_plan(plan, KafkaSink(sink), starting_offsets, buckets=buckets,
-                                 cache=self._record_cache(), operator=operator_for(checkpoint))
+                                 cache=self._record_cache(),
+                                 operator=operator_for(checkpoint) or _operator_choice(self.prop(OPERATOR_PROPERTY)))
         if sink.is_table:
             # a source table's own query only fills the store: its topic is the input
             return physical_plan(plan, ChangelogSink(sink, emit=not sink.is_source), starting_offsets, changelog=True)
@@ -928,7 +929,8 @@ class Engine:
 
         if isinstance(plan, AggregatePlan):
             physical = physical_plan(plan, Collect(on_batch, available_now=not push), starting,
-                                     buckets=self._buckets(plan), cache=self._record_cache())
+                                     buckets=self._buckets(plan), cache=self._record_cache(),
+                                     operator=_operator_choice(self.prop(OPERATOR_PROPERTY)))
         else:
             physical = physical_plan(plan, Collect(on_batch, available_now=not push), starting,
                                      changelog=push and plan.source.is_table)
@@ -1153,7 +1155,8 @@ class Engine:
         elif isinstance(plan, AggregatePlan):
             terminal = Collect(_ignore, available_now=query.emit is None)
             physical = physical_plan(plan, terminal, self._offset_reset(), buckets=self._buckets(plan),
-                                     cache=self._record_cache())
+                                     cache=self._record_cache(),
+                                     operator=_operator_choice(self.prop(OPERATOR_PROPERTY)))
         else:
             physical = physical_plan(plan, Collect(_ignore, available_now=query.emit is None), self._offset_reset(),
                                      changelog=plan.source.is_table and query.emit is not None)
@@ -1167,6 +1170,8 @@ class Engine:
             _cache_bytes(stmt.value)
         if stmt.name == BUCKETS_PROPERTY:
             _bucket_count(stmt.value)
+        if stmt.name == OPERATOR_PROPERTY:
+            _operator_choice(stmt.value)
         self.session_properties[stmt.name] = stmt.value
         return r.CommandStatus(stmt.text, f"Successfully changed local property '{stmt.name}' to '{stmt.value}'.")
 
@@ -1250,6 +1255,10 @@ class Engine:
 RECORD_CACHE_DEFAULT = "10485760"
 CACHE_PROPERTY = "ksql.streams.cache.max.bytes.buffering"
 BUCKETS_PROPERTY = "streamsql.aggregation.buckets"
+#: ``auto`` (default: Spark's own aggregation where it is exact, else the Python operator) or
+#: ``python`` (always the Python operator: to compare the two, or to keep a query on it)
+OPERATOR_PROPERTY = "streamsql.aggregation.operator"
+OPERATOR_CHOICES = ("auto", "python")
 
 
 def _cache_bytes(value: str) -> int:
@@ -1262,6 +1271,16 @@ def _cache_bytes(value: str) -> int:
         raise ConfigError(f"Invalid value {value} for configuration {CACHE_PROPERTY}: "
                           f"Not a number of type LONG at least 0")
     return size
+
+
+def _operator_choice(value: str) -> str | None:
+    """``streamsql.aggregation.operator`` as ``physical_plan``'s ``operator`` (None: the planner
+    chooses), or a configuration error naming the property and the value."""
+    choice = value.strip().lower() or "auto"
+    if choice not in OPERATOR_CHOICES:
+        raise ConfigError(f"Invalid value {value} for configuration {OPERATOR_PROPERTY}: "
+                          f"String must be one of: {', '.join(OPERATOR_CHOICES)}")
+    return None if choice == "auto" else choice
 
 
 def _bucket_count(value: str) -> int:

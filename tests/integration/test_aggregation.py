@@ -214,6 +214,30 @@ def test_explain_prints_the_physical_steps(engine, topic_name):  # type: ignore[
     assert "Physical steps:\n" + "\n".join(steps) in running.text
 
 
+def test_operator_choice_shows_in_explain_and_bad_choices_are_refused(engine, topic_name):  # type: ignore[no-untyped-def]
+    """SUM over a stream without HAVING takes Spark's own aggregation unless
+    ``streamsql.aggregation.operator`` is ``python``; another value is refused by SET."""
+    from streamsql.errors import ConfigError
+
+    src = topic_name("chosen")
+    engine.execute(f"CREATE STREAM chosen (user VARCHAR, amount INT) WITH (KAFKA_TOPIC='{src}', "
+                   f"VALUE_FORMAT='JSON', PARTITIONS=1);")
+    sql = "EXPLAIN CREATE TABLE chosen_sum AS SELECT user, SUM(amount) AS total FROM chosen GROUP BY user;"
+
+    def aggregate_step() -> str:
+        [planned] = engine.execute(sql)
+        return planned.text.split("Physical steps:\n", 1)[1].splitlines()[1].strip()
+
+    assert aggregate_step().startswith("> [2] Aggregate (Spark) by USER: SUM(amount) emit CHANGES (update)")
+    engine.execute("SET 'streamsql.aggregation.operator'='python';")
+    assert aggregate_step().startswith("> [2] Aggregate by USER: SUM(amount) emit CHANGES; 1 bucket(s)")
+    with pytest.raises(ConfigError, match="Invalid value jvm for configuration streamsql.aggregation.operator: "
+                                          "String must be one of: auto, python"):
+        engine.execute("SET 'streamsql.aggregation.operator'='jvm';")
+    engine.execute("SET 'streamsql.aggregation.operator'='auto';")
+    assert aggregate_step().startswith("> [2] Aggregate (Spark)")
+
+
 def test_bad_cache_and_bucket_settings_are_refused_when_set(engine, topic_name):  # type: ignore[no-untyped-def]
     """A malformed record-cache size or bucket count is refused by SET, naming the property and
     value, before any query could half-start with it; the engine keeps working."""
