@@ -166,7 +166,8 @@ class SparkBuilder:
         spark_agg = next((s for s in plan.steps if isinstance(s, SparkAggregate)), None)
         if isinstance(terminal, KafkaSink) and spark_agg is not None:
             sink = spark_aggregate.kafka_sink(io.kafka_options(self.ctx.bootstrap_servers, terminal.target))
-            writer = (df.writeStream.foreachBatch(spark_aggregate.batch_writer(spark_agg.plan, checkpoint, sink))
+            writer = (df.writeStream.foreachBatch(spark_aggregate.batch_writer(spark_agg.plan, checkpoint, sink,
+                                                                            spark_agg.per_record))
                       .outputMode(spark_aggregate.output_mode(spark_agg.plan)))
         elif isinstance(terminal, KafkaSink):
             writer = (df.writeStream.format(io.DATA_SOURCE)
@@ -176,8 +177,8 @@ class SparkBuilder:
             writer = df.writeStream.foreachBatch(self.ctx.changelog_writer(terminal)).outputMode("append")
         elif isinstance(terminal, Collect):
             if spark_agg is not None:
-                writer = (df.writeStream.foreachBatch(spark_aggregate.batch_writer(spark_agg.plan, checkpoint,
-                                                                                   terminal.on_batch))
+                writer = (df.writeStream.foreachBatch(spark_aggregate.batch_writer(
+                    spark_agg.plan, checkpoint, terminal.on_batch, spark_agg.per_record))
                           .outputMode(spark_aggregate.output_mode(spark_agg.plan)))
             else:
                 writer = df.writeStream.foreachBatch(terminal.on_batch)

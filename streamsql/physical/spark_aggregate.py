@@ -138,8 +138,8 @@ def batch_watermark(checkpoint: Path, batch_id: int) -> int:
     return int(json.loads(lines[1]).get("batchWatermarkMs", 0))
 
 
-def batch_writer(plan: AggregatePlan, checkpoint: Path, sink: Callable[[DataFrame, int], None]
-                 ) -> Callable[[DataFrame, int], None]:
+def batch_writer(plan: AggregatePlan, checkpoint: Path, sink: Callable[[DataFrame, int], None],
+                 per_record: bool) -> Callable[[DataFrame, int], None]:
     """The ``foreachBatch`` function handing ``sink`` a micro-batch's results in ksqlDB's order
     within each output partition. EMIT CHANGES: by window start (a record's hopping windows),
     then time. EMIT FINAL: as Kafka Streams' suppression buffer releases closed windows, by
@@ -149,7 +149,12 @@ def batch_writer(plan: AggregatePlan, checkpoint: Path, sink: Callable[[DataFram
     dropped before they closed: when stream time jumps past a window's end + grace and past
     its store segment's retention at once, ksqlDB never emits it (segments of retention/2; the
     Python operator's ``_expired`` is the same rule). Stream time at emission is the batch's
-    watermark + grace."""
+    watermark + grace.
+
+    ``per_record`` (one input record per batch, the record cache off): the batch's few results
+    go to one task, so their order holds across the whole output (a key's hopping windows and
+    the windows closing together hash to different shuffle partitions); with the cache on the
+    order holds within each task, as a record cache's flush has no order across keys either."""
     window = plan.window
     final = plan.emit == "FINAL" and window is not None
     retention, grace = plan.retention_ms, plan.grace_ms
@@ -163,6 +168,8 @@ def batch_writer(plan: AggregatePlan, checkpoint: Path, sink: Callable[[DataFram
             now = batch_watermark(checkpoint, batch_id) + grace
             oldest = max(now - retention, 0) // segment
             df = df.where(f"floor(__WINDOWSTART / {segment}) >= {oldest}")
+        if per_record:
+            df = df.coalesce(1)
         sink(df.sortWithinPartitions(*order), batch_id)
 
     return write

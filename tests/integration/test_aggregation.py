@@ -228,9 +228,9 @@ def test_operator_choice_shows_in_explain_and_bad_choices_are_refused(engine, to
         [planned] = engine.execute(sql)
         return planned.text.split("Physical steps:\n", 1)[1].splitlines()[1].strip()
 
-    assert aggregate_step().startswith("> [2] Aggregate (Spark) by USER: SUM(amount) emit CHANGES (update)")
+    assert aggregate_step().startswith("> [2] Aggregate (Spark) by `USER`: SUM(AMOUNT) emit CHANGES (update)")
     engine.execute("SET 'streamsql.aggregation.operator'='python';")
-    assert aggregate_step().startswith("> [2] Aggregate by USER: SUM(amount) emit CHANGES; 1 bucket(s)")
+    assert aggregate_step().startswith("> [2] Aggregate by `USER`: SUM(AMOUNT) emit CHANGES; 1 bucket(s)")
     with pytest.raises(ConfigError, match="Invalid value jvm for configuration streamsql.aggregation.operator: "
                                           "String must be one of: auto, python"):
         engine.execute("SET 'streamsql.aggregation.operator'='jvm';")
