@@ -145,11 +145,12 @@ def batch_writer(plan: AggregatePlan, checkpoint: Path, sink: Callable[[DataFram
     then time. EMIT FINAL: as Kafka Streams' suppression buffer releases closed windows, by
     window end, then key.
 
-    EMIT FINAL also leaves out the windows Kafka Streams' segmented window store would have
-    dropped before they closed: when stream time jumps past a window's end + grace and past
-    its store segment's retention at once, ksqlDB never emits it (segments of retention/2; the
-    Python operator's ``_expired`` is the same rule). Stream time at emission is the batch's
-    watermark + grace.
+    EMIT FINAL, one record per batch, also leaves out the windows Kafka Streams' segmented window
+    store would have dropped before they closed: when stream time jumps past a window's end +
+    grace and past its store segment's retention at once, ksqlDB never emits it (segments of
+    retention/2; the Python operator's ``_expired`` is the same rule); stream time at emission is
+    the batch's watermark + grace. With many records a batch the stream time at which a window
+    closed is not known, so nothing is left out (docs/differences.md).
 
     ``per_record`` (one input record per batch, the record cache off): the batch's few results
     go to one task, so their order holds across the whole output (a key's hopping windows and
@@ -157,6 +158,9 @@ def batch_writer(plan: AggregatePlan, checkpoint: Path, sink: Callable[[DataFram
     order holds within each task, as a record cache's flush has no order across keys either."""
     window = plan.window
     final = plan.emit == "FINAL" and window is not None
+    # only per record is the batch's watermark the stream time at which the window closed; with
+    # many records a batch, a window closes somewhere inside it (no jump: nothing to leave out)
+    expiring = final and per_record
     retention, grace = plan.retention_ms, plan.grace_ms
     segment = max(retention // 2, 1)
     order = (["__WINDOWEND", *[quote(c.name) for c in plan.key_columns]] if final
@@ -164,7 +168,7 @@ def batch_writer(plan: AggregatePlan, checkpoint: Path, sink: Callable[[DataFram
 
     def write(batch_df: DataFrame, batch_id: int) -> None:
         df = batch_df
-        if final:
+        if expiring:
             now = batch_watermark(checkpoint, batch_id) + grace
             oldest = max(now - retention, 0) // segment
             df = df.where(f"floor(__WINDOWSTART / {segment}) >= {oldest}")
