@@ -742,7 +742,7 @@ class Engine:
             buckets = buckets_for(checkpoint, self._buckets(plan)) if checkpoint is not None else self._buckets(plan)
             return physical_plan(plan, KafkaSink(sink), starting_offsets, buckets=buckets,
                                  cache=self._record_cache(),
-                                 operator=operator_for(checkpoint) or _operator_choice(self.prop(OPERATOR_PROPERTY)))
+                                 operator=operator_for(checkpoint) or self._operator())
         if sink.is_table:
             # a source table's own query only fills the store: its topic is the input
             return physical_plan(plan, ChangelogSink(sink, emit=not sink.is_source), starting_offsets, changelog=True)
@@ -780,6 +780,10 @@ class Engine:
         an aggregation emits the latest value per key per commit (here per micro-batch); 0 (what
         ksqlDB's test harness and ``streamsql test`` set) emits every update."""
         return _cache_bytes(self.prop(CACHE_PROPERTY).strip() or RECORD_CACHE_DEFAULT) > 0
+
+    def _operator(self) -> str | None:
+        """``streamsql.aggregation.operator`` as ``physical_plan``'s ``operator`` (None: choose)."""
+        return _operator_choice(self.prop(OPERATOR_PROPERTY))
 
     def _collection_limits(self) -> dict[str, int]:
         """``ksql.functions.collect_list.limit`` / ``collect_set.limit`` when set."""
@@ -930,7 +934,7 @@ class Engine:
         if isinstance(plan, AggregatePlan):
             physical = physical_plan(plan, Collect(on_batch, available_now=not push), starting,
                                      buckets=self._buckets(plan), cache=self._record_cache(),
-                                     operator=_operator_choice(self.prop(OPERATOR_PROPERTY)))
+                                     operator=self._operator())
         else:
             physical = physical_plan(plan, Collect(on_batch, available_now=not push), starting,
                                      changelog=push and plan.source.is_table)
@@ -1156,7 +1160,7 @@ class Engine:
             terminal = Collect(_ignore, available_now=query.emit is None)
             physical = physical_plan(plan, terminal, self._offset_reset(), buckets=self._buckets(plan),
                                      cache=self._record_cache(),
-                                     operator=_operator_choice(self.prop(OPERATOR_PROPERTY)))
+                                     operator=self._operator())
         else:
             physical = physical_plan(plan, Collect(_ignore, available_now=query.emit is None), self._offset_reset(),
                                      changelog=plan.source.is_table and query.emit is not None)
