@@ -8,6 +8,7 @@ One method per step kind (``_scan``, ``_select``, ``_aggregate``, and the termin
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,12 @@ _PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 #: the layout of aggregate state this version writes (bump when it changes incompatibly)
 STATE_FORMAT = 1
+_ALLOW_MULTIPLE_KEY = "spark.sql.streaming.statefulOperator.allowMultiple"
+#: held around every ``writer.start()``: a query snapshots the session's SQL conf when it starts,
+#: and Spark's aggregation starts with ``allowMultiple=false`` set for it alone; without the lock
+#: a query starting on another thread (the test runner starts three at once) could snapshot that
+#: value, or an aggregation could snapshot ``true`` restored by another's start.
+_START_LOCK = threading.Lock()
 
 
 class CheckpointError(StreamsqlError):
@@ -189,13 +196,21 @@ class SparkBuilder:
         writer = writer.option("checkpointLocation", str(checkpoint))
         if query_name:
             writer = writer.queryName(query_name)
-        if spark_agg is not None:
-            self.ctx.spark.conf.set("spark.sql.streaming.statefulOperator.allowMultiple", "false")
-            try:
-                return writer.start()
-            finally:
-                self.ctx.spark.conf.set("spark.sql.streaming.statefulOperator.allowMultiple", "true")
-        return writer.start()
+        return start_writer(self.ctx.spark, writer, late_rows_on_batch_watermark=spark_agg is not None)
+
+
+def start_writer(spark: SparkSession, writer: Any, late_rows_on_batch_watermark: bool) -> StreamingQuery:
+    """``writer.start()`` under the start lock. ``late_rows_on_batch_watermark``: start with
+    ``allowMultiple=false``, so Spark's aggregation judges late rows on the current batch's
+    watermark (docs/differences.md), restored to ``true`` for the queries started after it."""
+    with _START_LOCK:
+        if not late_rows_on_batch_watermark:
+            return writer.start()
+        spark.conf.set(_ALLOW_MULTIPLE_KEY, "false")
+        try:
+            return writer.start()
+        finally:
+            spark.conf.set(_ALLOW_MULTIPLE_KEY, "true")
 
 
 def _expr(sql: str) -> Any:

@@ -5,6 +5,8 @@ compatibility (the state over Spark's real map state: tests/integration/test_agg
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from streamsql.physical.builder import (
     buckets_for,
     check_checkpoint,
     operator_for,
+    start_writer,
 )
 from streamsql.physical.steps import Aggregate, Collect, KafkaSink, Scan, Select, SparkAggregate, physical_plan
 from streamsql.planner.aggregation import AggregatePlan
@@ -210,3 +213,50 @@ def test_collapse_of_unhashable_keys() -> None:
     updates = [Update(([1, 2],), (None, None), [1], 10), Update(([1, 2],), (None, None), [2], 11, had=True,
                                                                   previous=[1])]
     assert [(u.key, u.results, u.had) for u in agg.collapse(updates)] == [(([1, 2],), [2], False)]
+
+
+class _Conf:
+    def __init__(self) -> None:
+        self.values = {"spark.sql.streaming.statefulOperator.allowMultiple": "true"}
+
+    def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+    def get(self, key: str) -> str:
+        return self.values[key]
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.conf = _Conf()
+
+
+class _SnapshottingWriter:
+    """Stands in for a DataStreamWriter: start() snapshots the session conf, as Spark's
+    StreamExecution clones the session, and takes a while, as a real start does."""
+
+    def __init__(self, spark: _Session) -> None:
+        self.spark = spark
+        self.seen: str | None = None
+
+    def start(self) -> None:
+        time.sleep(0.05)
+        self.seen = self.spark.conf.get("spark.sql.streaming.statefulOperator.allowMultiple")
+
+
+def test_concurrent_starts_each_snapshot_their_own_allow_multiple() -> None:
+    """Spark's aggregation starts with allowMultiple=false; a query started beside it on another
+    thread must not snapshot that, nor may the aggregation snapshot another start's restored
+    ``true`` (the test runner starts three queries at once: a flaky tumbling-window case)."""
+    spark = _Session()
+    plain = [_SnapshottingWriter(spark) for _ in range(3)]
+    aggs = [_SnapshottingWriter(spark) for _ in range(3)]
+    threads = [threading.Thread(target=start_writer, args=(spark, w, False)) for w in plain]
+    threads += [threading.Thread(target=start_writer, args=(spark, w, True)) for w in aggs]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert [w.seen for w in plain] == ["true"] * 3
+    assert [w.seen for w in aggs] == ["false"] * 3
+    assert spark.conf.get("spark.sql.streaming.statefulOperator.allowMultiple") == "true"
