@@ -202,15 +202,17 @@ class SparkBuilder:
 def start_writer(spark: SparkSession, writer: Any, late_rows_on_batch_watermark: bool) -> StreamingQuery:
     """``writer.start()`` under the start lock. ``late_rows_on_batch_watermark``: start with
     ``allowMultiple=false``, so Spark's aggregation judges late rows on the current batch's
-    watermark (docs/differences.md), restored to ``true`` for the queries started after it."""
+    watermark (docs/differences.md); the session's own value is restored for the queries
+    started after it."""
     with _START_LOCK:
         if not late_rows_on_batch_watermark:
             return writer.start()
+        previous = spark.conf.get(_ALLOW_MULTIPLE_KEY, "true") or "true"
         spark.conf.set(_ALLOW_MULTIPLE_KEY, "false")
         try:
             return writer.start()
         finally:
-            spark.conf.set(_ALLOW_MULTIPLE_KEY, "true")
+            spark.conf.set(_ALLOW_MULTIPLE_KEY, previous)
 
 
 def _expr(sql: str) -> Any:

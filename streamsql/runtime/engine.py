@@ -748,6 +748,16 @@ class Engine:
             return physical_plan(plan, ChangelogSink(sink, emit=not sink.is_source), starting_offsets, changelog=True)
         return physical_plan(plan, KafkaSink(sink), starting_offsets)
 
+    def _collect_plan(self, plan: QueryPlan | AggregatePlan, terminal: Collect, starting_offsets: str,
+                      changelog: bool) -> PhysicalPlan:
+        """A transient query's steps (push and pull queries, EXPLAIN of a SELECT): an aggregation
+        with the session's buckets, record cache and operator choice; ``changelog``: the rows of
+        a table read as its changes."""
+        if isinstance(plan, AggregatePlan):
+            return physical_plan(plan, terminal, starting_offsets, buckets=self._buckets(plan),
+                                 cache=self._record_cache(), operator=self._operator())
+        return physical_plan(plan, terminal, starting_offsets, changelog=changelog)
+
     def _build_context(self, query_id: str, count_late: bool = False) -> BuildContext:
         """``count_late``: a persistent aggregation counts its late records (one accumulator
         per query id, kept across restarts of the query)."""
@@ -931,13 +941,8 @@ class Engine:
                 if not stream.put([_to_python(v) for v in row]):
                     break
 
-        if isinstance(plan, AggregatePlan):
-            physical = physical_plan(plan, Collect(on_batch, available_now=not push), starting,
-                                     buckets=self._buckets(plan), cache=self._record_cache(),
-                                     operator=self._operator())
-        else:
-            physical = physical_plan(plan, Collect(on_batch, available_now=not push), starting,
-                                     changelog=push and plan.source.is_table)
+        physical = self._collect_plan(plan, Collect(on_batch, available_now=not push), starting,
+                                      changelog=push and plan.source.is_table)
         df = builder.dataframe(physical)  # built once: its columns name the result, then it runs
         typed = aggregation.post_dataframe(plan, self.spark, []) if isinstance(plan, AggregatePlan) else df
         columns = Planner.output_types(plan, typed)
@@ -1156,14 +1161,10 @@ class Engine:
             target = (self._sink_source(inner, plan) if isinstance(inner, ast.CreateAsSelect)
                       else self.catalog.get(inner.target))
             physical = self._physical_plan(plan, target, None, self._offset_reset())
-        elif isinstance(plan, AggregatePlan):
-            terminal = Collect(_ignore, available_now=query.emit is None)
-            physical = physical_plan(plan, terminal, self._offset_reset(), buckets=self._buckets(plan),
-                                     cache=self._record_cache(),
-                                     operator=self._operator())
         else:
-            physical = physical_plan(plan, Collect(_ignore, available_now=query.emit is None), self._offset_reset(),
-                                     changelog=plan.source.is_table and query.emit is not None)
+            terminal = Collect(_ignore, available_now=query.emit is None)
+            physical = self._collect_plan(plan, terminal, self._offset_reset(),
+                                          changelog=plan.source.is_table and query.emit is not None)
         return r.Explanation(stmt.text, plan.explain() + "\n\nPhysical steps:\n" + physical.explain())
 
     def _do_SetProperty(self, stmt: ast.SetProperty) -> r.Result:

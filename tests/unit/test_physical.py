@@ -222,8 +222,8 @@ class _Conf:
     def set(self, key: str, value: str) -> None:
         self.values[key] = value
 
-    def get(self, key: str) -> str:
-        return self.values[key]
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
 
 
 class _Session:
