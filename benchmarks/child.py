@@ -109,6 +109,20 @@ def _progress_dict(p: Any) -> dict[str, Any]:
     return dict(p)
 
 
+def _timeline(progress: list[dict[str, Any]], t0_wall: float) -> list[tuple[int, float, float, int]]:
+    """Per micro-batch: (batch id, its start in seconds after ``execute`` was called, its
+    duration in seconds, its input rows) — where a run's time goes before the first batch, between
+    batches and after the last one with data."""
+    from datetime import datetime
+
+    out = []
+    for p in sorted(progress, key=lambda p: p["batchId"]):
+        start = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+        out.append((p["batchId"], round(start - t0_wall, 3),
+                    p["durationMs"].get("triggerExecution", 0) / 1000.0, p.get("numInputRows") or 0))
+    return out
+
+
 def _steady(progress: list[dict[str, Any]]) -> dict[str, Any]:
     """Throughput over the micro-batches after the first one that had data (the first carries
     Python worker start, planning and code generation)."""
@@ -146,8 +160,9 @@ def run_streamsql(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
     try:
         engine.start()
         watcher = _watcher(args, w).start()
-        t0 = time.monotonic()
+        t0, t0_wall = time.monotonic(), time.time()
         engine.execute(w.sql(args.input_topic, args.output_topic))
+        result["execute_s"] = time.monotonic() - t0
         deadline = t0 + args.timeout
         while not watcher.wait(0.5):
             failed = engine.failed_queries()
@@ -161,7 +176,8 @@ def run_streamsql(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
         watcher.stop()
         engine.wait_until_idle()  # the last batch's progress is posted after its output is written
         query = list(engine.queries.values())[-1]  # the query writing the output topic
-        result.update(_steady([_progress_dict(p) for p in query.handle.recentProgress]))
+        progress = [_progress_dict(p) for p in query.handle.recentProgress]
+        result.update(_steady(progress), timeline=_timeline(progress, t0_wall))
         if args.latency_seconds > 0:
             result.update(_streamsql_latency(args, w, engine, query.info.id))
     finally:

@@ -10,6 +10,12 @@ Settings and why:
     in the executors and keep their state there; ``transformWithState`` (Python state) needs
     RocksDB; changelog checkpointing writes only each batch's changes. Both are frozen into a
     query's checkpoint when it first starts (a checkpoint written before keeps its provider).
+  * local masters only: the JVM compiles with C1 alone (``-XX:TieredStopAtLevel=1``) and collects
+    with the parallel collector (:data:`LOCAL_JVM_OPTIONS`). On a laptop the JVM shares a few cores
+    with the Python workers and the broker; C2's compiler threads and G1's concurrent work took
+    half of its CPU seconds in a 500k-record W3 run, and without them the run was 1.3× faster
+    end to end and in its steady batches too (docs/performance.md). A cluster's driver keeps the
+    JVM's defaults; ``spark.driver.extraJavaOptions`` set by the user replaces ours.
   * the Python workers' ``pyspark.zip`` is byte-compiled once (:mod:`streamsql.runtime.worker_zip`):
     every Python process Spark starts would otherwise compile PySpark from source (0.6 CPU-s each).
 
@@ -53,6 +59,8 @@ from pyspark.sql import SparkSession
 _lock = threading.Lock()
 #: keeps Spark's own logging to errors (the default prints WARN lines users cannot act on)
 _LOG4J = Path(__file__).with_name("log4j2.properties")
+#: JVM flags of a local session (see the module docstring): C1 only, the parallel collector
+LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 _registered: set[int] = set()
 DEFAULT_MASTER = "local[2]"
 #: the state store every query uses (see the module docstring)
@@ -113,6 +121,7 @@ def session_settings(master: str, conf: dict[str, str] | None = None) -> dict[st
             "spark.pyspark.python": user.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
             or sys.executable,
             "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+            "spark.driver.extraJavaOptions": f"{settings['spark.driver.extraJavaOptions']} {LOCAL_JVM_OPTIONS}",
         })
     else:
         python = user.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")

@@ -168,12 +168,14 @@ def test_sigkilled_aggregation_recovers_exact_table(bootstrap, spark, topic_name
             proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         try:
+            # more input arrives as the query starts: the run's first commit needs records it has
+            # not read yet (a run that found none would never commit: an aggregation without a
+            # window runs no empty batches), and a fast run may have read everything before
+            produce(run + 1)
             # processing: this run has committed a batch (so the next one restores real state)
             _wait_for_commit(data_dir, before, proc, log, timeout=240)
-            started = time.monotonic()
-            produce(run + 1)  # more input arrives while the query runs
             delay = rng.uniform(3.0, 15.0)
-            time.sleep(max(0.0, delay - (time.monotonic() - started)))
+            time.sleep(delay)
             assert proc.poll() is None, f"runner {run} exited on its own ({proc.returncode}):\n{log.read_text()}"
         finally:
             alive = _kill_session(proc)

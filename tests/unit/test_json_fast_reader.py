@@ -1,0 +1,104 @@
+"""The JSON format's fast reader (orjson) against its exact reader (the standard library's
+parser): for every record, the same row or the same processing-log reason. The exact reader is
+the specification (its own tests: test_formats.py); these records are the edges where the two
+parsers differ — numbers orjson reads as doubles, byte order marks, surrogate escapes, UTF-16,
+malformed text, strings where numbers are wanted, keys in other cases."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from streamsql import types as T
+from streamsql.formats import FormatSpec, serde_for
+from streamsql.formats import json_format
+from streamsql.types import Column
+
+COLUMNS = (Column("B", T.BOOLEAN), Column("I", T.INTEGER), Column("L", T.BIGINT),
+           Column("D", T.DOUBLE), Column("S", T.STRING))
+SPEC = FormatSpec("JSON", COLUMNS)
+
+EDGES: list[bytes] = [
+    b'{"B":true,"I":1,"L":2,"D":1.5,"S":"x"}',
+    b'{"b":false,"i":-2147483648,"l":9223372036854775807,"d":-0.0,"s":""}',
+    b'{"I":2147483648,"L":9223372036854775808,"D":123456789012345678901234,"S":1.50}',
+    b'{"I":-2147483649,"L":-9223372036854775809,"D":-9223372036854775809,"S":true}',
+    b'{"I":1.9,"L":-2.5e3,"D":"1.5","S":{"a":[1,2.50]}}',
+    b'{"I":"12","L":"0x10","D":"NaN","S":[1,null,"a"]}',
+    b'{"D":123456789012345678901234}', b'{"D":-9223372036854775809}', b'{"D":1e400}', b'{"D":1e-400}', b'{"D":18446744073709551615}', b'{"D":9007199254740993}',
+    b'{"D":NaN}', b'{"S":"\\ud800"}', b'{"S":"\\ud83d\\ude00"}', b'{"S":"a\x01b"}',
+    b'\xef\xbb\xbf{"S":"bom"}', '{"S":"utf16"}'.encode("utf-16"), '{"S":"utf16le"}'.encode("utf-16-le"),
+    b'{"S":"\xff"}', b'{"S":"x"} extra', b'{"S":"x"', b"", b"null", b"[1,2]", b'"text"', b"42",
+    b'{"s":"lower","S":"exact"}', b'{"S":"exact","s":"lower"}', b'{"s":"one","s":"two"}',
+    b'{"b":1,"B":null}', b'{"B":"true","I":true,"L":false,"D":true}', b'{"B":null,"I":null}',
+    b'{"D":1E2,"L":1E2,"I":-0}', b'{"L":12345678901234567890123}', b'{"D":0.1e1,"L":-0.0}',
+]
+
+
+def _random_records(count: int, seed: int) -> list[bytes]:
+    r = random.Random(seed)
+    pieces = ["1", "-7", "0.5", "1e3", "-1.25e-3", "2147483647", "2147483648", "9223372036854775807",
+              "9223372036854775808", "1e19", "123456789012345678901234567890", '"s"', '"12"', '"1.5"',
+              "true", "false", "null", "[]", "{}", '"\\u00e9"', "3.141592653589793238462643383279"]
+    names = ["B", "I", "L", "D", "S", "b", "i", "l", "d", "s", "X"]
+    out = []
+    for _ in range(count):
+        fields = [f'"{r.choice(names)}":{r.choice(pieces)}' for _ in range(r.randint(0, 6))]
+        out.append(("{" + ",".join(fields) + "}").encode())
+    return out
+
+
+def _exact_serde(monkeypatch: pytest.MonkeyPatch) -> Any:
+    with monkeypatch.context() as m:
+        m.setattr(json_format, "_fast_loads", None)
+        serde = serde_for(SPEC)
+    assert serde._fast is None
+    return serde
+
+
+def _rows(serde: Any, records: list[bytes]) -> tuple[list[tuple[Any, ...]], list[str | None]]:
+    result = serde.decode(records)
+    return list(zip(*(c.to_pylist() for c in result.columns))), result.errors
+
+
+def test_the_fast_reader_is_used_for_plain_columns() -> None:
+    assert serde_for(SPEC)._fast is not None
+    nested = FormatSpec("JSON", (Column("A", T.Array(T.INTEGER)),))
+    decimal = FormatSpec("JSON", (Column("A", T.Decimal(4, 2)),))
+    assert serde_for(nested)._fast is None and serde_for(decimal)._fast is None
+
+
+@pytest.mark.parametrize("records", [EDGES, _random_records(5000, seed=7)], ids=["edges", "random"])
+def test_fast_and_exact_readers_agree_on_rows_and_reasons(monkeypatch: pytest.MonkeyPatch,
+                                                          records: list[bytes]) -> None:
+    exact_rows, exact_errors = _rows(_exact_serde(monkeypatch), records)
+    fast_rows, fast_errors = _rows(serde_for(SPEC), records)
+    for record, e_row, f_row, e_err, f_err in zip(records, exact_rows, fast_rows, exact_errors, fast_errors):
+        assert (f_row, f_err) == (e_row, e_err), record
+    assert any(e is None for e in exact_errors) and any(e is not None for e in exact_errors)
+
+
+def test_plain_records_do_not_reach_the_exact_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    serde = serde_for(SPEC)
+    exact_calls: list[bytes] = []
+    original = serde._decode_exact
+    monkeypatch.setattr(serde, "_decode_exact", lambda raw: exact_calls.append(raw) or original(raw))
+    plain = [json.dumps({"b": True, "i": n, "l": n * 10**12, "d": n / 7, "s": str(n)}).encode()
+             for n in range(100)]
+    odd = b'{"D":"1.5"}'
+    rows, errors = _rows(serde, [*plain, odd])
+    assert exact_calls == [odd]
+    assert errors == [None] * 101
+    assert rows[3] == (True, 3, 3 * 10**12, 3 / 7, "3") and rows[100] == (None, None, None, 1.5, None)
+
+
+def test_unwrapped_single_value_takes_the_same_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = FormatSpec("JSON", (Column("V", T.DOUBLE),), wrap_single_value=False)
+    with monkeypatch.context() as m:
+        m.setattr(json_format, "_fast_loads", None)
+        exact = serde_for(spec)
+    records = [b"1.5", b"123456789012345678901234", b'"2.5"', b"null", b"{}", b"true", b"7"]
+    assert _rows(serde_for(spec), records) == _rows(exact, records)
