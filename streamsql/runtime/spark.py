@@ -161,9 +161,10 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> 
             assert master is not None  # set on every started context (the stubs allow None)
             if not is_local_master(master):
                 _ship_code(spark)
-            from streamsql.kafka.datasource import KafkaDataSource
+            from streamsql.kafka.datasource import KafkaDataSource, warm_up
 
             spark.dataSource.register(KafkaDataSource)
+            warm_up(spark)
             _registered.add(id(spark))
         return spark
 
