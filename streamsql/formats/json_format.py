@@ -124,13 +124,13 @@ class JsonSerde:
         try:
             doc = _fast_loads(raw)  # type: ignore[misc]  # never None when coercers are set
         except ValueError:  # malformed for orjson: the exact reader decides (and words the error)
-            raise _NEEDS_EXACT from None
+            raise _ExactReaderNeeded from None
         if doc is None:
             return self._null_row
         if self._unwrapped:
             return (coercers[0](doc),)
         if type(doc) is not dict:
-            raise _NEEDS_EXACT
+            raise _ExactReaderNeeded
         order = tuple(doc)
         keys = self._layouts.get(order)
         if keys is None:
@@ -410,28 +410,27 @@ def _to_struct(v: Any, fields: tuple[tuple[str, Coercer], ...], type_name: str) 
 
 
 class _ExactReaderNeeded(Exception):
-    """A record (or a value in it) the fast reader leaves to the exact one."""
-
-
-_NEEDS_EXACT = _ExactReaderNeeded()
+    """A record (or a value in it) the fast reader leaves to the exact one. Raised as a new
+    instance each time: one shared instance would grow its traceback (and keep its frames) with
+    every raise."""
 
 
 def _fast_boolean(v: Any) -> bool:
     if v is True or v is False:
         return v
-    raise _NEEDS_EXACT
+    raise _ExactReaderNeeded
 
 
 def _fast_integer(v: Any) -> int:
     if type(v) is int and INT_MIN <= v <= INT_MAX:
         return v
-    raise _NEEDS_EXACT
+    raise _ExactReaderNeeded
 
 
 def _fast_bigint(v: Any) -> int:
     if type(v) is int and LONG_MIN <= v <= LONG_MAX:
         return v
-    raise _NEEDS_EXACT
+    raise _ExactReaderNeeded
 
 
 def _fast_double(v: Any) -> float:
@@ -442,13 +441,13 @@ def _fast_double(v: Any) -> float:
         return v
     if kind is int and LONG_MIN <= v <= LONG_MAX:
         return float(v)
-    raise _NEEDS_EXACT
+    raise _ExactReaderNeeded
 
 
 def _fast_string(v: Any) -> str:
     if type(v) is str:
         return v
-    raise _NEEDS_EXACT
+    raise _ExactReaderNeeded
 
 
 _TWO_63 = float(2**63)

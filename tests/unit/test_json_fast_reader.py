@@ -102,3 +102,24 @@ def test_unwrapped_single_value_takes_the_same_rules(monkeypatch: pytest.MonkeyP
         exact = serde_for(spec)
     records = [b"1.5", b"123456789012345678901234", b'"2.5"', b"null", b"{}", b"true", b"7"]
     assert _rows(serde_for(spec), records) == _rows(exact, records)
+
+
+def test_records_sent_to_the_exact_reader_leave_nothing_behind() -> None:
+    """A topic whose every record falls back (numbers sent as strings) must not grow a worker's
+    memory: each fallback is a fresh signal, not one shared exception whose traceback (and the
+    frames it holds) grows with every raise."""
+    import tracemalloc
+
+    serde = serde_for(FormatSpec("JSON", (Column("D", T.DOUBLE),)))
+    records = [b'{"D":"1.5"}'] * 5000
+    serde.decode(records)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        serde.decode(records)
+        serde.decode(records)
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    grown = sum(d.size_diff for d in after.compare_to(before, "filename"))
+    assert grown < 200_000, grown
