@@ -174,7 +174,28 @@ def result_from_entity(entity: dict[str, Any]) -> r.Result:
     if kind == "terminate_query":
         return r.CommandStatus(text, "Query terminated." if entity.get("wasTerminated", True)
                                else f"Query {entity.get('queryId')} was not running.")
+    if kind in ("connector_info", "drop_connector", "connector_list", "connector_description"):
+        return _connector_result(kind, text, entity)
     return r.Explanation(text, json.dumps(entity, indent=2))
+
+
+def _connector_result(kind: str, text: str, entity: dict[str, Any]) -> r.Result:
+    if kind == "connector_info":
+        info = entity.get("info") or {}
+        return r.ConnectorCreated(text, info.get("name", ""), str(info.get("type", "sink")).upper(),
+                                  dict(info.get("config") or {}))
+    if kind == "drop_connector":
+        return r.ConnectorDropped(text, entity.get("connectorName", ""))
+    if kind == "connector_list":
+        return r.ConnectorList(text, [r.ConnectorSummary(c.get("name", ""), str(c.get("type", "")).upper(),
+                                                         c.get("className", ""), str(c.get("state", "")).split(" ")[0])
+                                      for c in entity.get("connectors") or []])
+    status = entity.get("status") or {}
+    state = status.get("connector") or {}
+    summary = r.ConnectorSummary(status.get("name", ""), str(status.get("type", "")).upper(),
+                                 entity.get("connectorClass", ""), state.get("state", ""))
+    return r.ConnectorDescription(text, summary, list(entity.get("topics") or []), state.get("worker_id", ""),
+                                  state.get("trace"))
 
 
 def error_from_body(body: Any, http_status: int) -> RemoteError:
@@ -336,7 +357,9 @@ def result_to_entity(result: r.Result) -> dict[str, Any]:
     if isinstance(result, r.Explanation):
         return {"@type": "queryDescription", **base, "queryDescription": {"executionPlan": result.text},
                 "warnings": []}
-    return {"@type": "unknown", **base}
+    from streamsql.server.entities import connector_entity
+
+    return connector_entity(result, base) or {"@type": "unknown", **base}
 
 
 # --- HTTP ------------------------------------------------------------------------------------------

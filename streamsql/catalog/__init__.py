@@ -1,6 +1,6 @@
-"""The catalog of streams, tables, types and queries, and the command log it is rebuilt from."""
+"""The catalog of streams, tables, types, queries and connectors, and the command log it is rebuilt from."""
 
-from streamsql.catalog.catalog import Catalog, QueryInfo, Source
+from streamsql.catalog.catalog import Catalog, ConnectorInfo, QueryInfo, Source
 from streamsql.catalog.commands import Command, CommandLog, FileCommandLog
 
-__all__ = ["Catalog", "Command", "CommandLog", "FileCommandLog", "QueryInfo", "Source"]
+__all__ = ["Catalog", "Command", "CommandLog", "ConnectorInfo", "FileCommandLog", "QueryInfo", "Source"]

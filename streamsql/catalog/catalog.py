@@ -82,10 +82,24 @@ class QueryInfo:
 
 
 @dataclass
+class ConnectorInfo:
+    """A connector (``CREATE SINK CONNECTOR``): Kafka Connect's configuration as written, and the
+    statement that created it (replayed from the command log like a query's)."""
+
+    name: str
+    kind: str  # SINK | SOURCE
+    class_name: str
+    config: dict[str, str]
+    statement: str
+    topics: list[str]
+
+
+@dataclass
 class Catalog:
     sources: dict[str, Source] = field(default_factory=dict)
     queries: dict[str, QueryInfo] = field(default_factory=dict)
     types: dict[str, SqlType] = field(default_factory=dict)
+    connectors: dict[str, ConnectorInfo] = field(default_factory=dict)
 
     def get(self, name: str) -> Source:
         src = self.sources.get(name)

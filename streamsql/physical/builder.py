@@ -24,12 +24,14 @@ from streamsql.physical.steps import (
     Aggregate,
     ChangelogSink,
     Collect,
+    ConnectorSink,
     KafkaSink,
     PhysicalPlan,
     Scan,
     Select,
     SparkAggregate,
     Step,
+    TopicScan,
 )
 from streamsql.planner import aggregation
 from streamsql.planner.expressions import quote
@@ -84,15 +86,19 @@ class SparkBuilder:
 
     def dataframe(self, plan: PhysicalPlan, upto: int | None = None) -> DataFrame:
         """The streaming DataFrame of the plan's steps (all but a terminal one)."""
-        steps = [s for s in plan.steps if not isinstance(s, (KafkaSink, ChangelogSink, Collect))]
+        steps = [s for s in plan.steps if not isinstance(s, (KafkaSink, ChangelogSink, ConnectorSink, Collect))]
         if upto is not None:
             steps = steps[:upto]
         # every update of Spark's aggregation (the record cache off): one record per micro-batch
         per_record = any(isinstance(s, SparkAggregate) and s.per_record for s in plan.steps)
         df: Any = None
         for step in steps:
-            df = self._scan(step, 1 if per_record else self.ctx.max_records) if isinstance(step, Scan) \
-                else self._build(step, df)
+            if isinstance(step, TopicScan):
+                df = self._topic_scan(step)
+            elif isinstance(step, Scan):
+                df = self._scan(step, 1 if per_record else self.ctx.max_records)
+            else:
+                df = self._build(step, df)
         return df
 
     def _build(self, step: Step, df: Any) -> DataFrame:
@@ -122,6 +128,20 @@ class SparkBuilder:
         return io.read_stream(ctx.spark, ctx.bootstrap_servers, source, starting_offsets=starting_offsets,
                               query_id=ctx.query_id, max_records=max_records,
                               processing_log_topic=ctx.processing_log_topic)
+
+    def _topic_scan(self, step: TopicScan) -> DataFrame:
+        """The raw records of every topic, one DataFrame (Spark tasks stay one per partition)."""
+        from streamsql.kafka.datasource import read_stream
+
+        ctx = self.ctx
+        frames = [read_stream(ctx.spark, {"kafka.bootstrap.servers": ctx.bootstrap_servers, "topic": topic,
+                                          "startingOffsets": step.starting_offsets, "queryId": ctx.query_id,
+                                          **({"maxRecordsPerBatch": str(ctx.max_records)} if ctx.max_records else {})})
+                  for topic in step.topics]
+        df = frames[0]
+        for other in frames[1:]:
+            df = df.unionByName(other)
+        return df
 
     def _select(self, step: Select, df: DataFrame) -> DataFrame:
         if step.changelog:
@@ -182,6 +202,8 @@ class SparkBuilder:
         elif isinstance(terminal, ChangelogSink):
             assert self.ctx.changelog_writer is not None, "a ChangelogSink needs the engine's changelog writer"
             writer = df.writeStream.foreachBatch(self.ctx.changelog_writer(terminal)).outputMode("append")
+        elif isinstance(terminal, ConnectorSink):
+            writer = df.writeStream.foreachBatch(_connector_batch(terminal, self.ctx)).outputMode("append")
         elif isinstance(terminal, Collect):
             if spark_agg is not None:
                 writer = (df.writeStream.foreachBatch(spark_aggregate.batch_writer(
@@ -213,6 +235,20 @@ def start_writer(spark: SparkSession, writer: Any, late_rows_on_batch_watermark:
             return writer.start()
         finally:
             spark.conf.set(_ALLOW_MULTIPLE_KEY, previous)
+
+
+def _connector_batch(step: ConnectorSink, ctx: BuildContext) -> Callable[[Any, int], None]:
+    """The ``foreachBatch`` function of a sink connector: the batch's tasks write from the
+    executors (``mapInArrow``); the driver only waits for their counts, so Spark commits the
+    batch's offsets after every record of it was written."""
+    from streamsql.connect.sink import RESULT_SCHEMA, LogTarget, partition_task
+
+    task = partition_task(step.config, LogTarget(ctx.bootstrap_servers, ctx.processing_log_topic))
+
+    def write(batch_df: Any, _batch_id: int) -> None:
+        batch_df.mapInArrow(task, RESULT_SCHEMA).collect()
+
+    return write
 
 
 def _expr(sql: str) -> Any:

@@ -16,6 +16,8 @@ Where each step runs:
 * ``ChangelogSink``: ``foreachBatch`` — the rows of a filtered/projected table and a source
   table's materialization pass through the driver's store (to move onto the executors next).
 * ``Collect``: transient queries hand their rows to the driver's result stream.
+* ``TopicScan`` → ``ConnectorSink``: a sink connector (``streamsql.connect``): raw records of
+  its topics, written to the external system from the executors.
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ class Scan:
                     f"(from {self.starting_offsets})")
         return (f"Scan {self.source.kind.lower()} {self.source.name} (topic {self.source.topic}, "
                 f"key {self.source.key_format}, value {self.source.value_format}, from {self.starting_offsets})")
+
+
+@dataclass
+class TopicScan:
+    """Read topics' raw records (key and value bytes, topic, partition, offset, timestamp), as a
+    Kafka Connect sink receives them."""
+
+    topics: tuple[str, ...]
+    starting_offsets: str = "earliest"
+
+    def describe(self) -> str:
+        return f"Scan topics {', '.join(self.topics)} raw (from {self.starting_offsets})"
 
 
 @dataclass
@@ -134,6 +148,20 @@ class ChangelogSink:
 
 
 @dataclass
+class ConnectorSink:
+    """A sink connector's writes: each micro-batch's records, task by task (one per Kafka
+    partition), into the external system from the executors. ``config`` is the connector's
+    typed configuration (``streamsql.connect.sink.SinkConfig``)."""
+
+    name: str
+    class_name: str
+    config: Any = field(repr=False)
+
+    def describe(self) -> str:
+        return f"Connector sink {self.name} ({self.class_name})"
+
+
+@dataclass
 class Collect:
     """Hand each micro-batch's rows to a transient query's result stream in the driver."""
 
@@ -144,7 +172,7 @@ class Collect:
         return "Collect rows to the client" + (" (to the topic's current end)" if self.available_now else "")
 
 
-Step = Scan | Select | Aggregate | SparkAggregate | KafkaSink | ChangelogSink | Collect
+Step = Scan | TopicScan | Select | Aggregate | SparkAggregate | KafkaSink | ChangelogSink | ConnectorSink | Collect
 #: the steps that aggregate (their state lives in the checkpoint)
 AGGREGATE_STEPS = (Aggregate, SparkAggregate)
 
@@ -182,3 +210,9 @@ def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_o
         steps.append(Select(logical, changelog))
     steps.append(terminal)
     return PhysicalPlan(steps)
+
+
+def connector_plan(sink: ConnectorSink, topics: tuple[str, ...]) -> PhysicalPlan:
+    """A sink connector's steps. Its topics are read from the earliest offset when it first
+    starts, as a Connect sink's consumer group does (``auto.offset.reset=earliest``)."""
+    return PhysicalPlan([TopicScan(topics), sink])

@@ -149,6 +149,9 @@ class Engine:
         self._admin: KafkaAdmin | None = None
         self._lock = threading.RLock()
         self._transient_seq = 0
+        from streamsql.runtime.connectors import ConnectorStatements
+
+        self.connectors = ConnectorStatements(self)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -277,7 +280,8 @@ class Engine:
         if handler is None:
             raise AnalysisError(f"Statement not supported yet: {stmt.text}")
         if replay_seq is not None and isinstance(stmt, (ast.CreateSource, ast.CreateAsSelect, ast.InsertInto,
-                                                        ast.DropSource, ast.Terminate, ast.CreateType, ast.DropType)):
+                                                        ast.DropSource, ast.Terminate, ast.CreateType, ast.DropType,
+                                                        ast.CreateConnector, ast.DropConnector)):
             return handler(stmt, replay_seq=replay_seq, deferred=deferred)
         return handler(stmt)
 
@@ -703,7 +707,7 @@ class Engine:
                 return aggregation.post_dataframe(plan, self.spark, [])  # the output columns and their types
             return builder.dataframe(physical_plan(plan, Collect(_ignore), self._offset_reset()))
         except Exception as e:  # Spark's analyser: type errors the compiler could not see
-            raise AnalysisError(_spark_message(e)) from None
+            raise AnalysisError(spark_message(e)) from None
 
     def _offset_reset(self) -> str:
         value = self.prop("auto.offset.reset").lower()
@@ -839,6 +843,16 @@ class Engine:
         except Exception as e:  # a failed query may not stop cleanly; it is gone either way
             log.debug("stopping query: %s", e)
 
+    # --- connectors (runtime/connectors.py) -----------------------------------------------------
+
+    def _do_CreateConnector(self, stmt: ast.CreateConnector, replay_seq: int | None = None,
+                            deferred: Deferred | None = None) -> r.Result:
+        return self.connectors.create(stmt, replay_seq)
+
+    def _do_DropConnector(self, stmt: ast.DropConnector, replay_seq: int | None = None,
+                          deferred: Deferred | None = None) -> r.Result:
+        return self.connectors.drop(stmt, replay_seq)
+
     # --- INSERT VALUES -------------------------------------------------------------------------
 
     def _do_InsertValues(self, stmt: ast.InsertValues) -> r.Result:
@@ -886,7 +900,7 @@ class Engine:
         try:
             table = self.spark.sql("SELECT " + ", ".join(exprs)).toArrow()
         except Exception as e:
-            raise AnalysisError(f"Failed to evaluate values: {_spark_message(e)}") from None
+            raise AnalysisError(f"Failed to evaluate values: {spark_message(e)}") from None
         return [table.column(i)[0] for i in range(len(items))]
 
     @staticmethod
@@ -957,7 +971,7 @@ class Engine:
                     # a float is fine (pyspark multiplies by 1000); the stubs say int
                     handle.awaitTermination(0.2)  # type: ignore[arg-type]
                 exc = handle.exception()
-                stream.finish(AnalysisError(_spark_message(exc)) if exc is not None else None)
+                stream.finish(AnalysisError(spark_message(exc)) if exc is not None else None)
             except Exception as e:  # the query died: surface it to the reader
                 stream.finish(e)
             finally:
@@ -1083,6 +1097,8 @@ class Engine:
             return r.Properties(stmt.text, dict(self.variables), {})
         if what == "TYPES":
             return r.Properties(stmt.text, {k: str(v) for k, v in self.catalog.types.items()}, {})
+        if what == "CONNECTORS":
+            return self.connectors.show(stmt)
         raise AnalysisError(f"SHOW {what} is not supported")
 
     def _describe_query(self, info: QueryInfo) -> r.QueryDescription:
@@ -1095,7 +1111,7 @@ class Engine:
                 state = "RUNNING"
             elif (exc := handle.exception()) is not None:
                 state = "ERROR"
-                stats["error"] = _spark_message(exc)
+                stats["error"] = spark_message(exc)
             progress = handle.lastProgress
             if progress:
                 stats.update({"batchId": progress.get("batchId"),
@@ -1116,6 +1132,8 @@ class Engine:
         return r.QueryDescription(info.id, info.statement, info.sink, info.sources, state, info.kind, stats)
 
     def _do_Describe(self, stmt: ast.Describe) -> r.Result:
+        if stmt.connector:
+            return self.connectors.describe(stmt)
         if stmt.function:
             fn = REGISTRY.get(stmt.name or "")
             if fn is None:
@@ -1233,10 +1251,10 @@ class Engine:
         if exc is not None and self._restart_if_transient(q, exc):
             return
         if exc is not None:
-            raise StreamsqlError(f"Query {q.info.id} failed: {_spark_message(exc)}", q.info.statement)
+            raise StreamsqlError(f"Query {q.info.id} failed: {spark_message(exc)}", q.info.statement)
 
     def _restart_if_transient(self, q: RunningQuery, exc: BaseException) -> bool:
-        message = _spark_message(exc)
+        message = spark_message(exc)
         if q.restart is None or q.restarts >= MAX_RESTARTS or not any(m in message for m in TRANSIENT_FAILURES):
             return False
         log.warning("query %s failed for a transient reason (%s); restarting it from its checkpoint",
@@ -1252,7 +1270,7 @@ class Engine:
         for qid, q in self.queries.items():
             exc = q.handle.exception() if not q.handle.isActive else None
             if exc is not None:
-                out.append((qid, _spark_message(exc)))
+                out.append((qid, spark_message(exc)))
         return out
 
 
@@ -1353,7 +1371,7 @@ def _to_python(value: Any) -> Any:
     return value
 
 
-def _spark_message(exc: BaseException) -> str:
+def spark_message(exc: BaseException) -> str:
     """The useful first line of a Spark/Py4J error, not the JVM stack."""
     text = getattr(exc, "desc", None) or getattr(exc, "message", None) or str(exc)
     text = str(text).strip()

@@ -134,6 +134,47 @@ class FunctionDescription(Result):
 
 
 @dataclass
+class ConnectorSummary:
+    """A connector as SHOW CONNECTORS lists it (Connect's states: RUNNING, FAILED, UNASSIGNED)."""
+
+    name: str
+    kind: str  # SINK | SOURCE
+    class_name: str
+    state: str
+
+
+@dataclass
+class ConnectorCreated(Result):
+    """CREATE … CONNECTOR succeeded (ksqlDB ``connector_info``)."""
+
+    name: str
+    kind: str
+    config: dict[str, str]
+
+
+@dataclass
+class ConnectorDropped(Result):
+    name: str
+
+
+@dataclass
+class ConnectorList(Result):
+    connectors: list[ConnectorSummary]
+
+
+@dataclass
+class ConnectorDescription(Result):
+    """DESCRIBE CONNECTOR: ``trace`` is the failure of a FAILED connector; ``writes`` says what
+    it does with each record."""
+
+    connector: ConnectorSummary
+    topics: list[str]
+    worker_id: str
+    trace: str | None = None
+    writes: str = ""
+
+
+@dataclass
 class Explanation(Result):
     text: str
 

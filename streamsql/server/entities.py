@@ -40,6 +40,30 @@ def command_id(stmt: ast.Statement) -> str | None:
     return None
 
 
+def connector_entity(result: r.Result, base: dict[str, Any]) -> dict[str, Any] | None:
+    """ksqlDB's connector entities (Kafka Connect's ``ConnectorInfo`` / ``ConnectorStateInfo``
+    inside), or None for other results. Connect writes connector types in lower case."""
+    if isinstance(result, r.ConnectorCreated):
+        return {"@type": "connector_info", **base, "info": {
+            "name": result.name, "config": {**result.config, "name": result.name},
+            "tasks": [{"connector": result.name, "task": 0}], "type": result.kind.lower()}, "warnings": []}
+    if isinstance(result, r.ConnectorDropped):
+        return {"@type": "drop_connector", **base, "connectorName": result.name, "warnings": []}
+    if isinstance(result, r.ConnectorList):
+        return {"@type": "connector_list", **base, "warnings": [], "connectors": [
+            {"name": c.name, "type": c.kind.lower(), "className": c.class_name,
+             "state": f"{c.state} ({1 if c.state == 'RUNNING' else 0}/1 tasks RUNNING)"} for c in result.connectors]}
+    if isinstance(result, r.ConnectorDescription):
+        c = result.connector
+        state: dict[str, Any] = {"state": c.state, "worker_id": result.worker_id}
+        if result.trace:
+            state["trace"] = result.trace
+        return {"@type": "connector_description", **base, "connectorClass": c.class_name,
+                "status": {"name": c.name, "connector": state, "tasks": [{"id": 0, **state}], "type": c.kind.lower()},
+                "sources": [], "topics": list(result.topics), "warnings": []}
+    return None
+
+
 def _statement_text(stmt: ast.Statement, result: r.Result) -> str:
     text = (result.statement or stmt.text).strip()
     return text if text.endswith(";") else text + ";"
@@ -52,6 +76,9 @@ def to_entity(stmt: ast.Statement, result: r.Result, catalog: Catalog, seq: int 
     base: dict[str, Any] = {"statementText": _statement_text(stmt, result)}
     if isinstance(result, r.Warning_):
         return {"@type": "warning_entity", **base, "message": result.message, "warnings": []}
+    connector = connector_entity(result, base)
+    if connector is not None:
+        return connector
     if isinstance(result, r.CommandStatus):
         status: dict[str, Any] = {"status": "SUCCESS", "message": result.message}
         if result.query_id:

@@ -170,6 +170,26 @@ class DropType(Statement):
     if_exists: bool = False
 
 
+@dataclass
+class CreateConnector(Statement):
+    """``CREATE SOURCE|SINK CONNECTOR [IF NOT EXISTS] name WITH ('key' = value, ...)``. ``config``
+    is Kafka Connect's configuration: keys as written (Connect's keys are case-sensitive), values
+    as strings (Connect takes strings; ``TRUE`` becomes ``"true"``)."""
+
+    kind: str  # SOURCE | SINK
+    name: str
+    config: dict[str, str]
+    if_not_exists: bool = False
+
+
+@dataclass
+class DropConnector(Statement):
+    """``DROP CONNECTOR [IF EXISTS] name``."""
+
+    name: str
+    if_exists: bool = False
+
+
 # --- queries -------------------------------------------------------------------------------------
 
 
@@ -191,16 +211,20 @@ class Show(Statement):
     what: str
     extended: bool = False
     all_topics: bool = False
+    #: ``SHOW SOURCE CONNECTORS`` / ``SHOW SINK CONNECTORS``: SOURCE | SINK (None: all)
+    connector_kind: str | None = None
 
 
 @dataclass
 class Describe(Statement):
     """``DESCRIBE name [EXTENDED]``, ``DESCRIBE STREAMS|TABLES [EXTENDED]`` (``name`` None,
-    ``listing`` set) and ``DESCRIBE FUNCTION name`` (``function`` true)."""
+    ``listing`` set), ``DESCRIBE FUNCTION name`` (``function`` true) and ``DESCRIBE CONNECTOR
+    name`` (``connector`` true)."""
 
     name: str | None
     extended: bool = False
     function: bool = False
+    connector: bool = False
     listing: str | None = None  # STREAMS | TABLES
 
 

@@ -46,7 +46,8 @@ _UNIT_MS: dict[str, int] = {
 _CLAUSE_WORDS = frozenset(
     "JOIN INNER LEFT RIGHT FULL OUTER WITHIN ON WINDOW WHERE GROUP PARTITION HAVING EMIT LIMIT".split()
 )
-_SHOW_TARGETS = ("STREAMS", "TABLES", "TOPICS", "QUERIES", "PROPERTIES", "FUNCTIONS", "TYPES", "VARIABLES")
+_SHOW_TARGETS = ("STREAMS", "TABLES", "TOPICS", "QUERIES", "PROPERTIES", "FUNCTIONS", "TYPES", "VARIABLES",
+                 "CONNECTORS")
 _SHOW_EXTENDED = frozenset({"STREAMS", "TABLES", "TOPICS", "QUERIES"})
 _VARIABLE_RE = re.compile(r"\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -401,6 +402,8 @@ class _StatementParser(KsqlParser):
         or_replace = self._accept("OR", "REPLACE")
         if not or_replace and self._accept("TYPE"):
             return self._create_type()
+        if not or_replace and (self._at_word("SOURCE", "CONNECTOR") or self._at_word("SINK", "CONNECTOR")):
+            return self._create_connector()
         is_source = self._accept("SOURCE")
         kind = self._expect_one_of("STREAM", "TABLE")
         if_not_exists = self._accept("IF", "NOT", "EXISTS")
@@ -422,6 +425,24 @@ class _StatementParser(KsqlParser):
         name = self.expect_identifier()
         self._expect("AS")
         return ast.CreateType(name, self.parse_sql_type(), if_not_exists=if_not_exists)
+
+    def _create_connector(self) -> ast.CreateConnector:
+        kind = self._expect_one_of("SOURCE", "SINK")
+        self._expect("CONNECTOR")
+        if_not_exists = self._accept("IF", "NOT", "EXISTS")
+        name = self.expect_identifier()
+        self._expect("WITH")
+        self._expect_type(TokenType.L_PAREN, "'('")
+        config = dict(self._csv(self._connector_property))
+        self._expect_type(TokenType.R_PAREN, "')'")
+        return ast.CreateConnector(kind, name, config, if_not_exists=if_not_exists)
+
+    def _connector_property(self) -> tuple[str, str]:
+        """``'key' = value``: Connect's keys are case-sensitive, so the key stays as written."""
+        key = self._string() if self._curr.token_type == TokenType.STRING else self._name_as_written()
+        self._expect_type(TokenType.EQ, "'='")
+        value = self._literal_value()
+        return key, str(value).lower() if isinstance(value, bool) else str(value)
 
     def _insert(self) -> ast.Statement:
         self._expect("INTO")
@@ -446,6 +467,9 @@ class _StatementParser(KsqlParser):
         if self._accept("TYPE"):
             if_exists = self._accept("IF", "EXISTS")
             return ast.DropType(self.expect_identifier(), if_exists=if_exists)
+        if self._accept("CONNECTOR"):
+            if_exists = self._accept("IF", "EXISTS")
+            return ast.DropConnector(self.expect_identifier(), if_exists=if_exists)
         kind = self._expect_one_of("STREAM", "TABLE")
         if_exists = self._accept("IF", "EXISTS")
         name = self.expect_identifier()
@@ -455,12 +479,19 @@ class _StatementParser(KsqlParser):
         if self._accept("ALL"):
             self._expect("TOPICS")
             return ast.Show("TOPICS", extended=self._accept("EXTENDED"), all_topics=True)
+        if self._at_word("SOURCE", "CONNECTORS") or self._at_word("SINK", "CONNECTORS"):
+            connector_kind = self._expect_one_of("SOURCE", "SINK")
+            self._expect("CONNECTORS")
+            return ast.Show("CONNECTORS", connector_kind=connector_kind)
         what = self._expect_one_of(*_SHOW_TARGETS)
         return ast.Show(what, extended=what in _SHOW_EXTENDED and self._accept("EXTENDED"))
 
     def _describe(self) -> ast.Describe:
         if self._accept("FUNCTION"):
             return ast.Describe(self.expect_identifier(), function=True)
+        if self._at_word("CONNECTOR") and self._next:
+            self._advance()
+            return ast.Describe(self.expect_identifier(), connector=True)
         for listing in ("STREAMS", "TABLES"):
             if self._accept(listing):
                 if not self._curr or self._at_word("EXTENDED"):

@@ -63,6 +63,24 @@ def render(result: r.Result) -> str:
         return table(["Function Name", "Type", "Category"], [[f.name, f.kind, f.category] for f in result.functions])
     if isinstance(result, r.Explanation):
         return result.text
+    if isinstance(result, r.ConnectorCreated):
+        return f" Created connector {result.name}"
+    if isinstance(result, r.ConnectorDropped):
+        return f" Dropped connector \"{result.name}\""
+    if isinstance(result, r.ConnectorList):
+        return table(["Connector Name", "Type", "Class", "Status"],
+                     [[c.name, c.kind, c.class_name, c.state] for c in result.connectors])
+    if isinstance(result, r.ConnectorDescription):
+        c = result.connector
+        lines = [f"Name                 : {c.name}", f"Class                : {c.class_name}",
+                 f"Type                 : {c.kind.lower()}", f"State                : {c.state}",
+                 f"WorkerId             : {result.worker_id}"]
+        if result.writes:
+            lines.append(f"Writes               : {result.writes}")
+        if result.trace:
+            lines.append(f"Trace                : {result.trace}")
+        lines += ["", table(["Related Topics"], [[t] for t in result.topics])]
+        return "\n".join(lines)
     if isinstance(result, r.SourceDescription):
         s = result.source
         head = [f"Name                 : {s.name}", f"Type                 : {s.kind}",

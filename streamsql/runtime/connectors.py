@@ -1,0 +1,148 @@
+"""The connector statements of one engine: CREATE SINK CONNECTOR, DROP CONNECTOR, SHOW
+CONNECTORS, DESCRIBE CONNECTOR.
+
+ksqlDB forwards these to a Kafka Connect cluster; streamsql runs each sink connector itself as a
+persistent Spark query (``streamsql.connect``; physical plan ``TopicScan`` → ``ConnectorSink``),
+with its own checkpoint, so a restart resumes at the last batch every record of which was
+written. The statement is durable in the command log like a query's, and replayed on start.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+from typing import TYPE_CHECKING
+
+from streamsql.catalog import ConnectorInfo, QueryInfo
+from streamsql.connect.config import ConnectorError, parse_sink
+from streamsql.errors import CatalogError, StreamsqlError
+from streamsql.physical.builder import SparkBuilder
+from streamsql.physical.steps import ConnectorSink, connector_plan
+from streamsql.runtime import results as r
+from streamsql.sql import ast
+
+if TYPE_CHECKING:
+    from streamsql.runtime.engine import Engine
+
+#: Connect's connector states as DESCRIBE / SHOW CONNECTORS report them
+RUNNING, FAILED, UNASSIGNED = "RUNNING", "FAILED", "UNASSIGNED"
+
+
+def query_id(name: str) -> str:
+    """The id of a connector's Spark query (and its checkpoint directory's name)."""
+    return "CONNECTOR_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+class ConnectorStatements:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def create(self, stmt: ast.CreateConnector, replay_seq: int | None) -> r.Result:
+        engine = self.engine
+        catalog = engine.catalog
+        existing = catalog.connectors.get(stmt.name)
+        if existing is not None:
+            if stmt.if_not_exists:
+                return r.Warning_(stmt.text, f"Connector {stmt.name} already exists")
+            raise CatalogError(f"Failed to create connector: Connector {stmt.name} already exists")
+        if stmt.kind == "SOURCE":
+            raise ConnectorError("streamsql runs sink connectors only: load data into Kafka with your producers, "
+                                 "or INSERT INTO … VALUES")
+        cls, config = parse_sink(stmt.name, stmt.kind, stmt.config)
+        info = ConnectorInfo(stmt.name, stmt.kind, cls.name, dict(stmt.config), stmt.text, list(config.topics))
+        if replay_seq is None:
+            for topic in config.topics:  # Connect waits for a missing topic; a typo is likelier here
+                if topic not in engine.admin.topics():
+                    raise ConnectorError(f"Connector {stmt.name}: topic '{topic}' does not exist")
+        catalog.connectors[stmt.name] = info
+        try:
+            self.start(info)
+        except StreamsqlError:
+            catalog.connectors.pop(stmt.name, None)
+            raise
+        engine._log_command(stmt, replay_seq)
+        return r.ConnectorCreated(stmt.text, stmt.name, stmt.kind, dict(stmt.config))
+
+    def start(self, info: ConnectorInfo) -> None:
+        """Start (or restart, on its checkpoint) the connector's query."""
+        from streamsql.runtime.engine import RunningQuery
+
+        engine = self.engine
+        cls, config = parse_sink(info.name, info.kind, info.config)
+        qid = query_id(info.name)
+        checkpoint = engine.data_dir / "checkpoints" / qid
+        plan = connector_plan(ConnectorSink(info.name, cls.name, config), tuple(config.topics))
+        engine.physical_plans[qid] = plan
+        handle = SparkBuilder(engine._build_context(qid)).start(plan, checkpoint, qid)
+        previous = engine.queries.get(qid)
+        engine.queries[qid] = RunningQuery(QueryInfo(qid, info.statement, info.name, list(info.topics), "CONNECTOR"),
+                                           handle, checkpoint, restart=lambda: self.start(info),
+                                           restarts=previous.restarts if previous is not None else 0)
+
+    def drop(self, stmt: ast.DropConnector, replay_seq: int | None) -> r.Result:
+        engine = self.engine
+        info = engine.catalog.connectors.pop(stmt.name, None)
+        if info is None:
+            if stmt.if_exists:
+                return r.Warning_(stmt.text, f"Connector {stmt.name} does not exist.")
+            raise CatalogError(f"Connector {stmt.name} does not exist.")
+        qid = query_id(stmt.name)
+        running = engine.queries.pop(qid, None)
+        if running is not None:
+            engine._stop_handle(running.handle)
+        engine.physical_plans.pop(qid, None)
+        # a connector created again under this name starts afresh (its documents are rewritten
+        # with the same ids, so nothing is duplicated)
+        shutil.rmtree(engine.data_dir / "checkpoints" / qid, ignore_errors=True)
+        engine._log_command(stmt, replay_seq)
+        return r.ConnectorDropped(stmt.text, stmt.name)
+
+    def show(self, stmt: ast.Show) -> r.ConnectorList:
+        infos = sorted(self.engine.catalog.connectors.values(), key=lambda i: i.name)
+        return r.ConnectorList(stmt.text, [self._summary(i) for i in infos
+                                           if stmt.connector_kind in (None, i.kind)])
+
+    def describe(self, stmt: ast.Describe) -> r.ConnectorDescription:
+        info = self.engine.catalog.connectors.get(stmt.name or "")
+        if info is None:
+            raise CatalogError(f"Could not find connector '{stmt.name}'")
+        summary = self._summary(info)
+        from streamsql.connect.elasticsearch import ElasticsearchSinkConfig, describe_writes
+
+        _cls, config = parse_sink(info.name, info.kind, info.config)
+        writes = describe_writes(config) if isinstance(config, ElasticsearchSinkConfig) else ""
+        return r.ConnectorDescription(stmt.text, summary, list(info.topics), _worker_id(), self._trace(info), writes)
+
+    def _summary(self, info: ConnectorInfo) -> r.ConnectorSummary:
+        return r.ConnectorSummary(info.name, info.kind, info.class_name, self._state(info))
+
+    def _state(self, info: ConnectorInfo) -> str:
+        running = self.engine.queries.get(query_id(info.name))
+        if running is None:
+            return UNASSIGNED
+        try:
+            if running.handle.isActive:
+                return RUNNING
+            return FAILED if running.handle.exception() is not None else UNASSIGNED
+        except Exception:  # noqa: BLE001 - a handle whose JVM side is gone
+            return FAILED
+
+    def _trace(self, info: ConnectorInfo) -> str | None:
+        running = self.engine.queries.get(query_id(info.name))
+        if running is None:
+            return None
+        try:
+            exc = running.handle.exception()
+        except Exception as e:  # noqa: BLE001
+            return str(e)
+        if exc is None:
+            return None
+        from streamsql.runtime.engine import spark_message
+
+        return spark_message(exc)
+
+
+def _worker_id() -> str:
+    """Connect's ``worker_id`` (host:port of the worker): here the host streamsql runs on."""
+    return f"{socket.gethostname()}:streamsql"

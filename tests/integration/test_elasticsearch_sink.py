@@ -1,0 +1,138 @@
+"""The Elasticsearch sink connector against a real search server process (``osmem-server``, an
+in-memory OpenSearch-compatible server): the bulk writer alone, then whole connectors run by the
+engine from Kafka topics."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from streamsql.connect.config import parse_sink
+from streamsql.connect.elasticsearch import ElasticsearchSinkConfig, WriteFailed
+from streamsql.connect.sink import BadRecords, LogTarget, RawRecord
+
+pytestmark = pytest.mark.integration
+
+ES = "io.confluent.connect.elasticsearch.ElasticsearchSinkConnector"
+
+
+@pytest.fixture
+def search() -> Iterator[Any]:
+    from osmem_server import OsmemServer
+
+    server = OsmemServer.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def documents(url: str, index: str) -> dict[str, Any]:
+    """Every document of an index, by id (after a refresh, as a search would see them)."""
+    with httpx.Client(base_url=url, timeout=30) as c:
+        if c.head(f"/{index}").status_code == 404:
+            return {}
+        c.post(f"/{index}/_refresh")
+        hits = c.post(f"/{index}/_search", json={"size": 10000}).json()["hits"]["hits"]
+    return {h["_id"]: h["_source"] for h in hits}
+
+
+def config(url: str, **extra: str) -> ElasticsearchSinkConfig:
+    _cls, cfg = parse_sink("T", "SINK", {"connector.class": ES, "connection.url": url, "topics": "Words", **extra})
+    assert isinstance(cfg, ElasticsearchSinkConfig)
+    return cfg
+
+
+def record(offset: int, key: str | None, value: Any, topic: str = "Words") -> RawRecord:
+    data = None if value is None else (value if isinstance(value, bytes) else json.dumps(value).encode())
+    return RawRecord(key.encode() if key is not None else None, data, topic, 0, offset, 1000 + offset)
+
+
+def write(cfg: ElasticsearchSinkConfig, records: list[RawRecord]) -> BadRecords:
+    bad = BadRecords(cfg.name, LogTarget("unused:9092", None))
+    writer = cfg.writer()
+    for rec in records:
+        writer.write(rec, bad)
+    writer.close(bad)
+    return bad
+
+
+def test_documents_by_key_upserts_deletes_and_offset_ids(search: Any) -> None:
+    cfg = config(search.url, **{"behavior.on.null.values": "delete", "batch.size": "2"})
+    write(cfg, [record(0, "alice", {"name": "alice", "count": 1}), record(1, "bob", {"name": "bob", "count": 1}),
+                record(2, "alice", {"name": "alice", "count": 2}), record(3, "bob", None),
+                record(4, "carol", None)])  # a tombstone of a key never indexed: nothing to delete
+    assert documents(search.url, "words") == {"alice": {"name": "alice", "count": 2}}  # index = topic, lower-cased
+
+    merged = config(search.url, **{"write.method": "upsert"})
+    write(merged, [record(5, "alice", {"extra": True})])
+    assert documents(search.url, "words") == {"alice": {"name": "alice", "count": 2, "extra": True}}
+
+    by_offset = config(search.url, **{"key.ignore": "true", "topic.index.map": "Words:log"})
+    write(by_offset, [record(0, None, {"n": 0}), record(1, "x", {"n": 1})])
+    write(by_offset, [record(0, None, {"n": 0}), record(1, "x", {"n": 1})])  # a batch written again
+    assert documents(search.url, "log") == {"Words+0+0": {"n": 0}, "Words+0+1": {"n": 1}}
+
+
+def test_tombstones_follow_behavior_on_null_values(search: Any) -> None:
+    write(config(search.url, **{"behavior.on.null.values": "ignore"}),
+          [record(0, "a", {"v": 1}), record(1, "a", None)])
+    assert documents(search.url, "words") == {"a": {"v": 1}}
+    with pytest.raises(WriteFailed, match="null value encountered for topic Words partition 0 offset 2"):
+        write(config(search.url), [record(2, "a", None)])  # Connect's default: fail
+
+
+def test_malformed_documents_and_unreadable_records_are_logged_and_the_rest_written(search: Any) -> None:
+    cfg = config(search.url)
+    write(cfg, [record(0, "a", {"count": 1})])  # the index maps count as a number
+    bad = write(cfg, [record(1, "b", {"count": {"nested": 1}}), record(2, "c", {"count": 3}),
+                      record(3, "d", b"{not json"), record(4, None, {"count": 4}), record(5, "e", [1, 2])])
+    assert documents(search.url, "words") == {"a": {"count": 1}, "c": {"count": 3}}
+    kinds = [(e["message"]["type"], json.dumps(e["message"])) for e in bad.entries]
+    assert [k for k, _ in kinds] == [0, 2, 2, 2]  # unreadable value; null key; not an object; rejected by the server
+    assert "offset 3" in kinds[0][1] or '"offset": 3' in kinds[0][1]
+    assert "topic Words partition 0 offset 1" in kinds[3][1] and "mapper_parsing_exception" in kinds[3][1]
+
+    with pytest.raises(WriteFailed, match="offset 6.*behavior.on.malformed.documents=fail"):
+        write(config(search.url, **{"behavior.on.malformed.documents": "fail"}),
+              [record(6, "f", {"count": "many"})])
+    quiet = write(config(search.url, **{"behavior.on.malformed.documents": "ignore"}),
+                  [record(7, "g", {"count": "many"}), record(8, "h", {"count": 8})])
+    assert quiet.entries == [] and documents(search.url, "words")["h"] == {"count": 8}
+
+
+def test_a_server_that_stops_answering_for_30_s_ends_with_every_document_once(search: Any) -> None:
+    cfg = config(search.url, **{"key.ignore": "true", "max.retries": "12", "retry.backoff.ms": "200",
+                                "read.timeout.ms": "1000", "batch.size": "50"})
+    records = [record(i, None, {"i": i}) for i in range(500)]
+    write(cfg, records[:100])
+    os.kill(search.pid, signal.SIGSTOP)
+    resumed = threading.Timer(30.0, os.kill, (search.pid, signal.SIGCONT))
+    resumed.start()
+    started = time.monotonic()
+    try:
+        write(cfg, records[100:])  # blocks in retries until the server answers again
+    finally:
+        resumed.cancel()
+        os.kill(search.pid, signal.SIGCONT)
+    assert time.monotonic() - started >= 29
+    docs = documents(search.url, "words")
+    assert len(docs) == 500 and sorted(d["i"] for d in docs.values()) == list(range(500))
+
+
+def test_retries_run_out_with_a_clear_error(search: Any) -> None:
+    cfg = config(search.url, **{"max.retries": "1", "retry.backoff.ms": "10", "read.timeout.ms": "300"})
+    os.kill(search.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(WriteFailed, match=r"did not take 1 document\(s\) after 1 retries \(max.retries\)"):
+            write(cfg, [record(0, "a", {"v": 1})])
+    finally:
+        os.kill(search.pid, signal.SIGCONT)
