@@ -30,3 +30,13 @@ CREATE TABLE word_counts WITH (KAFKA_TOPIC = 'word_counts', VALUE_FORMAT = 'JSON
     WINDOW TUMBLING (SIZE 1 MINUTE)
     GROUP BY word
     EMIT CHANGES;
+
+-- 4. The same counts as documents for a search server: one row per word per minute, shaped
+--    {"name", "count", "time"}, keyed by word and minute (the document id). The sink connector
+--    is queries/heavy_hitters_elasticsearch.sql.
+CREATE TABLE word_count_docs WITH (KAFKA_TOPIC = 'word_count_docs', KEY_FORMAT = 'JSON', VALUE_FORMAT = 'JSON') AS
+    SELECT word, ROWTIME - ROWTIME % 60000 AS minute,
+           AS_VALUE(word) AS `name`, COUNT(*) AS `count`, AS_VALUE(ROWTIME - ROWTIME % 60000) AS `time`
+    FROM log_words
+    GROUP BY word, ROWTIME - ROWTIME % 60000
+    EMIT CHANGES;

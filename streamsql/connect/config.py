@@ -83,9 +83,10 @@ def connector_class(name: str | None) -> ConnectorClass:
 
 def _load_classes() -> None:
     if not _CLASSES:
-        from streamsql.connect import elasticsearch
+        from streamsql.connect import elasticsearch, s3
 
         register(elasticsearch.CONNECTOR)
+        register(s3.CONNECTOR)
 
 
 def parse_sink(name: str, kind: str, config: Mapping[str, str]) -> tuple[ConnectorClass, Any]:

@@ -88,6 +88,11 @@ _AVRO_READERS: dict[tuple[str, int], Any] = {}
 
 
 def _avro_decode(url: str, data: bytes) -> Any:
+    return avro_decode_with_schema(url, data)[2]
+
+
+def avro_decode_with_schema(url: str, data: bytes) -> tuple[int, Any, Any]:
+    """(schema id, parsed writer schema, value) of a Schema Registry framed Avro record."""
     import io
 
     import fastavro
@@ -96,12 +101,16 @@ def _avro_decode(url: str, data: bytes) -> Any:
     schema_id = int.from_bytes(data[1:5], "big")
     schema = _AVRO_READERS.get((url, schema_id))
     if schema is None:
+        from streamsql.errors import StreamsqlError
         from streamsql.formats import schema_registry
 
-        registered = schema_registry.client(url).get(schema_id)
+        try:
+            registered = schema_registry.client(url).get(schema_id)
+        except StreamsqlError as e:
+            raise RecordError(f"Schema {schema_id} not found in the registry at {url}: {e}") from None
         schema = _AVRO_READERS[(url, schema_id)] = fastavro.parse_schema(json.loads(registered.text))
     try:
-        return fastavro.schemaless_reader(io.BytesIO(body), schema, None)
+        return schema_id, schema, fastavro.schemaless_reader(io.BytesIO(body), schema, None)
     except Exception as e:  # noqa: BLE001 - fastavro raises many kinds for bad bytes
         raise RecordError(f"Avro data does not match schema {schema_id}: {e}") from None
 

@@ -88,6 +88,10 @@ class ElasticsearchSinkConfig:
     def writer(self) -> BulkWriter:
         return BulkWriter(self)
 
+    def describe_writes(self) -> str:
+        """One line for DESCRIBE CONNECTOR: what each record becomes."""
+        return describe_writes(self)
+
 
 def parse(settings: c.SinkSettings, config: Mapping[str, str]) -> ElasticsearchSinkConfig:
     urls = c.string_list(config, "connection.url")

@@ -59,6 +59,8 @@ class SinkConfig(Protocol):
 
     def writer(self) -> PartitionWriter: ...
 
+    def describe_writes(self) -> str: ...
+
 
 @dataclass(frozen=True)
 class LogTarget:

@@ -108,10 +108,8 @@ class ConnectorStatements:
         if info is None:
             raise CatalogError(f"Could not find connector '{stmt.name}'")
         summary = self._summary(info)
-        from streamsql.connect.elasticsearch import ElasticsearchSinkConfig, describe_writes
-
         _cls, config = parse_sink(info.name, info.kind, info.config)
-        writes = describe_writes(config) if isinstance(config, ElasticsearchSinkConfig) else ""
+        writes = config.describe_writes()
         return r.ConnectorDescription(stmt.text, summary, list(info.topics), _worker_id(), self._trace(info), writes)
 
     def _summary(self, info: ConnectorInfo) -> r.ConnectorSummary:

@@ -75,6 +75,8 @@ class QuerySupervisor:
         engine = self.engine
         with engine._lock:
             running = engine.queries.get(query_id)
+            if running is not None and running.info.kind == "CONNECTOR":
+                return self._restart_connector(query_id, running.info.sink)
             info = engine.catalog.queries.get(query_id)
             if running is None or info is None:
                 return False
@@ -87,10 +89,7 @@ class QuerySupervisor:
             saved = engine.session_properties
             engine.session_properties = self._properties_of(query_id)
             try:
-                spark = engine.spark
-                jvm = spark._jvm
-                assert jvm is not None  # a started session has its JVM view
-                jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+                self._activate_session()
                 plan = engine.planner.plan_query(query, persistent=True, sink_name=sink.name)
                 engine._stop_handle(running.handle)
                 engine._start_persistent(query_id, plan, stmt, sink)
@@ -102,6 +101,34 @@ class QuerySupervisor:
         self.restarts[query_id] = self.restarts.get(query_id, 0) + 1
         log.warning("restarted query %s from its checkpoint after it failed: %s", query_id, reason)
         return True
+
+    def _restart_connector(self, query_id: str, name: str) -> bool:
+        """A sink connector whose batch failed (its external system stayed away past
+        ``max.retries``): started again on its checkpoint, so the failed batch is written again
+        (its documents keep their ids: nothing twice)."""
+        engine = self.engine
+        running = engine.queries.get(query_id)
+        info = engine.catalog.connectors.get(name)
+        if running is None or info is None:
+            return False
+        reason = _reason(running.handle)
+        try:
+            self._activate_session()
+            engine._stop_handle(running.handle)
+            engine.connectors.start(info)
+        except Exception as e:
+            log.warning("could not restart connector %s: %s", name, e)
+            return False
+        self.restarts[query_id] = self.restarts.get(query_id, 0) + 1
+        log.warning("restarted connector %s from its checkpoint after it failed: %s", name, reason)
+        return True
+
+    def _activate_session(self) -> None:
+        """Queries started from this thread belong to the engine's session."""
+        spark = self.engine.spark
+        jvm = spark._jvm
+        assert jvm is not None  # a started session has its JVM view
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
     def _properties_of(self, query_id: str) -> dict[str, str]:
         """The overrides of the command that created the query (its id ends with that command's

@@ -136,3 +136,88 @@ def test_retries_run_out_with_a_clear_error(search: Any) -> None:
             write(cfg, [record(0, "a", {"v": 1})])
     finally:
         os.kill(search.pid, signal.SIGCONT)
+
+
+# --- whole connectors, run by the engine ------------------------------------------------------------
+
+
+def test_a_tables_rows_become_documents_and_its_tombstones_delete_them(engine, topic_name, search):  # type: ignore[no-untyped-def]
+    from tests.integration.test_engine import produce
+
+    src, out = topic_name("words"), topic_name("counts")
+    engine.execute(f"""
+        CREATE STREAM words (word VARCHAR) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=2);
+        CREATE TABLE word_counts WITH (KAFKA_TOPIC='{out}') AS
+          SELECT word, AS_VALUE(word) AS name, COUNT(*) AS total FROM words GROUP BY word HAVING COUNT(*) < 4;
+    """)
+    [created] = engine.execute(f"""
+        CREATE SINK CONNECTOR words_es WITH ('connector.class' = '{ES}', 'connection.url' = '{search.url}',
+          'topics' = '{out}', 'key.ignore' = 'false', 'schema.ignore' = 'true',
+          'behavior.on.null.values' = 'delete');""")
+    assert created.name == "WORDS_ES" and created.config["topics"] == out
+    words = ["kafka", "spark", "kafka", "sql", "kafka", "spark", "kafka", "stream"]
+    produce(engine.admin, src, [(None, json.dumps({"word": w}), 1000 + i) for i, w in enumerate(words)])
+    engine.wait_until_idle()
+    expected = {w: {"NAME": w, "TOTAL": words.count(w)} for w in set(words) if words.count(w) < 4}
+    assert documents(search.url, out.lower()) == expected  # kafka reached 4: its tombstone deleted it
+
+    [listed] = engine.execute("SHOW CONNECTORS;")
+    assert [(c.name, c.kind, c.class_name, c.state) for c in listed.connectors] == [("WORDS_ES", "SINK", ES, "RUNNING")]
+    [described] = engine.execute("DESCRIBE CONNECTOR words_es;")
+    assert described.topics == [out] and described.connector.state == "RUNNING" and described.trace is None
+
+    # bad records in the topic: logged with their offsets, the good ones around them written
+    produce(engine.admin, out, [("bad", "{not json", 2000), ("zed", json.dumps({"NAME": "zed", "TOTAL": 1}), 2001)])
+    engine.wait_until_idle()
+    assert documents(search.url, out.lower())["zed"] == {"NAME": "zed", "TOTAL": 1}
+    log = [json.loads(rec.value) for rec in engine.admin.read_all(engine.processing_log_topic)]
+    mine = [e for e in log if e["logger"] == "connector.WORDS_ES"]
+    assert any(e["message"]["deserializationError"]["topic"] == out for e in mine), mine
+
+    [dropped] = engine.execute("DROP CONNECTOR words_es;")
+    assert dropped.name == "WORDS_ES"
+    assert engine.execute("SHOW CONNECTORS;")[0].connectors == []
+
+
+def test_a_connector_survives_a_restart_of_the_engine(bootstrap, spark, tmp_path, topic_name, search):  # type: ignore[no-untyped-def]
+    from streamsql.runtime.config import EngineConfig
+    from streamsql.runtime.engine import Engine
+    from tests.integration.test_engine import produce
+
+    topic = topic_name("events")
+    first = Engine(EngineConfig(bootstrap, tmp_path / "state"), spark=spark)
+    first.start()
+    first.admin.create_topic(topic, 1)
+    first.execute(f"CREATE SINK CONNECTOR ev WITH ('connector.class' = 'ElasticsearchSinkConnector', "
+                  f"'connection.url' = '{search.url}', 'topics' = '{topic}', 'key.ignore' = 'true');")
+    produce(first.admin, topic, [(None, json.dumps({"n": i}), 1000 + i) for i in range(3)])
+    first.wait_until_idle()
+    first.close()
+    produce(first.admin, topic, [(None, json.dumps({"n": i}), 1000 + i) for i in range(3, 5)])
+    second = Engine(EngineConfig(bootstrap, tmp_path / "state"), spark=spark)
+    try:
+        second.start()  # replays the CREATE SINK CONNECTOR from the command log
+        second.wait_until_idle()
+        docs = documents(search.url, topic.lower())
+        assert sorted(d["n"] for d in docs.values()) == [0, 1, 2, 3, 4]
+        assert set(docs) == {f"{topic}+0+{i}" for i in range(5)}
+    finally:
+        second.close()
+
+
+def test_connector_statement_errors(engine, topic_name, search):  # type: ignore[no-untyped-def]
+    from streamsql.errors import StreamsqlError
+
+    topic = topic_name("e")
+    engine.admin.create_topic(topic, 1)
+    with pytest.raises(StreamsqlError, match="Failed to find any class .* matches com.example.Nope"):
+        engine.execute(f"CREATE SINK CONNECTOR x WITH ('connector.class'='com.example.Nope', 'topics'='{topic}');")
+    with pytest.raises(StreamsqlError, match="Invalid value not-a-url for configuration connection.url"):
+        engine.execute(f"CREATE SINK CONNECTOR x WITH ('connector.class'='{ES}', 'connection.url'='not-a-url', "
+                       f"'topics'='{topic}');")
+    with pytest.raises(StreamsqlError, match="topic 'no_such_topic_x' does not exist"):
+        engine.execute(f"CREATE SINK CONNECTOR x WITH ('connector.class'='{ES}', 'connection.url'='{search.url}', "
+                       f"'topics'='no_such_topic_x');")
+    with pytest.raises(StreamsqlError, match="Connector X does not exist"):
+        engine.execute("DROP CONNECTOR x;")
+    assert engine.execute("SHOW CONNECTORS;")[0].connectors == []

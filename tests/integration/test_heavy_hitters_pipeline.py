@@ -1,6 +1,8 @@
-"""Seed pipeline 000 (queries/heavy_hitters.sql) end to end on the session broker and SparkSession:
-JSON log lines → SPLIT_WORDS + EXPLODE → HEAVY_HITTERS per 1-minute window, and exact counts per
-word per window, checked against counts computed here."""
+"""Seed pipeline 000 (queries/heavy_hitters.sql, then queries/heavy_hitters_elasticsearch.sql) end
+to end on the session broker and SparkSession: JSON log lines → SPLIT_WORDS + EXPLODE →
+HEAVY_HITTERS per 1-minute window, exact counts per word per window, and those counts as
+``{name, count, time}`` documents in a real search server process — checked against counts
+computed here."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from tests.integration.test_engine import produce
 
 pytestmark = pytest.mark.integration
 SCRIPT = Path(__file__).resolve().parents[2] / "queries" / "heavy_hitters.sql"
+SINK_SCRIPT = SCRIPT.with_name("heavy_hitters_elasticsearch.sql")
 MINUTE = 60_000
 
 
@@ -32,10 +35,24 @@ def latest(admin, topic: str) -> dict[tuple[str, int], dict]:  # type: ignore[no
 
 
 def test_heavy_hitters_pipeline(engine, topic_name):  # type: ignore[no-untyped-def]
-    topics = {name: topic_name(name) for name in ("log_lines", "log_words", "heavy_hitters", "word_counts")}
-    text = SCRIPT.read_text()
+    from osmem_server import OsmemServer
+
+    topics = {name: topic_name(name)
+              for name in ("log_lines", "log_words", "heavy_hitters", "word_counts", "word_count_docs")}
+    text, sink_text = SCRIPT.read_text(), SINK_SCRIPT.read_text()
     for name, unique in topics.items():
         text = text.replace(f"'{name}'", f"'{unique}'")
+        sink_text = sink_text.replace(f"'{name}'", f"'{unique}'")
+    search = OsmemServer.start()
+    sink_text = sink_text.replace("'http://localhost:9200'", f"'{search.url}'")
+    try:
+        run_pipeline(engine, topics, text, sink_text, search.url)
+    finally:
+        search.close()
+
+
+def run_pipeline(engine, topics: dict[str, str], text: str, sink_text: str, search_url: str) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.test_elasticsearch_sink import documents
 
     rng = random.Random(0)
     vocabulary = [f"w{i}" for i in range(60)]
@@ -58,9 +75,11 @@ def test_heavy_hitters_pipeline(engine, topic_name):  # type: ignore[no-untyped-
     for stmt in parse(text):
         engine.execute_statement(stmt)
         engine.wait_until_idle()
+    engine.execute(sink_text)
+    engine.wait_until_idle()
 
     per_word: Counter = Counter()
-    for (service, word, window), n in exact.items():
+    for (_service, word, window), n in exact.items():
         per_word[(word, window)] += n
     counts = {k: v["TOTAL"] for k, v in latest(engine.admin, topics["word_counts"]).items()}
     assert counts == dict(per_word)
@@ -77,4 +96,9 @@ def test_heavy_hitters_pipeline(engine, topic_name):  # type: ignore[no-untyped-
         true_top5 = {w for w, _ in truth.most_common(5)}
         assert len(true_top5 & {e["ITEM"] for e in top}) >= 4, (service, window, top, truth.most_common(10))
     assert len(windows) == 2
+
+    # the search server holds one document per word per minute with the exact count
+    docs = documents(search_url, topics["word_count_docs"].lower())
+    assert docs == {f"{word}+{window}": {"name": word, "count": n, "time": window}
+                    for (word, window), n in per_word.items()}
     assert engine.failed_queries() == []

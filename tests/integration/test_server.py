@@ -196,6 +196,52 @@ def test_query_endpoint_push_and_pull(client: httpx.Client) -> None:
     assert pull[-1] == {"finalMessage": "Query Completed"}
 
 
+def test_connector_statements_answer_with_ksqldbs_entities(client: httpx.Client) -> None:
+    from osmem_server import OsmemServer
+
+    es = "io.confluent.connect.elasticsearch.ElasticsearchSinkConnector"
+    stream = make_stream(client, rows=2)
+    name = uniq("sink")
+    search = OsmemServer.start()
+    try:
+        [created] = ok(ksql(client, f"CREATE SINK CONNECTOR {name} WITH ('connector.class'='{es}', "
+                                    f"'connection.url'='{search.url}', 'topics'='{stream.lower()}', "
+                                    f"'key.ignore'='false');"))
+        assert created["@type"] == "connector_info"
+        assert created["info"]["name"] == name and created["info"]["type"] == "sink"
+        assert created["info"]["config"]["connector.class"] == es and created["info"]["config"]["name"] == name
+        [listed] = ok(ksql(client, "SHOW CONNECTORS;"))
+        assert listed["@type"] == "connector_list"
+        mine = [c for c in listed["connectors"] if c["name"] == name]
+        assert mine == [{"name": name, "type": "sink", "className": es, "state": "RUNNING (1/1 tasks RUNNING)"}]
+        [described] = ok(ksql(client, f"DESCRIBE CONNECTOR {name};"))
+        assert described["@type"] == "connector_description"
+        assert described["connectorClass"] == es and described["topics"] == [stream.lower()]
+        assert described["sources"] == []
+        status = described["status"]
+        assert status["name"] == name and status["type"] == "sink" and status["connector"]["state"] == "RUNNING"
+        assert [t["id"] for t in status["tasks"]] == [0] and "worker_id" in status["connector"]
+        deadline = time.monotonic() + 120
+        docs: dict[str, Any] = {}
+        while time.monotonic() < deadline and len(docs) < 2:
+            with httpx.Client(base_url=search.url) as c:
+                c.post(f"/{stream.lower()}/_refresh")
+                found = c.post(f"/{stream.lower()}/_search", json={"size": 10})
+                hits = found.json()["hits"]["hits"] if found.status_code == 200 else []
+                docs = {h["_id"]: h["_source"] for h in hits}
+            time.sleep(0.5)
+        assert docs == {"k0": {"V": 0}, "k1": {"V": 1}}
+        [dropped] = ok(ksql(client, f"DROP CONNECTOR {name};"))
+        assert dropped == {"@type": "drop_connector", "statementText": f"DROP CONNECTOR {name};",
+                           "connectorName": name, "warnings": []}
+        bad = ksql(client, f"CREATE SINK CONNECTOR {name} WITH ('connector.class'='com.example.Nope', "
+                           f"'topics'='{stream.lower()}');")
+        assert bad.status_code == 400
+        assert "com.example.Nope" in bad.json()["message"]
+    finally:
+        search.close()
+
+
 def _read_lines(resp: httpx.Response) -> list[str]:
     return [line for line in resp.text.split("\n") if line]
 

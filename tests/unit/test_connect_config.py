@@ -61,8 +61,10 @@ def test_elasticsearch_config_defaults_and_values() -> None:
      "Failed to find any class that implements Connector and which name matches com.example.Nope"),
     ({"topics": "a"}, "missing the required key 'connector.class'"),
     (es_config(**{"behaviour.on.null.values": "delete"}),
-     "Unknown configuration 'behaviour.on.null.values' for connector " + ES + ". Did you mean 'behavior.on.null.values'?"),
-    (es_config(**{"connection.url": "localhost:9200"}), "Invalid value localhost:9200 for configuration connection.url"),
+     f"Unknown configuration 'behaviour.on.null.values' for connector {ES}. "
+     f"Did you mean 'behavior.on.null.values'?"),
+    (es_config(**{"connection.url": "localhost:9200"}),
+     "Invalid value localhost:9200 for configuration connection.url"),
     (es_config(**{"connection.url": ""}), 'Missing required configuration "connection.url"'),
     (es_config(**{"key.ignore": "yes"}), "Invalid value yes for configuration key.ignore"),
     (es_config(**{"batch.size": "many"}), "Invalid value many for configuration batch.size"),

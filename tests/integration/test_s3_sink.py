@@ -1,0 +1,198 @@
+"""The S3 sink connector against a real S3-compatible server process (``moto_server``) and a local
+directory: the object writer alone, then seed 003's outputs run by the engine from Kafka."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streamsql.connect.config import parse_sink
+from streamsql.connect.s3 import S3SinkConfig, WriteFailed
+from streamsql.connect.sink import BadRecords, LogTarget, RawRecord
+
+pytestmark = pytest.mark.integration
+
+S3 = "io.confluent.connect.s3.S3SinkConnector"
+JSON_FORMAT = "io.confluent.connect.s3.format.json.JsonFormat"
+BYTES_FORMAT = "io.confluent.connect.s3.format.bytearray.ByteArrayFormat"
+AVRO_FORMAT = "io.confluent.connect.s3.format.avro.AvroFormat"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3_url() -> Iterator[str]:
+    """A moto S3 server process (its ``moto_server`` entry point, next to this interpreter)."""
+    port = _free_port()
+    server = Path(sys.executable).with_name("moto_server")
+    proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        raise RuntimeError("moto_server did not start")
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(autouse=True)
+def _aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+
+
+def bucket(url: str, name: str) -> Any:
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=url, region_name="us-east-1",
+                          aws_access_key_id="test", aws_secret_access_key="test")
+    client.create_bucket(Bucket=name)
+    return client
+
+
+def objects(client: Any, name: str) -> dict[str, bytes]:
+    listed = client.list_objects_v2(Bucket=name).get("Contents") or []
+    return {o["Key"]: client.get_object(Bucket=name, Key=o["Key"])["Body"].read() for o in listed}
+
+
+def config(**keys: str) -> S3SinkConfig:
+    _cls, cfg = parse_sink("T", "SINK", {"connector.class": S3, "topics": "quotes", "s3.bucket.name": "b",
+                                         "s3.region": "us-east-1", **keys})
+    assert isinstance(cfg, S3SinkConfig)
+    return cfg
+
+
+def write(cfg: S3SinkConfig, records: list[RawRecord]) -> BadRecords:
+    bad = BadRecords(cfg.name, LogTarget("unused:9092", None))
+    writer = cfg.writer()
+    for rec in records:
+        writer.write(rec, bad)
+    writer.close(bad)
+    return bad
+
+
+def rec(partition: int, offset: int, value: bytes | None) -> RawRecord:
+    return RawRecord(None, value, "quotes", partition, offset, 0)
+
+
+def test_json_objects_named_as_connect_names_them_and_rewritten_not_duplicated(s3_url: str) -> None:
+    client = bucket(s3_url, "json-bucket")
+    cfg = config(**{"s3.bucket.name": "json-bucket", "store.url": s3_url, "format.class": JSON_FORMAT,
+                    "flush.size": "2"})
+    batch = [rec(0, o, json.dumps({"n": o}).encode()) for o in range(5)] + [rec(1, 7, b'{"n": 7}')]
+    write(cfg, batch)
+    write(cfg, batch)  # the batch replayed after a crash: the same objects again
+    found = objects(client, "json-bucket")
+    assert sorted(found) == ["topics/quotes/partition=0/quotes+0+0000000000.json",
+                             "topics/quotes/partition=0/quotes+0+0000000002.json",
+                             "topics/quotes/partition=0/quotes+0+0000000004.json",
+                             "topics/quotes/partition=1/quotes+1+0000000007.json"]
+    assert found["topics/quotes/partition=0/quotes+0+0000000002.json"] == b'{"n":2}\n{"n":3}\n'
+
+
+def test_bytes_gzip_and_bad_records_in_a_local_directory(tmp_path: Path) -> None:
+    store = f"file://{tmp_path}"
+    raw = config(**{"store.url": store, "format.class": BYTES_FORMAT, "flush.size": "10", "topics.dir": "out"})
+    write(raw, [rec(0, 0, b"\x1f\x8b one"), rec(0, 1, b"two")])
+    assert (tmp_path / "b/out/quotes/partition=0/quotes+0+0000000000.bin").read_bytes() == b"\x1f\x8b one\ntwo\n"
+
+    packed = config(**{"store.url": store, "format.class": JSON_FORMAT, "flush.size": "10",
+                       "s3.compression.type": "gzip", "behavior.on.null.values": "ignore"})
+    bad = write(packed, [rec(0, 3, b'{"a": 1}'), rec(0, 4, b"{oops"), rec(0, 5, None), rec(0, 6, b'{"a": 2}')])
+    body = gzip.decompress((tmp_path / "b/topics/quotes/partition=0/quotes+0+0000000003.json.gz").read_bytes())
+    assert body == b'{"a":1}\n{"a":2}\n'
+    assert [e["message"]["deserializationError"]["offset"] for e in bad.entries] == [4]
+    with pytest.raises(WriteFailed, match="behavior.on.null.values"):
+        write(config(**{"store.url": store, "format.class": JSON_FORMAT, "flush.size": "1"}), [rec(0, 9, None)])
+
+
+def test_s3_config_errors_name_the_key() -> None:
+    from streamsql.connect.config import ConnectorError
+
+    for keys, message in [({"format.class": JSON_FORMAT}, 'Missing required configuration "flush.size"'),
+                          ({"flush.size": "1"}, "for configuration format.class"),
+                          ({"flush.size": "1", "format.class": AVRO_FORMAT}, "needs value.converter"),
+                          ({"flush.size": "0", "format.class": JSON_FORMAT}, "Value must be at least 1"),
+                          ({"flush.size": "1", "format.class": JSON_FORMAT, "store.url": "ftp://x"}, "store.url")]:
+        with pytest.raises(ConnectorError, match=message):
+            config(**keys)
+
+
+# --- seed 003 end to end ------------------------------------------------------------------------------
+
+
+def test_seed_003_cheapest_quotes_as_avro_and_gzipped_batches_as_bytes(engine, topic_name, s3_url):  # type: ignore[no-untyped-def]
+    import fastavro
+
+    from streamsql.samples import flight_batches
+    from streamsql.testing.registry_server import RegistryServer
+
+    client = bucket(s3_url, "seed-003")
+    searches, cheapest = topic_name("searches"), topic_name("cheapest")
+    with RegistryServer() as registry:
+        engine.execute(f"SET 'ksql.schema.registry.url'='{registry.url}';")
+        engine.execute(f"""
+            CREATE STREAM searches (origin VARCHAR, destination VARCHAR, departure_date VARCHAR, gbpprice DOUBLE,
+                                    cabin VARCHAR, uuid VARCHAR, batchuuid VARCHAR, search_ts BIGINT)
+              WITH (KAFKA_TOPIC='{searches}', VALUE_FORMAT='DELIMITED', VALUE_COMPRESSION='GZIP', PARTITIONS=1);
+            CREATE TABLE cheapest WITH (KAFKA_TOPIC='{cheapest}', VALUE_FORMAT='AVRO') AS
+              SELECT batchuuid, MIN(gbpprice) AS cheapest_quote, COUNT(*) AS quotes
+              FROM searches GROUP BY batchuuid EMIT CHANGES;
+        """)
+        batches = list(flight_batches(20, seed=3))
+        for key, value, ts in batches:
+            engine.admin.produce(searches, key, value, ts, flush=False)
+        engine.admin.flush()
+        engine.wait_until_idle()
+        engine.execute(f"""
+            CREATE SINK CONNECTOR cheapest_s3 WITH ('connector.class'='{S3}', 'topics'='{cheapest}',
+              's3.bucket.name'='seed-003', 's3.region'='us-east-1', 'store.url'='{s3_url}',
+              'format.class'='{AVRO_FORMAT}', 'flush.size'='1000',
+              'value.converter'='io.confluent.connect.avro.AvroConverter',
+              'value.converter.schema.registry.url'='{registry.url}');
+            CREATE SINK CONNECTOR batches_s3 WITH ('connector.class'='{S3}', 'topics'='{searches}',
+              's3.bucket.name'='seed-003', 's3.region'='us-east-1', 'store.url'='{s3_url}',
+              'format.class'='{BYTES_FORMAT}', 'flush.size'='1000', 'topics.dir'='raw');
+        """)
+        engine.wait_until_idle()
+    found = objects(client, "seed-003")
+    avro = {k: v for k, v in found.items() if k.startswith(f"topics/{cheapest}/")}
+    raw = {k: v for k, v in found.items() if k.startswith(f"raw/{searches}/")}
+    assert raw and avro, sorted(found)
+    # the gzipped batches, byte for byte, in offset order
+    assert b"".join(raw[k] for k in sorted(raw)) == b"".join(v + b"\n" for _k, v, _ts in batches)
+    # the latest cheapest quote per batch equals the minimum of its lines
+    latest: dict[str, Any] = {}
+    for name in sorted(avro):
+        for row in fastavro.reader(io.BytesIO(avro[name])):
+            latest[row["BATCHUUID"] if "BATCHUUID" in row else len(latest)] = row
+    expected = {}
+    for _key, value, _ts in batches:
+        lines = gzip.decompress(value).decode().splitlines()
+        prices = [float(line.split(",")[3]) for line in lines]
+        expected[lines[0].split(",")[6]] = (min(prices), len(prices))
+    assert {(row["CHEAPEST_QUOTE"], row["QUOTES"]) for row in latest.values()} == set(expected.values())
