@@ -1,11 +1,9 @@
 -- Seed pipeline 000, last step: the per-word counts per minute (table word_count_docs of
 -- queries/heavy_hitters.sql) as documents {"name", "count", "time"} in Elasticsearch or OpenSearch,
 -- one per word per minute (id: word+minute), updated as the count grows.
--- Run it after heavy_hitters.sql, with the same data directory and broker:
---   streamsql run queries/heavy_hitters_elasticsearch.sql --bootstrap-servers HOST:PORT
--- and change elasticsearch_url below to your server.
-
-DEFINE elasticsearch_url = 'http://localhost:9200';
+-- Run it once heavy_hitters.sql has created that table, on the same broker, naming your server:
+--   streamsql run queries/heavy_hitters_elasticsearch.sql --bootstrap-servers HOST:PORT \
+--       --define elasticsearch_url=http://localhost:9200
 
 CREATE SINK CONNECTOR word_counts_elasticsearch WITH (
     'connector.class'                = 'io.confluent.connect.elasticsearch.ElasticsearchSinkConnector',

@@ -56,7 +56,25 @@ def flight_batches(count: int, seed: int = 3, quotes_per_batch: int = 20) -> Ite
         yield batch.encode(), gzip.compress("\n".join(lines).encode(), compresslevel=6, mtime=0), ts
 
 
-SAMPLES = {"payments": payments, "flights": flight_batches}
+#: seed 000's services and a Zipf-like vocabulary: a few words are heavy hitters
+_SERVICES = ("api", "web", "auth", None)
+_WORDS = ("get", "post", "users", "orders", "200", "404", "500", "timeout", "retry", "cache", "miss", "hit",
+          "login", "logout", "token", "expired", "db", "slow", "query", "payment", "refund", "search",
+          "alves", "silva", "santos", "kafka", "spark", "stream", "table", "window")
+
+
+def log_lines(count: int, seed: int = 0) -> Iterator[tuple[bytes | None, bytes, int]]:
+    """Seed 000 log lines: (no key, JSON ``{"service", "msg"}``, timestamp ms), 3 to 10 words per
+    line drawn with Zipf-like weights (queries/heavy_hitters.sql reads them)."""
+    rng = random.Random(seed)
+    weights = [1 / (rank ** 1.2) for rank in range(1, len(_WORDS) + 1)]
+    for i in range(count):
+        words = rng.choices(_WORDS, weights=weights, k=rng.randint(3, 10))
+        value = {"service": _SERVICES[rng.randrange(len(_SERVICES))], "msg": " ".join(words)}
+        yield None, json.dumps(value, separators=(",", ":")).encode(), BASE_TIME_MS + 10 * i
+
+
+SAMPLES = {"payments": payments, "flights": flight_batches, "logs": log_lines}
 
 
 def produce(bootstrap_servers: str, sample: str, topic: str, count: int, partitions: int = 2,

@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a .sql file headlessly")
     run.add_argument("file")
     run.add_argument("--until-idle", action="store_true", help="process what the topics hold, then exit 0")
+    run.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                     help="a variable for ${NAME} in the file, as ksqlDB's --define (repeatable)")
     _common(run)
 
     demo = sub.add_parser("demo", help="run queries/fraud_filter.sql on sample payments")
@@ -132,10 +134,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"Error: file not found: {path}", file=sys.stderr)
         return 2
+    variables = {}
+    for definition in args.define:
+        name, sep, value = definition.partition("=")
+        if not sep or not name.strip():
+            print(f"Error: --define takes NAME=VALUE, not '{definition}'", file=sys.stderr)
+            return 2
+        variables[name.strip()] = value
     stop = threading.Event()
     install_interrupt(stop)
     with kafka_cluster(_config(args)) as config:
         engine = Engine(config)
+        engine.variables.update(variables)
         try:
             for notice in engine.start():
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)

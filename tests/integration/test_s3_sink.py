@@ -19,6 +19,7 @@ import pytest
 from streamsql.connect.config import parse_sink
 from streamsql.connect.s3 import S3SinkConfig, WriteFailed
 from streamsql.connect.sink import BadRecords, LogTarget, RawRecord
+from streamsql.sql import parse
 
 pytestmark = pytest.mark.integration
 
@@ -145,54 +146,46 @@ def test_s3_config_errors_name_the_key() -> None:
 # --- seed 003 end to end ------------------------------------------------------------------------------
 
 
+SEED_003 = Path(__file__).resolve().parents[2] / "queries" / "cheapest_flight_s3.sql"
+
+
 def test_seed_003_cheapest_quotes_as_avro_and_gzipped_batches_as_bytes(engine, topic_name, s3_url):  # type: ignore[no-untyped-def]
+    """queries/cheapest_flight_s3.sql as it is (topic names made unique): the latest Avro record per
+    batch in the bucket holds its cheapest quote and count; every gzipped batch is one object."""
     import fastavro
 
     from streamsql.samples import flight_batches
     from streamsql.testing.registry_server import RegistryServer
 
     client = bucket(s3_url, "seed-003")
-    searches, cheapest = topic_name("searches"), topic_name("cheapest")
+    topics = {name: topic_name(name) for name in ("cflight_searches", "cflight_cheapest_avro")}
+    text = SEED_003.read_text()
+    for name, unique in topics.items():
+        text = text.replace(f"'{name}'", f"'{unique}'")
+    batches = list(flight_batches(20, seed=3))
+    engine.admin.create_topic(topics["cflight_searches"], 1)
+    for key, value, ts in batches:
+        engine.admin.produce(topics["cflight_searches"], key, value, ts, flush=False)
+    engine.admin.flush()
     with RegistryServer() as registry:
         engine.execute(f"SET 'ksql.schema.registry.url'='{registry.url}';")
-        engine.execute(f"""
-            CREATE STREAM searches (origin VARCHAR, destination VARCHAR, departure_date VARCHAR, gbpprice DOUBLE,
-                                    cabin VARCHAR, uuid VARCHAR, batchuuid VARCHAR, search_ts BIGINT)
-              WITH (KAFKA_TOPIC='{searches}', VALUE_FORMAT='DELIMITED', VALUE_COMPRESSION='GZIP', PARTITIONS=1);
-            CREATE TABLE cheapest WITH (KAFKA_TOPIC='{cheapest}', VALUE_FORMAT='AVRO') AS
-              SELECT batchuuid, MIN(gbpprice) AS cheapest_quote, COUNT(*) AS quotes
-              FROM searches GROUP BY batchuuid EMIT CHANGES;
-        """)
-        batches = list(flight_batches(20, seed=3))
-        for key, value, ts in batches:
-            engine.admin.produce(searches, key, value, ts, flush=False)
-        engine.admin.flush()
-        engine.wait_until_idle()
-        engine.execute(f"""
-            CREATE SINK CONNECTOR cheapest_s3 WITH ('connector.class'='{S3}', 'topics'='{cheapest}',
-              's3.bucket.name'='seed-003', 's3.region'='us-east-1', 'store.url'='{s3_url}',
-              'format.class'='{AVRO_FORMAT}', 'flush.size'='1000',
-              'value.converter'='io.confluent.connect.avro.AvroConverter',
-              'value.converter.schema.registry.url'='{registry.url}');
-            CREATE SINK CONNECTOR batches_s3 WITH ('connector.class'='{S3}', 'topics'='{searches}',
-              's3.bucket.name'='seed-003', 's3.region'='us-east-1', 'store.url'='{s3_url}',
-              'format.class'='{BYTES_FORMAT}', 'flush.size'='1000', 'topics.dir'='raw');
-        """)
+        engine.variables.update(s3_url=s3_url, schema_registry_url=registry.url)  # run --define …
+        for stmt in parse(text, variables=engine.variables):
+            engine.execute_statement(stmt)
+            engine.wait_until_idle()
         engine.wait_until_idle()
     found = objects(client, "seed-003")
-    avro = {k: v for k, v in found.items() if k.startswith(f"topics/{cheapest}/")}
-    raw = {k: v for k, v in found.items() if k.startswith(f"raw/{searches}/")}
-    assert raw and avro, sorted(found)
-    # the gzipped batches, byte for byte, in offset order
-    assert b"".join(raw[k] for k in sorted(raw)) == b"".join(v + b"\n" for _k, v, _ts in batches)
-    # the latest cheapest quote per batch equals the minimum of its lines
+    avro = {k: v for k, v in found.items() if k.startswith(f"topics/{topics['cflight_cheapest_avro']}/")}
+    raw = {k: v for k, v in found.items() if k.startswith(f"batches/{topics['cflight_searches']}/")}
+    # every gzipped batch as its own object, byte for byte, named by its offset
+    assert [raw[k] for k in sorted(raw)] == [v for _k, v, _ts in batches]
+    assert sorted(raw)[0].endswith(f"{topics['cflight_searches']}+0+0000000000.csv.gz")
     latest: dict[str, Any] = {}
     for name in sorted(avro):
         for row in fastavro.reader(io.BytesIO(avro[name])):
             latest[row["BATCHUUID"] if "BATCHUUID" in row else len(latest)] = row
-    expected = {}
+    expected = set()
     for _key, value, _ts in batches:
-        lines = gzip.decompress(value).decode().splitlines()
-        prices = [float(line.split(",")[3]) for line in lines]
-        expected[lines[0].split(",")[6]] = (min(prices), len(prices))
-    assert {(row["CHEAPEST_QUOTE"], row["QUOTES"]) for row in latest.values()} == set(expected.values())
+        prices = [float(line.split(",")[3]) for line in gzip.decompress(value).decode().splitlines()]
+        expected.add((min(prices), len(prices)))
+    assert {(row["CHEAPEST_QUOTE"], row["QUOTES"]) for row in latest.values()} == expected
