@@ -193,8 +193,8 @@ def test_a_connector_survives_a_restart_of_the_engine(bootstrap, spark, tmp_path
     produce(first.admin, topic, [(None, json.dumps({"n": i}), 1000 + i) for i in range(3)])
     first.wait_until_idle()
     first.close()
-    produce(first.admin, topic, [(None, json.dumps({"n": i}), 1000 + i) for i in range(3, 5)])
     second = Engine(EngineConfig(bootstrap, tmp_path / "state"), spark=spark)
+    produce(second.admin, topic, [(None, json.dumps({"n": i}), 1000 + i) for i in range(3, 5)])
     try:
         second.start()  # replays the CREATE SINK CONNECTOR from the command log
         second.wait_until_idle()
