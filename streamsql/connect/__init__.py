@@ -10,4 +10,6 @@ checkpointing the topics' offsets as any persistent query does.
   classes streamsql knows, and validation whose errors name the key.
 * ``converters``: Connect's key/value converters as decoders of raw Kafka bytes.
 * ``elasticsearch``: Confluent's Elasticsearch sink (also OpenSearch) over the bulk API.
+* ``s3``: Confluent's S3 sink (S3-compatible servers, or a local directory).
+* ``file``: Kafka's FileStreamSink (lines appended to a file).
 """

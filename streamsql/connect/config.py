@@ -83,10 +83,11 @@ def connector_class(name: str | None) -> ConnectorClass:
 
 def _load_classes() -> None:
     if not _CLASSES:
-        from streamsql.connect import elasticsearch, s3
+        from streamsql.connect import elasticsearch, file, s3
 
         register(elasticsearch.CONNECTOR)
         register(s3.CONNECTOR)
+        register(file.CONNECTOR)
 
 
 def parse_sink(name: str, kind: str, config: Mapping[str, str]) -> tuple[ConnectorClass, Any]:

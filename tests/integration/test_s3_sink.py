@@ -189,3 +189,23 @@ def test_seed_003_cheapest_quotes_as_avro_and_gzipped_batches_as_bytes(engine, t
         prices = [float(line.split(",")[3]) for line in gzip.decompress(value).decode().splitlines()]
         expected.add((min(prices), len(prices)))
     assert {(row["CHEAPEST_QUOTE"], row["QUOTES"]) for row in latest.values()} == expected
+
+
+def test_file_stream_sink_appends_each_value_as_a_line(tmp_path: Path) -> None:
+    from streamsql.connect.config import ConnectorError
+    from streamsql.connect.file import FileSinkConfig
+
+    target = tmp_path / "out" / "lines.txt"
+    _cls, cfg = parse_sink("F", "SINK", {"connector.class": "FileStreamSink", "topics": "quotes",
+                                         "file": str(target)})
+    assert isinstance(cfg, FileSinkConfig)
+    bad = BadRecords("F", LogTarget("unused:9092", None))
+    for records in ([rec(0, 0, b'{"a": 1}'), rec(0, 1, b'"text"')], [rec(1, 0, b"{bad"), rec(1, 1, b"[1, 2]")]):
+        writer = cfg.writer()
+        for r in records:
+            writer.write(r, bad)
+        writer.close(bad)
+    assert target.read_text() == '{"a":1}\ntext\n[1,2]\n'
+    assert [e["message"]["deserializationError"]["offset"] for e in bad.entries] == [0]
+    with pytest.raises(ConnectorError, match="absolute path"):
+        parse_sink("F", "SINK", {"connector.class": "FileStreamSink", "topics": "q", "file": "rel.txt"})
