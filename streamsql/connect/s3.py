@@ -72,6 +72,7 @@ class S3SinkConfig:
     null_values: str = "FAIL"
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
 
     def object_path(self, topic: str, partition: int, offset: int) -> str:
         extensions = {"JSON": ".json.gz" if self.gzip else ".json", "AVRO": ".avro", "BYTEARRAY": self.extension}
@@ -124,7 +125,11 @@ def parse(settings: c.SinkSettings, config: Mapping[str, str]) -> S3SinkConfig:
         extension=config.get("format.bytearray.extension") or ".bin",
         pad=c.integer(config, "filename.offset.zero.pad.width", 10, minimum=1),
         null_values=c.choice(config, "behavior.on.null.values", "FAIL", ("IGNORE", "FAIL")),
-        access_key=config.get("aws.access.key.id"), secret_key=config.get("aws.secret.access.key"),
+        # the keys, else the AWS environment of the process that starts the connector: the
+        # executors (other processes, other machines) get the credentials with the configuration
+        access_key=config.get("aws.access.key.id") or os.environ.get("AWS_ACCESS_KEY_ID"),
+        secret_key=config.get("aws.secret.access.key") or os.environ.get("AWS_SECRET_ACCESS_KEY"),
+        session_token=None if config.get("aws.access.key.id") else os.environ.get("AWS_SESSION_TOKEN"),
     )
 
 
@@ -232,6 +237,8 @@ def _filesystem(cfg: S3SinkConfig) -> Any:
             options: dict[str, Any] = {"region": cfg.region}
             if cfg.access_key:
                 options.update(access_key=cfg.access_key, secret_key=cfg.secret_key or "")
+                if cfg.session_token:
+                    options["session_token"] = cfg.session_token
             if url is not None:
                 options.update(endpoint_override=url.netloc, scheme=url.scheme)
             fs = pafs.S3FileSystem(**options)
