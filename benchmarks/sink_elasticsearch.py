@@ -58,6 +58,14 @@ def wait_for(url: str, index: str, n: int, timeout: float) -> float:
     raise TimeoutError(f"index {index} did not reach {n} documents in {timeout} s (has {count(url, index)})")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (the search server's share of each phase)."""
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from confluent_kafka import Producer
     from opensearchpy import OpenSearch, helpers
@@ -90,12 +98,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # the ceiling first: the server is fresh for both (one index each)
         client = OpenSearch(hosts=[search.url], timeout=120)
         actions = ({"_index": "ceiling", "_id": key, "_source": doc} for key, doc in map(document, range(args.records)))
+        server_cpu = cpu_seconds(search.pid)
         started = time.monotonic()
         ok, errors = helpers.bulk(client, actions, chunk_size=2000, raise_on_error=False, stats_only=True)
         ceiling_s = time.monotonic() - started
         assert ok == args.records and not errors, (ok, errors)
         assert count(search.url, "ceiling") == args.records
-        out["ceiling"] = {"seconds": round(ceiling_s, 2), "docs_per_s": round(args.records / ceiling_s)}
+        out["ceiling"] = {"seconds": round(ceiling_s, 2), "docs_per_s": round(args.records / ceiling_s),
+                          "server_cpu_s": round(cpu_seconds(search.pid) - server_cpu, 1)}
         print(f"ceiling: {args.records} documents in {ceiling_s:.1f} s", file=sys.stderr)
 
         started = time.monotonic()
@@ -103,18 +113,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         engine.start()
         engine.spark  # noqa: B018 - start the session outside the clock
         out["spark_start_s"] = round(time.monotonic() - started, 2)
+        server_cpu = cpu_seconds(search.pid)
         started = time.monotonic()
+        t0_wall = time.time()
         engine.execute(f"CREATE SINK CONNECTOR bench WITH ('connector.class'='{ES}', 'connection.url'='{search.url}', "
                        f"'topics'='{topic}', 'key.ignore'='false', 'topic.index.map'='{topic}:streamsql');")
         done = wait_for(search.url, "streamsql", args.records, args.timeout)
         seconds = done - started
+        from benchmarks.child import _progress_dict, _timeline
+
         handle = engine.queries["CONNECTOR_BENCH"].handle
-        batches = [p for p in handle.recentProgress if p["numInputRows"]]
-        steady_rows = sum(p["numInputRows"] for p in batches[1:])
-        steady_ms = sum(p["durationMs"]["triggerExecution"] for p in batches[1:])
+        handle.processAllAvailable()  # outside the clock: the batch's progress is reported once it commits
+        progress = [_progress_dict(p) for p in handle.recentProgress]
+        timeline = _timeline(progress, t0_wall)
+        with_rows = [b for b in timeline if b[3]]
         out["streamsql"] = {"seconds": round(seconds, 2), "docs_per_s": round(args.records / seconds),
-                            "batches": len(batches),
-                            "steady_docs_per_s": round(steady_rows / (steady_ms / 1000)) if steady_ms else None}
+                            "timeline": timeline,
+                            "first_batch_start_s": with_rows[0][1] if with_rows else None,
+                            "batch_seconds": round(sum(b[2] for b in with_rows), 2),
+                            "server_cpu_s": round(cpu_seconds(search.pid) - server_cpu, 1)}
         out["ratio"] = round(out["streamsql"]["docs_per_s"] / out["ceiling"]["docs_per_s"], 2)
         engine.close()
     finally:
