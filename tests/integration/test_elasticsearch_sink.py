@@ -221,3 +221,35 @@ def test_connector_statement_errors(engine, topic_name, search):  # type: ignore
     with pytest.raises(StreamsqlError, match="Connector X does not exist"):
         engine.execute("DROP CONNECTOR x;")
     assert engine.execute("SHOW CONNECTORS;")[0].connectors == []
+
+
+def test_a_connector_that_ran_out_of_retries_is_restarted_and_writes_everything_once(engine, topic_name, search):  # type: ignore[no-untyped-def]
+    """max.retries exhausted while the server is stopped: the connector's query fails (FAILED in
+    DESCRIBE CONNECTOR, with the reason); the server's supervisor restarts it on its checkpoint
+    once the server answers, and the failed batch is written again under the same ids."""
+    from streamsql.server.supervisor import QuerySupervisor
+    from tests.integration.test_engine import produce
+
+    topic = topic_name("retry")
+    engine.admin.create_topic(topic, 1)
+    engine.execute(f"CREATE SINK CONNECTOR retrying WITH ('connector.class'='{ES}', 'connection.url'='{search.url}', "
+                   f"'topics'='{topic}', 'key.ignore'='true', 'max.retries'='1', 'retry.backoff.ms'='10', "
+                   f"'read.timeout.ms'='500');")
+    produce(engine.admin, topic, [(None, json.dumps({"n": i}), 1000 + i) for i in range(3)])
+    engine.wait_until_idle()
+    os.kill(search.pid, signal.SIGSTOP)
+    try:
+        produce(engine.admin, topic, [(None, json.dumps({"n": i}), 1000 + i) for i in range(3, 6)])
+        handle = engine.queries["CONNECTOR_RETRYING"].handle
+        deadline = time.monotonic() + 120
+        while handle.exception() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        [described] = engine.execute("DESCRIBE CONNECTOR retrying;")
+        assert described.connector.state == "FAILED" and "max.retries" in (described.trace or "")
+    finally:
+        os.kill(search.pid, signal.SIGCONT)
+    assert QuerySupervisor(engine, command_log=None).restart("CONNECTOR_RETRYING")  # type: ignore[arg-type]
+    engine.wait_until_idle()
+    docs = documents(search.url, topic.lower())
+    assert sorted(d["n"] for d in docs.values()) == list(range(6))
+    assert engine.execute("SHOW CONNECTORS;")[0].connectors[0].state == "RUNNING"

@@ -102,8 +102,28 @@ def test_queries_topics_properties_functions() -> None:
 
 
 def test_unknown_entity_keeps_its_json() -> None:
-    result = result_from_entity({"@type": "connector_list", "statementText": "SHOW CONNECTORS;", "connectors": []})
-    assert isinstance(result, r.Explanation) and '"connector_list"' in result.text
+    result = result_from_entity({"@type": "connector_plugins_list", "statementText": "LIST CONNECTOR PLUGINS;",
+                                 "connectorsPlugins": []})
+    assert isinstance(result, r.Explanation) and '"connector_plugins_list"' in result.text
+
+
+def test_connector_entities_map_both_ways() -> None:
+    es = "io.confluent.connect.elasticsearch.ElasticsearchSinkConnector"
+    summary = r.ConnectorSummary("ES", "SINK", es, "RUNNING")
+    for result in (r.ConnectorCreated("CREATE SINK CONNECTOR ES WITH (...);", "ES", "SINK", {"topics": "T"}),
+                   r.ConnectorDropped("DROP CONNECTOR ES;", "ES"),
+                   r.ConnectorList("SHOW CONNECTORS;", [summary]),
+                   r.ConnectorDescription("DESCRIBE CONNECTOR ES;", summary, ["T"], "host:streamsql")):
+        entity = result_to_entity(result)
+        back = result_from_entity(entity)
+        assert type(back) is type(result), entity
+    listed = result_to_entity(r.ConnectorList("SHOW CONNECTORS;", [summary]))
+    assert listed["connectors"] == [{"name": "ES", "type": "sink", "className": es,
+                                     "state": "RUNNING (1/1 tasks RUNNING)"}]
+    assert result_from_entity(listed) == r.ConnectorList("SHOW CONNECTORS;", [summary])
+    created = result_from_entity(result_to_entity(
+        r.ConnectorCreated("CREATE SINK CONNECTOR ES WITH (...);", "ES", "SINK", {"topics": "T"})))
+    assert isinstance(created, r.ConnectorCreated) and created.config == {"topics": "T", "name": "ES"}
 
 
 @pytest.mark.parametrize("result", [
