@@ -15,7 +15,7 @@ import base64
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -117,23 +117,34 @@ class BadRecords:
         self.entries.clear()
 
 
+def write_all(config: SinkConfig, records: Iterable[RawRecord], bad: BadRecords) -> int:
+    """One task's work: every record through one writer, in order, then ``close``; how many."""
+    writer = config.writer()
+    count = 0
+    for record in records:
+        writer.write(record, bad)
+        count += 1
+    writer.close(bad)
+    return count
+
+
+def _records(batches: Iterator[pa.RecordBatch]) -> Iterator[RawRecord]:
+    for batch in batches:
+        columns = batch.to_pydict()
+        for key, value, topic, partition, offset, timestamp in zip(
+                columns["key"], columns["value"], columns["topic"], columns["partition"],
+                columns["offset"], columns["timestamp"], strict=True):
+            yield RawRecord(key, value, topic, partition, offset, timestamp)
+
+
 def partition_task(config: SinkConfig, target: LogTarget) -> Any:
-    """The ``mapInArrow`` function of one connector: every record of the task's batches through
-    one writer, then one row with the count."""
+    """The ``mapInArrow`` function of one connector: :func:`write_all` over the task's records,
+    then one row with the count."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        writer = config.writer()
         bad = BadRecords(config.name, target)
-        count = 0
         try:
-            for batch in batches:
-                columns = batch.to_pydict()
-                for key, value, topic, partition, offset, timestamp in zip(
-                        columns["key"], columns["value"], columns["topic"], columns["partition"],
-                        columns["offset"], columns["timestamp"], strict=True):
-                    writer.write(RawRecord(key, value, topic, partition, offset, timestamp), bad)
-                    count += 1
-            writer.close(bad)
+            count = write_all(config, _records(batches), bad)
         finally:
             bad.flush()
         yield pa.RecordBatch.from_pydict({"records": [count]}, schema=pa.schema([("records", pa.int64())]))

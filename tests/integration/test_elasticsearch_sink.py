@@ -17,7 +17,7 @@ import pytest
 
 from streamsql.connect.config import parse_sink
 from streamsql.connect.elasticsearch import ElasticsearchSinkConfig, WriteFailed
-from streamsql.connect.sink import BadRecords, LogTarget, RawRecord
+from streamsql.connect.sink import BadRecords, LogTarget, RawRecord, write_all
 
 pytestmark = pytest.mark.integration
 
@@ -57,11 +57,9 @@ def record(offset: int, key: str | None, value: Any, topic: str = "Words") -> Ra
 
 
 def write(cfg: ElasticsearchSinkConfig, records: list[RawRecord]) -> BadRecords:
+    """One task's writes (the processing log only collected, not sent)."""
     bad = BadRecords(cfg.name, LogTarget("unused:9092", None))
-    writer = cfg.writer()
-    for rec in records:
-        writer.write(rec, bad)
-    writer.close(bad)
+    write_all(cfg, records, bad)
     return bad
 
 
@@ -233,8 +231,8 @@ def test_a_connector_that_ran_out_of_retries_is_restarted_and_writes_everything_
     topic = topic_name("retry")
     engine.admin.create_topic(topic, 1)
     engine.execute(f"CREATE SINK CONNECTOR retrying WITH ('connector.class'='{ES}', 'connection.url'='{search.url}', "
-                   f"'topics'='{topic}', 'key.ignore'='true', 'max.retries'='1', 'retry.backoff.ms'='10', "
-                   f"'read.timeout.ms'='500');")
+                   f"'topics'='{topic}', 'key.ignore'='true', 'max.retries'='2', 'retry.backoff.ms'='100', "
+                   f"'read.timeout.ms'='5000');")  # 5 s: a fresh index under a loaded suite can take seconds
     produce(engine.admin, topic, [(None, json.dumps({"n": i}), 1000 + i) for i in range(3)])
     engine.wait_until_idle()
     os.kill(search.pid, signal.SIGSTOP)

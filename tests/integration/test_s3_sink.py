@@ -18,7 +18,7 @@ import pytest
 
 from streamsql.connect.config import parse_sink
 from streamsql.connect.s3 import S3SinkConfig, WriteFailed
-from streamsql.connect.sink import BadRecords, LogTarget, RawRecord
+from streamsql.connect.sink import BadRecords, LogTarget, RawRecord, write_all
 from streamsql.sql import parse
 
 pytestmark = pytest.mark.integration
@@ -88,11 +88,9 @@ def config(**keys: str) -> S3SinkConfig:
 
 
 def write(cfg: S3SinkConfig, records: list[RawRecord]) -> BadRecords:
+    """One task's writes (the processing log only collected, not sent)."""
     bad = BadRecords(cfg.name, LogTarget("unused:9092", None))
-    writer = cfg.writer()
-    for rec in records:
-        writer.write(rec, bad)
-    writer.close(bad)
+    write_all(cfg, records, bad)
     return bad
 
 
@@ -201,10 +199,7 @@ def test_file_stream_sink_appends_each_value_as_a_line(tmp_path: Path) -> None:
     assert isinstance(cfg, FileSinkConfig)
     bad = BadRecords("F", LogTarget("unused:9092", None))
     for records in ([rec(0, 0, b'{"a": 1}'), rec(0, 1, b'"text"')], [rec(1, 0, b"{bad"), rec(1, 1, b"[1, 2]")]):
-        writer = cfg.writer()
-        for r in records:
-            writer.write(r, bad)
-        writer.close(bad)
+        write_all(cfg, records, bad)
     assert target.read_text() == '{"a":1}\ntext\n[1,2]\n'
     assert [e["message"]["deserializationError"]["offset"] for e in bad.entries] == [0]
     with pytest.raises(ConnectorError, match="absolute path"):
