@@ -51,9 +51,10 @@ class ConnectorStatements:
                                  "or INSERT INTO … VALUES")
         cls, config = parse_sink(stmt.name, stmt.kind, stmt.config)
         info = ConnectorInfo(stmt.name, stmt.kind, cls.name, dict(stmt.config), stmt.text, list(config.topics))
-        if replay_seq is None:
-            for topic in config.topics:  # Connect waits for a missing topic; a typo is likelier here
-                if topic not in engine.admin.topics():
+        if replay_seq is None:  # Connect waits for a missing topic; a typo is likelier here
+            existing_topics = engine.admin.topics()
+            for topic in config.topics:
+                if topic not in existing_topics:
                     raise ConnectorError(f"Connector {stmt.name}: topic '{topic}' does not exist")
         catalog.connectors[stmt.name] = info
         try:
