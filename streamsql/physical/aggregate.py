@@ -93,11 +93,12 @@ def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         values = pc.unique(buckets).to_pylist()
         parts = [rest] if len(values) == 1 else [rest.filter(pc.equal(buckets, v)) for v in values]
         yield pa.RecordBatch.from_arrays([pa.array(values, type=pa.int64()),
-                                          pa.array([_ipc(part) for part in parts], type=pa.binary())],
+                                          pa.array([ipc_bytes(part) for part in parts], type=pa.binary())],
                                          names=[BUCKET_COL, ROW_COL])
 
 
-def _ipc(batch: pa.RecordBatch) -> bytes:
+def ipc_bytes(batch: pa.RecordBatch) -> bytes:
+    """One Arrow batch as an Arrow IPC stream (the packed value of a bucket)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)
@@ -190,7 +191,7 @@ class AggregateOperator(StatefulProcessor):
         from streamsql.udf.aggregate import install
 
         install(self.udafs)
-        records = [r for pdf in rows for blob in _row_column(pdf) for r in unpack_rows(blob)]
+        records = [r for pdf in rows for blob in packed_values(pdf) for r in unpack_rows(blob)]
         backend = MapStateBackend(self.state)
         processor = AggregationProcessor(self.plan, backend, self.limits,
                                          _error_reporter(self.bootstrap, self.log_topic))
@@ -209,7 +210,7 @@ class AggregateOperator(StatefulProcessor):
         pass
 
 
-def _row_column(pdf: Any) -> Any:
+def packed_values(pdf: Any) -> Any:
     """The packed values of one input chunk: the last of its (__BUCKET, __ROW) columns (Spark
     may name them by position, ``_0``/``_1``)."""
     if ROW_COL in pdf.columns:

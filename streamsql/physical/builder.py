@@ -1,6 +1,6 @@
 """The one place that turns physical steps into Spark: DataFrames and streaming writers.
 
-One method per step kind (``_scan``, ``_select``, ``_aggregate``, and the terminal steps in
+One method per step kind (``_scan``, ``_select``, ``_aggregate``, ``_table_changes``, and the terminal steps in
 :meth:`SparkBuilder.start`). Nothing else in streamsql calls ``readStream``, ``writeStream``,
 ``foreachBatch`` or builds a query's DataFrame; the engine asks for a physical plan and starts it.
 """
@@ -19,10 +19,10 @@ from streamsql.errors import StreamsqlError
 from streamsql.kafka.source import TOMBSTONE_COL
 from streamsql.physical import aggregate as agg
 from streamsql.physical import spark_aggregate
+from streamsql.physical import table_changes as tc
 from streamsql.physical.steps import (
-    AGGREGATE_STEPS,
+    STATEFUL_STEPS,
     Aggregate,
-    ChangelogSink,
     Collect,
     ConnectorSink,
     KafkaSink,
@@ -31,6 +31,7 @@ from streamsql.physical.steps import (
     Select,
     SparkAggregate,
     Step,
+    TableChanges,
     TopicScan,
 )
 from streamsql.planner import aggregation
@@ -72,10 +73,8 @@ class BuildContext:
     max_records: int | None = None
     query_id: str = "planning"
     limits: dict[str, int] = field(default_factory=dict)
-    #: a foreachBatch writer for ChangelogSink steps (the engine's store and writer)
     #: a Spark accumulator the aggregate step adds its late (dropped) records to
     dropped_counter: Any = None
-    changelog_writer: Callable[[ChangelogSink], Callable[[Any, int], None]] | None = None
 
 
 class SparkBuilder:
@@ -86,7 +85,7 @@ class SparkBuilder:
 
     def dataframe(self, plan: PhysicalPlan, upto: int | None = None) -> DataFrame:
         """The streaming DataFrame of the plan's steps (all but a terminal one)."""
-        steps = [s for s in plan.steps if not isinstance(s, (KafkaSink, ChangelogSink, ConnectorSink, Collect))]
+        steps = [s for s in plan.steps if not isinstance(s, (KafkaSink, ConnectorSink, Collect))]
         if upto is not None:
             steps = steps[:upto]
         # every update of Spark's aggregation (the record cache off): one record per micro-batch
@@ -108,6 +107,8 @@ class SparkBuilder:
             return self._aggregate(step, df)
         if isinstance(step, SparkAggregate):
             return spark_aggregate.build(step.plan, df)
+        if isinstance(step, TableChanges):
+            return self._table_changes(step, df)
         raise TypeError(f"not a transformation step: {step!r}")
 
     def _scan(self, step: Scan, max_records: int | None) -> DataFrame:
@@ -154,9 +155,7 @@ class SparkBuilder:
         """pre-aggregation select → bucket → pack → stateful operator → unpack → projection and
         HAVING over the new and the previous value → the table's change rows."""
         plan = step.plan
-        spark = self.ctx.spark
-        if spark.conf.get(_PROVIDER_KEY, None) != _ROCKSDB:  # transformWithState needs RocksDB
-            spark.conf.set(_PROVIDER_KEY, _ROCKSDB)
+        self._use_rocksdb()
         pre = aggregation.build_dataframe(plan, df)
         values = agg.bucket_values(self.ctx.spark, step.buckets)
         keyed = pre.withColumn(agg.BUCKET_COL, _expr(agg.bucket_expression([n for n, _, _ in plan.keys], values)))
@@ -179,6 +178,24 @@ class SparkBuilder:
         return out.selectExpr(*names, t.ROWTIME, f"{t.WINDOWSTART} AS __WINDOWSTART", f"{t.WINDOWEND} AS __WINDOWEND",
                               f"NOT ({new_row}) AS {TOMBSTONE_COL}", f"{new_row} AS __HAVING")
 
+    def _table_changes(self, step: TableChanges, df: DataFrame) -> DataFrame:
+        """change rows → bucket → pack → the present-bit operator → the changelog's rows."""
+        self._use_rocksdb()
+        values = agg.bucket_values(self.ctx.spark, step.buckets)
+        keyed = df.withColumn(agg.BUCKET_COL, _expr(agg.bucket_expression(step.key_names, values)))
+        packed = keyed.mapInArrow(agg.pack, f"{agg.BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
+        kept = packed.groupBy(agg.BUCKET_COL).transformWithStateInPandas(
+            statefulProcessor=tc.TableChangesOperator(step.key_names), outputStructType=tc.output_schema(),
+            outputMode="Append", timeMode="None")
+        unpack, schema = tc.unpacker(df.schema)
+        return kept.mapInArrow(unpack, schema)
+
+    def _use_rocksdb(self) -> None:
+        """``transformWithState`` needs the RocksDB state store provider (session-wide)."""
+        spark = self.ctx.spark
+        if spark.conf.get(_PROVIDER_KEY, None) != _ROCKSDB:
+            spark.conf.set(_PROVIDER_KEY, _ROCKSDB)
+
     # --- starting -------------------------------------------------------------------------
 
     def start(self, plan: PhysicalPlan, checkpoint: Path, query_name: str | None = None,
@@ -186,7 +203,7 @@ class SparkBuilder:
         """Start the plan as a streaming query with its terminal step as the writer (``df``: the
         plan's DataFrame when the caller already built it with :meth:`dataframe`)."""
         terminal = plan.terminal
-        if any(isinstance(s, AGGREGATE_STEPS) for s in plan.steps):
+        if any(isinstance(s, STATEFUL_STEPS) for s in plan.steps):
             check_checkpoint(checkpoint, plan)
         if df is None:
             df = self.dataframe(plan)
@@ -199,9 +216,6 @@ class SparkBuilder:
         elif isinstance(terminal, KafkaSink):
             writer = (df.writeStream.format(io.DATA_SOURCE)
                       .options(**io.kafka_options(self.ctx.bootstrap_servers, terminal.target)).outputMode("append"))
-        elif isinstance(terminal, ChangelogSink):
-            assert self.ctx.changelog_writer is not None, "a ChangelogSink needs the engine's changelog writer"
-            writer = df.writeStream.foreachBatch(self.ctx.changelog_writer(terminal)).outputMode("append")
         elif isinstance(terminal, ConnectorSink):
             writer = df.writeStream.foreachBatch(_connector_batch(terminal, self.ctx)).outputMode("append")
         elif isinstance(terminal, Collect):
@@ -289,12 +303,21 @@ def buckets_for(checkpoint: Path, default: int) -> int:
 
 def check_checkpoint(checkpoint: Path, plan: PhysicalPlan) -> None:
     """Refuse a checkpoint whose state this version cannot read, with the way to rebuild;
-    record this version's layout in a new one. An earlier streamsql ran aggregations on the
-    driver with their state in the table's SQLite file: its checkpoint holds offsets only."""
+    record this version's layout in a new one. An earlier streamsql ran aggregations and a
+    table's filter/projection on the driver with their state in the table's SQLite file: such a
+    checkpoint holds offsets only."""
     meta_path = checkpoint / CHECKPOINT_META
-    step = next(s for s in plan.steps if isinstance(s, AGGREGATE_STEPS))
-    layout: dict[str, Any] = ({"state_format": STATE_FORMAT, "operator": "spark"} if isinstance(step, SparkAggregate)
-                              else {"state_format": STATE_FORMAT, "buckets": step.buckets})
+    step = next(s for s in plan.steps if isinstance(s, STATEFUL_STEPS))
+    what = "table-changes" if isinstance(step, TableChanges) else "aggregation"
+    rebuild = ("To rebuild the table from its input topics, stop streamsql, delete that directory and start "
+               "again (the query re-reads its sources from the earliest offset).")
+    layout: dict[str, Any] = {"state_format": STATE_FORMAT}
+    if isinstance(step, SparkAggregate):
+        layout["operator"] = "spark"
+    else:
+        layout["buckets"] = step.buckets
+        if isinstance(step, TableChanges):
+            layout["step"] = "table_changes"
     commits = checkpoint / "commits"
     committed = commits.exists() and any(p.name.isdigit() for p in commits.iterdir())
     if meta_path.exists():
@@ -303,20 +326,18 @@ def check_checkpoint(checkpoint: Path, plan: PhysicalPlan) -> None:
             if meta.get("operator") != "spark":
                 raise CheckpointError(
                     f"the checkpoint {checkpoint} holds the state of streamsql's Python aggregation operator, "
-                    f"not of Spark's. To rebuild the table from its input topics, stop streamsql, delete that "
-                    f"directory and start again (the query re-reads its sources from the earliest offset).")
+                    f"not of Spark's. {rebuild}")
             return
-        buckets = step.buckets
-        if meta.get("state_format") != STATE_FORMAT or meta.get("buckets") != buckets:
+        if meta.get("state_format") != STATE_FORMAT or meta.get("buckets") != step.buckets \
+                or meta.get("step") != layout.get("step"):
             raise CheckpointError(
-                f"the checkpoint {checkpoint} holds aggregation state in layout {meta.get('state_format')} with "
-                f"{meta.get('buckets')} bucket(s); this streamsql writes layout {STATE_FORMAT} with {buckets}. "
-                f"To rebuild the table from its input topics, stop streamsql, delete that directory and start "
-                f"again (the query re-reads its sources from the earliest offset).")
+                f"the checkpoint {checkpoint} holds {meta.get('step', 'aggregation').replace('_', '-')} state in "
+                f"layout {meta.get('state_format')} with {meta.get('buckets')} bucket(s); this streamsql writes "
+                f"{what} state in layout {STATE_FORMAT} with {step.buckets}. {rebuild}")
         return
     if committed:
         raise CheckpointError(
-            f"the checkpoint {checkpoint} was written by an earlier streamsql, which kept aggregation state on the "
+            f"the checkpoint {checkpoint} was written by an earlier streamsql, which kept {what} state on the "
             f"driver; this version keeps it in Spark's state store and cannot resume it. To rebuild the table from "
             f"its input topics, stop streamsql, delete that directory and start again with "
             f"SET 'auto.offset.reset'='earliest' (the output topic receives the rebuilt values).")

@@ -9,12 +9,12 @@ steps → one builder per step; sqlglot's planner: a ``Plan`` of ``Step`` s.)
 
 Where each step runs:
 
-* ``Scan``, ``Select``, ``Aggregate``, ``SparkAggregate``, ``KafkaSink``: Spark's executors (the
-  aggregate steps' state in Spark's state store, partitioned by key). ``SparkAggregate`` is
-  Spark's own operator, for the shapes it computes exactly as ksqlDB; ``Aggregate`` runs
-  ksqlDB's semantics in Python for the rest.
-* ``ChangelogSink``: ``foreachBatch`` — the rows of a filtered/projected table and a source
-  table's materialization pass through the driver's store (to move onto the executors next).
+* ``Scan``, ``Select``, ``Aggregate``, ``SparkAggregate``, ``TableChanges``, ``KafkaSink``:
+  Spark's executors (the stateful steps' state in Spark's state store, partitioned by key).
+  ``SparkAggregate`` is Spark's own operator, for the shapes it computes exactly as ksqlDB;
+  ``Aggregate`` runs ksqlDB's semantics in Python for the rest. ``TableChanges`` keeps a
+  filtered/projected table's changelog free of spurious tombstones. A table's pull-query store
+  follows the changelog topic its query writes (``runtime/materialized.py``).
 * ``Collect``: transient queries hand their rows to the driver's result stream.
 * ``TopicScan`` → ``ConnectorSink``: a sink connector (``streamsql.connect``): raw records of
   its topics, written to the external system from the executors.
@@ -134,17 +134,17 @@ class KafkaSink:
 
 
 @dataclass
-class ChangelogSink:
-    """Write a table's changes through the driver's materialized store (``foreachBatch``):
-    tombstones only for rows the table held. ``emit`` False: only fill the store (a source
-    table's own query)."""
+class TableChanges:
+    """A table's change rows → its changelog: upserts, and tombstones only for keys the table
+    holds (a present bit per key in the state store; ``physical/table_changes.py``). ``buckets``
+    state keys, one per partition of the source, as the aggregate step's."""
 
-    target: Source
-    emit: bool = True
+    key_names: list[str]
+    buckets: int
 
     def describe(self) -> str:
-        what = f"topic {self.target.topic} and store" if self.emit else "store only"
-        return f"Changelog sink {self.target.name} ({what})"
+        keys = ", ".join(self.key_names) or "(no key)"
+        return f"Table changes by {keys}: tombstones only for present keys; {self.buckets} bucket(s)"
 
 
 @dataclass
@@ -172,9 +172,11 @@ class Collect:
         return "Collect rows to the client" + (" (to the topic's current end)" if self.available_now else "")
 
 
-Step = Scan | TopicScan | Select | Aggregate | SparkAggregate | KafkaSink | ChangelogSink | ConnectorSink | Collect
+Step = Scan | TopicScan | Select | Aggregate | SparkAggregate | TableChanges | KafkaSink | ConnectorSink | Collect
 #: the steps that aggregate (their state lives in the checkpoint)
 AGGREGATE_STEPS = (Aggregate, SparkAggregate)
+#: the steps whose state lives in the checkpoint (its layout is recorded there)
+STATEFUL_STEPS = (Aggregate, SparkAggregate, TableChanges)
 
 
 @dataclass
@@ -195,7 +197,9 @@ def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_o
                   buckets: int = 1, cache: bool = True, changelog: bool = False,
                   operator: str | None = None) -> PhysicalPlan:
     """The steps of a logical plan ending in ``terminal``. ``changelog``: a stateless query
-    over a table emits its changes (upserts and removals) rather than its rows. An aggregation
+    over a table emits its changes (upserts and removals) rather than its rows; written to a
+    topic (a ``KafkaSink`` terminal) they pass the ``TableChanges`` step (``buckets`` state
+    keys, as an aggregation's). An aggregation
     takes Spark's own operator when it computes the plan exactly (``spark_aggregate``), else
     the Python operator; ``operator`` (``"spark"``/``"python"``, from a query's checkpoint)
     keeps a resumed query on the operator its state was written by."""
@@ -208,6 +212,8 @@ def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_o
         steps.append(SparkAggregate(logical, per_record=not cache) if spark else Aggregate(logical, buckets, cache))
     else:
         steps.append(Select(logical, changelog))
+        if changelog and isinstance(terminal, KafkaSink):
+            steps.append(TableChanges([c.name for c in logical.columns if c.is_key], buckets))
     steps.append(terminal)
     return PhysicalPlan(steps)
 

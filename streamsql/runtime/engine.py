@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +36,6 @@ from streamsql.formats import registry as format_registry
 from streamsql.physical.builder import BuildContext, SparkBuilder, buckets_for, operator_for
 from streamsql.physical.steps import (
     Aggregate,
-    ChangelogSink,
     Collect,
     KafkaSink,
     PhysicalPlan,
@@ -52,7 +51,6 @@ from streamsql.planner.joins import JoinedSource
 from streamsql.planner.planner import TOMBSTONE_COL, Planner, QueryPlan, compile_constant, source_columns
 from streamsql.runtime import io
 from streamsql.runtime import results as r
-from streamsql.runtime.changelog import ChangelogWriter
 from streamsql.runtime.config import DEFAULT_PROPERTIES, VALID_OFFSET_RESETS, EngineConfig
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime.pull import check_access_path, lookup_for
@@ -138,7 +136,8 @@ class Engine:
         self.variables: dict[str, str] = {}
         self.queries: dict[str, RunningQuery] = {}
         self.stores: dict[str, TableStore] = {}
-        #: aggregation tables whose store follows their changelog topic (caught up per pull query)
+        #: tables whose store follows their changelog topic (caught up per pull query): the
+        #: table's own topic, or a source table's internal changelog topic
         self.followed: dict[str, Source] = {}
         #: the steps each persistent query runs (EXPLAIN prints them)
         self.physical_plans: dict[str, PhysicalPlan] = {}
@@ -553,14 +552,20 @@ class Engine:
             raise CatalogError(f"Cannot delete topic for read-only source: {stmt.name}")
         if source.writer_query:
             self._terminate(source.writer_query)
+        if source.is_source and source.is_table and replay_seq is None:
+            self._delete_topic(source_changelog_topic(source))
+        self.followed.pop(stmt.name, None)
         self.catalog.remove(stmt.name)
         if stmt.delete_topic and replay_seq is None:
-            try:
-                self.admin.delete_topic(source.topic)
-            except KafkaError as e:
-                log.warning("could not delete topic %s: %s", source.topic, e)
+            self._delete_topic(source.topic)
         self._log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, f"Source `{stmt.name}` (topic: {source.topic}) was dropped.")
+
+    def _delete_topic(self, topic: str) -> None:
+        try:
+            self.admin.delete_topic(topic)
+        except KafkaError as e:
+            log.warning("could not delete topic %s: %s", topic, e)
 
     def _do_CreateType(self, stmt: ast.CreateType, replay_seq: int | None = None,
                        deferred: Deferred | None = None) -> r.Result:
@@ -724,11 +729,15 @@ class Engine:
             # killed before its first batch committed: Spark refuses such a checkpoint ("offsets
             # should be empty on batch 0"); nothing was committed, so starting afresh loses nothing
             shutil.rmtree(checkpoint, ignore_errors=True)
-        physical = self._physical_plan(plan, sink, checkpoint, self._offset_reset())
+        if sink.is_table and sink.is_source:
+            changelog = self._source_changelog(sink, fresh=not checkpoint.exists())
+        else:
+            changelog = sink
+        physical = self._physical_plan(plan, changelog, checkpoint, self._offset_reset())
         self.physical_plans[query_id] = physical
-        if isinstance(plan, AggregatePlan):  # its store follows the changelog topic
+        if sink.is_table:  # its store follows the changelog topic the query writes
             self._store(sink)
-            self.followed[sink.name] = sink
+            self.followed[sink.name] = changelog
         context = self._build_context(query_id, count_late=any(isinstance(s, Aggregate) for s in physical.steps))
         handle = SparkBuilder(context).start(physical, checkpoint, query_id)
         info = self.catalog.queries[query_id]
@@ -739,18 +748,37 @@ class Engine:
 
     def _physical_plan(self, plan: QueryPlan | AggregatePlan, sink: Source, checkpoint: Path | None,
                        starting_offsets: str) -> PhysicalPlan:
-        """A persistent query's steps. An aggregation writes its changelog from the executors
-        and its table's store follows that topic; a table's filter/projection goes through the
-        driver's store (ChangelogSink); a stream writes from the executors."""
+        """A persistent query's steps; every one writes its topic from the executors. A table's
+        query (an aggregation, a filter/projection, a source table's materialization) writes
+        the table's changelog, which its store follows."""
         if isinstance(plan, AggregatePlan):
             buckets = buckets_for(checkpoint, self._buckets(plan)) if checkpoint is not None else self._buckets(plan)
             return physical_plan(plan, KafkaSink(sink), starting_offsets, buckets=buckets,
                                  cache=self._record_cache(),
                                  operator=operator_for(checkpoint) or self._operator())
         if sink.is_table:
-            # a source table's own query only fills the store: its topic is the input
-            return physical_plan(plan, ChangelogSink(sink, emit=not sink.is_source), starting_offsets, changelog=True)
+            buckets = self._table_buckets(plan)
+            if checkpoint is not None:
+                buckets = buckets_for(checkpoint, buckets)
+            return physical_plan(plan, KafkaSink(sink), starting_offsets, changelog=True, buckets=buckets)
         return physical_plan(plan, KafkaSink(sink), starting_offsets)
+
+    def _source_changelog(self, table: Source, fresh: bool) -> Source:
+        """A source table's changelog: its topic is read-only, so its query writes an internal
+        topic (``_streamsql-<query>-<topic>-changelog``, hidden from SHOW TOPICS; ksqlDB keeps a
+        changelog topic for it too) that the table's store follows. A fresh query starts it
+        empty, with an empty store; DROP deletes it."""
+        changelog = replace(table, topic=source_changelog_topic(table))
+        exists = changelog.topic in self.admin.topics()
+        if fresh or not exists:
+            if exists:
+                self.admin.delete_topic(changelog.topic)
+            self.admin.create_topic(changelog.topic, max(1, int(table.partitions or 1)))
+            store = self.stores.pop(table.name, None)
+            if store is not None:
+                store.close()
+            (self.data_dir / "tables" / f"{table.writer_query or table.name}.sqlite").unlink(missing_ok=True)
+        return changelog
 
     def _collect_plan(self, plan: QueryPlan | AggregatePlan, terminal: Collect, starting_offsets: str,
                       changelog: bool) -> PhysicalPlan:
@@ -773,9 +801,7 @@ class Engine:
             spark=self.spark, bootstrap_servers=self.bootstrap_servers, planner=self.planner,
             processing_log_topic=self.processing_log_topic,
             max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
-            query_id=query_id, limits=self._collection_limits(),
-            changelog_writer=lambda step: ChangelogWriter(self.bootstrap_servers, step.target,
-                                                          self._store(step.target), emit=step.emit))
+            query_id=query_id, limits=self._collection_limits())
 
     def _buckets(self, plan: AggregatePlan) -> int:
         """How many state buckets a new aggregation gets: ``streamsql.aggregation.buckets``, else
@@ -787,6 +813,11 @@ class Engine:
         a two-stage step is the way to more buckets)."""
         if plan.over_table:
             return 1
+        return _bucket_count(self.prop(BUCKETS_PROPERTY).strip() or str(getattr(plan.source, "partitions", 1) or 1))
+
+    def _table_buckets(self, plan: QueryPlan) -> int:
+        """How many state buckets a new table-changes step gets: as an aggregation over a
+        stream, ``streamsql.aggregation.buckets`` or one per partition of its source."""
         return _bucket_count(self.prop(BUCKETS_PROPERTY).strip() or str(getattr(plan.source, "partitions", 1) or 1))
 
     def _record_cache(self) -> bool:
@@ -1282,6 +1313,13 @@ BUCKETS_PROPERTY = "streamsql.aggregation.buckets"
 #: ``python`` (always the Python operator: to compare the two, or to keep a query on it)
 OPERATOR_PROPERTY = "streamsql.aggregation.operator"
 OPERATOR_CHOICES = ("auto", "python")
+
+
+def source_changelog_topic(table: Source) -> str:
+    """The internal changelog topic of a source table's materialization (one per query: a
+    re-created table starts a new one)."""
+    name = f"_streamsql-{table.writer_query or table.name}-{table.topic}-changelog"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:249]
 
 
 def _cache_bytes(value: str) -> int:

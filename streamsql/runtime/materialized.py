@@ -33,7 +33,9 @@ if TYPE_CHECKING:
     from streamsql.kafka.admin import EndOffsets
 
 
-def _key_text(key: list[Any], window: tuple[int | None, int | None]) -> str:
+def key_text(key: list[Any], window: tuple[int | None, int | None]) -> str:
+    """A row's identity in a table (its key values and window) as text: the store's primary key,
+    and the table-changes step's state key (``physical/table_changes.py``)."""
     return json.dumps([key, list(window)], separators=(",", ":"), default=str)
 
 
@@ -87,7 +89,7 @@ class TableStore:
         return int(row[0]) if row else -1
 
     def contains(self, key: list[Any], window: tuple[int | None, int | None] = (None, None)) -> bool:
-        return self._db.execute("SELECT 1 FROM rows WHERE k=?", (_key_text(key, window),)).fetchone() is not None
+        return self._db.execute("SELECT 1 FROM rows WHERE k=?", (key_text(key, window),)).fetchone() is not None
 
     def apply(self, batch_id: int,
               upserts: Iterable[tuple[list[Any], tuple[int | None, int | None], dict[str, Any], int]],
@@ -102,7 +104,7 @@ class TableStore:
                 for key, window, value, rowtime in upserts:
                     _upsert(cur, key, window, value, rowtime)
                 for key, window in deletes:
-                    cur.execute("DELETE FROM rows WHERE k=?", (_key_text(key, window),))
+                    cur.execute("DELETE FROM rows WHERE k=?", (key_text(key, window),))
                 for ns, k, blob in state:
                     if blob is None:
                         cur.execute("DELETE FROM state WHERE ns=? AND k=?", (ns, k))
@@ -158,7 +160,7 @@ class TableStore:
                     for row in batch.to_pylist():
                         key = [row[k] for k in keys]
                         window = (row.get("WINDOWSTART"), row.get("WINDOWEND")) if windowed else (None, None)
-                        ident = _key_text(key, window)
+                        ident = key_text(key, window)
                         upserts[ident] = (key, window, None if row["__TOMBSTONE"] else
                                           {v: row[v] for v in values}, row["ROWTIME"])
                         applied += 1
@@ -172,7 +174,7 @@ class TableStore:
             try:
                 for key, window, value, rowtime in changes:
                     if value is None:
-                        cur.execute("DELETE FROM rows WHERE k=?", (_key_text(key, window),))
+                        cur.execute("DELETE FROM rows WHERE k=?", (key_text(key, window),))
                     else:
                         _upsert(cur, key, window, value, rowtime)
                 cur.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value=excluded.value",
@@ -220,7 +222,7 @@ def _upsert(cur: sqlite3.Cursor, key: list[Any], window: tuple[int | None, int |
             rowtime: int) -> None:
     cur.execute("INSERT INTO rows VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(k) DO UPDATE SET "
                 "value_blob=excluded.value_blob, rowtime=excluded.rowtime",
-                (_key_text(key, window), _just_key(key), _sortable(key[0]) if len(key) == 1 else None,
+                (key_text(key, window), _just_key(key), _sortable(key[0]) if len(key) == 1 else None,
                  pickle.dumps(key), window[0], window[1], pickle.dumps(value), rowtime))
 
 

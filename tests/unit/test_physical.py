@@ -25,7 +25,16 @@ from streamsql.physical.builder import (
     operator_for,
     start_writer,
 )
-from streamsql.physical.steps import Aggregate, Collect, KafkaSink, Scan, Select, SparkAggregate, physical_plan
+from streamsql.physical.steps import (
+    Aggregate,
+    Collect,
+    KafkaSink,
+    Scan,
+    Select,
+    SparkAggregate,
+    TableChanges,
+    physical_plan,
+)
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.planner import Planner, QueryPlan
 from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, Update
@@ -140,6 +149,36 @@ def test_checkpoint_of_an_earlier_version_is_refused_with_the_way_to_rebuild(tmp
     other = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", buckets=3, operator="python")
     with pytest.raises(CheckpointError, match="2 bucket"):
         check_checkpoint(new, other)
+
+
+def test_a_tables_filter_writes_its_changelog_through_the_table_changes_step(tmp_path: Path) -> None:
+    catalog = Catalog()
+    catalog.add(Source("T", "TABLE", [t.Column("ID", t.BIGINT, "key"), t.Column("V", t.INTEGER)],
+                       topic="t_topic", key_format="KAFKA", value_format="JSON"))
+    plan = logical(catalog, "CREATE TABLE o AS SELECT id, v FROM t WHERE v > 1;")
+    sink = Source("O", "TABLE", [], topic="o_topic", key_format="KAFKA", value_format="JSON")
+    physical = physical_plan(plan, KafkaSink(sink), "earliest", changelog=True, buckets=2)
+    assert [type(s) for s in physical.steps] == [Scan, Select, TableChanges, KafkaSink]
+    assert physical.explain().splitlines()[2] == (
+        "    > [3] Table changes by ID: tombstones only for present keys; 2 bucket(s)")
+    # a transient query over the table hands over every change: no state
+    pushed = physical_plan(plan, Collect(lambda _df, _id: None), "earliest", changelog=True)
+    assert [type(s) for s in pushed.steps] == [Scan, Select, Collect]
+    # its checkpoint: a layout of its own; one from before (the driver's store) is refused
+    new = tmp_path / "new"
+    check_checkpoint(new, physical)
+    assert json.loads((new / CHECKPOINT_META).read_text()) == {
+        "state_format": STATE_FORMAT, "buckets": 2, "step": "table_changes"}
+    check_checkpoint(new, physical)
+    old = tmp_path / "old"
+    (old / "commits").mkdir(parents=True)
+    (old / "commits" / "0").write_text("v1")
+    with pytest.raises(CheckpointError, match="earlier streamsql, which kept table-changes state on the driver"):
+        check_checkpoint(old, physical)
+    aggregation = physical_plan(logical(catalog, "CREATE TABLE n AS SELECT v, COUNT(*) AS c FROM t GROUP BY v;"),
+                                KafkaSink(sink), "earliest", buckets=2, operator="python")
+    with pytest.raises(CheckpointError, match="holds table-changes state.*writes aggregation state"):
+        check_checkpoint(new, aggregation)
 
 
 @pytest.mark.parametrize(("sql", "reason"), [

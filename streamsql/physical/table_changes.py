@@ -1,0 +1,132 @@
+"""The table-changes step inside Spark's executors: a table's changelog from its change rows,
+with ksqlDB's rule that a tombstone is written only for a key the table holds.
+
+A stateless query over a TABLE (a filter or projection, a table-table join, a source table's
+materialization) turns every input change into a change row (``Select`` with ``changelog``):
+an upsert when the row is in the result, a removal (``__HAVING`` false) when it is not — a
+tombstone came in, or the WHERE no longer holds. Kafka Streams' table filter sends a removal
+downstream only when the old value passed the filter ("avoid spurious tombstones"), so whether
+a key is *present* must be remembered across micro-batches. That one bit per key (and window)
+is the state of this step: a ``MapState`` of the bucket in Spark's state store (RocksDB),
+checkpointed with the query's offsets, so a restart neither repeats nor loses a tombstone.
+
+Shape of the Spark plan (the aggregate step's, ``physical/aggregate.py``): bucket by the key's
+hash → :func:`~streamsql.physical.aggregate.pack` each bucket's rows into one Arrow IPC value →
+``groupBy(bucket).transformWithStateInPandas(`` :class:`TableChangesOperator` ``)`` → the kept
+rows as Arrow IPC again → :func:`unpacker` gives them back their typed columns, with
+``__TOMBSTONE``, for the Kafka sink in the executors. A bucket is a task: one per partition of
+the source topic, each bucket on its own shuffle partition, and within a bucket the rows keep
+their order (sorted by ROWTIME, stable, as Kafka Streams takes the records of a task's inputs).
+
+The state is touched per key per micro-batch, not per record: a key whose first change in the
+batch is an upsert needs no read; one write per key records the bit the batch ends with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.streaming import StatefulProcessor
+from pyspark.sql.types import BinaryType, BooleanType, StringType, StructField, StructType
+
+from streamsql import types as t
+from streamsql.kafka.source import TOMBSTONE_COL
+from streamsql.physical.aggregate import OUT_COL, ipc_bytes, packed_values
+from streamsql.runtime.materialized import key_text
+
+HAVING_COL = "__HAVING"
+WINDOW_START_COL = "__WINDOWSTART"
+WINDOW_END_COL = "__WINDOWEND"
+
+
+def changes(table: pa.Table, key_names: list[str], present: Any) -> tuple[pa.Table, dict[str, bool]]:
+    """The rows of one bucket's micro-batch that go to the changelog, in order, with their
+    ``__TOMBSTONE``; and the present bit each key ends the batch with (to store).
+    ``present(ident)`` reads a key's bit from before the batch (called only when needed)."""
+    import pyarrow.compute as pc
+
+    sort_keys = pa.table({"t": pc.fill_null(table.column(t.ROWTIME), 0),
+                          "w": pc.fill_null(table.column(WINDOW_START_COL), 0)})
+    table = table.take(pc.sort_indices(sort_keys, sort_keys=[("t", "ascending"), ("w", "ascending")]))
+    having = table.column(HAVING_COL).to_pylist()
+    keys = list(zip(*[table.column(n).to_pylist() for n in key_names])) if key_names else [()] * table.num_rows
+    starts = table.column(WINDOW_START_COL).to_pylist()
+    ends = table.column(WINDOW_END_COL).to_pylist()
+    final: dict[str, bool] = {}
+    keep: list[int] = []
+    tombstones: list[bool] = []
+    for i, key in enumerate(keys):
+        if any(k is None for k in key):
+            continue  # not a table row (ksqlDB ignores records without a key)
+        ident = key_text(list(key), (starts[i], ends[i]))
+        if having[i]:
+            final[ident] = True
+            keep.append(i)
+            tombstones.append(False)
+            continue
+        was = final.get(ident)
+        if was is None:
+            was = present(ident)
+        if was:
+            keep.append(i)
+            tombstones.append(True)
+        final[ident] = False
+    kept = table.take(pa.array(keep, type=pa.int64()))
+    kept = kept.append_column(TOMBSTONE_COL, pa.array(tombstones, type=pa.bool_()))
+    return kept, final
+
+
+class TableChangesOperator(StatefulProcessor):
+    """The ``StatefulProcessor`` of the table-changes step: one call per bucket and micro-batch."""
+
+    def __init__(self, key_names: list[str]) -> None:
+        self.key_names = key_names
+
+    def init(self, handle: Any) -> None:
+        self.state = handle.getMapState("present", StructType([StructField("k", StringType())]),
+                                        StructType([StructField("p", BooleanType())]))
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any = None) -> Iterator[Any]:
+        import pandas as pd
+
+        tables = [pa.ipc.open_stream(blob).read_all() for pdf in rows for blob in packed_values(pdf)]
+        if not tables:
+            return
+        kept, final = changes(pa.concat_tables(tables), self.key_names,
+                              lambda ident: bool(self.state.containsKey((ident,))))
+        for ident, bit in final.items():
+            if bit:
+                self.state.updateValue((ident,), (True,))
+            else:
+                self.state.removeKey((ident,))
+        if kept.num_rows:
+            yield pd.DataFrame({OUT_COL: pd.Series([_ipc_table(kept)], dtype=object)})
+
+    def close(self) -> None:
+        pass
+
+
+def _ipc_table(table: pa.Table) -> bytes:
+    return ipc_bytes(table.combine_chunks().to_batches()[0]) if table.num_rows else b""
+
+
+def output_schema() -> StructType:
+    return StructType([StructField(OUT_COL, BinaryType())])
+
+
+def unpacker(schema: StructType) -> tuple[Any, StructType]:
+    """(``mapInArrow`` function, its output schema): the kept rows of each bucket, typed as the
+    step's input (``schema``) plus ``__TOMBSTONE``."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    out = StructType(list(schema.fields) + [StructField(TOMBSTONE_COL, BooleanType())])
+    arrow_schema = to_arrow_schema(out, timezone="UTC")
+
+    def unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                yield from pa.ipc.open_stream(blob).read_all().cast(arrow_schema).to_batches()
+
+    return unpack, out
