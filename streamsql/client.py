@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from streamsql.errors import StreamsqlError
 from streamsql.runtime import results as r
+from streamsql.server.entities import offset_summary
 
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
 KSQL_JSON = "application/vnd.ksql.v1+json"
@@ -97,6 +98,17 @@ def _properties(entity: dict[str, Any]) -> r.Properties:
     return r.Properties(entity.get("statementText", ""), values, overridden)
 
 
+def _offset_summaries(summaries: Any) -> list[r.OffsetSummary]:
+    out = []
+    for summary in summaries or []:
+        for topic in summary.get("topicSummaries") or []:
+            out.append(r.OffsetSummary(str(summary.get("groupId", "")), str(topic.get("kafkaTopic", "")), [
+                r.PartitionOffsets(int(o.get("partition", 0)), int(o.get("logStartOffset", 0)),
+                                   int(o.get("logEndOffset", 0)), int(o.get("consumerOffset", 0)))
+                for o in topic.get("offsets") or []]))
+    return out
+
+
 def _describe_query(entity: dict[str, Any]) -> r.Explanation:
     d = entity.get("queryDescription") or {}
     lines = []
@@ -142,7 +154,7 @@ def result_from_entity(entity: dict[str, Any]) -> r.Result:
         return r.SourceDescription(
             text, _source_info(d), fields, int(d.get("partitions") or 0), d.get("timestamp") or None,
             d.get("statement", ""), _query_ids(d.get("readQueries")), _query_ids(d.get("writeQueries")),
-            bool(d.get("extended", False)))
+            bool(d.get("extended", False)), _offset_summaries(d.get("queryOffsetSummaries")))
     if kind == "queries":
         return r.QueryList(text, [_running_query(q) for q in entity.get("queries") or []])
     if kind == "query_descriptions":
@@ -334,7 +346,8 @@ def result_to_entity(result: r.Result) -> dict[str, Any]:
             "writeQueries": [{"id": q} for q in result.write_queries], "fields": fields, "type": s.kind.upper(),
             "timestamp": result.timestamp_column or "", "statistics": "", "errorStats": "",
             "extended": result.extended, "keyFormat": s.key_format, "valueFormat": s.value_format, "topic": s.topic,
-            "partitions": result.partitions, "replication": 1, "statement": result.statement_text}, "warnings": []}
+            "partitions": result.partitions, "replication": 1, "statement": result.statement_text,
+            "queryOffsetSummaries": [offset_summary(o) for o in result.offset_summaries]}, "warnings": []}
     if isinstance(result, r.QueryList):
         return {"@type": "queries", **base, "queries": [
             {"queryString": q.statement, "sinks": [q.sink] if q.sink else [], "sinkKafkaTopics": [], "id": q.id,

@@ -75,6 +75,8 @@ class ConnectorStatements:
         checkpoint = engine.data_dir / "checkpoints" / qid
         plan = connector_plan(ConnectorSink(info.name, cls.name, config), tuple(config.topics))
         engine.physical_plans[qid] = plan
+        if engine.planning_only:
+            return
         handle = SparkBuilder(engine._build_context(qid)).start(plan, checkpoint, qid)
         previous = engine.queries.get(qid)
         engine.queries[qid] = RunningQuery(QueryInfo(qid, info.statement, info.name, list(info.topics), "CONNECTOR"),

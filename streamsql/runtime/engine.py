@@ -33,7 +33,7 @@ from streamsql.catalog.commands import CommandLog
 from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaError, StreamsqlError
 from streamsql.formats import FormatSpec, compression, schema_registry, serde_for
 from streamsql.formats import registry as format_registry
-from streamsql.physical.builder import BuildContext, SparkBuilder, buckets_for, operator_for
+from streamsql.physical.builder import CHECKPOINT_META, BuildContext, SparkBuilder, buckets_for, operator_for
 from streamsql.physical.steps import (
     Aggregate,
     Collect,
@@ -54,6 +54,7 @@ from streamsql.runtime import results as r
 from streamsql.runtime.config import DEFAULT_PROPERTIES, VALID_OFFSET_RESETS, EngineConfig
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime.pull import check_access_path, lookup_for
+from streamsql.runtime.topology import Topology
 from streamsql.sql import ast, parse
 
 if TYPE_CHECKING:
@@ -61,7 +62,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from streamsql.kafka.admin import KafkaAdmin, Record
+    from streamsql.kafka.admin import EndOffsets, KafkaAdmin, Record
+    from streamsql.runtime.progress import PartitionLag
 
 log = logging.getLogger("streamsql")
 
@@ -151,6 +153,10 @@ class Engine:
         from streamsql.runtime.connectors import ConnectorStatements
 
         self.connectors = ConnectorStatements(self)
+        #: plan persistent queries and connectors without starting them (``plan_only``)
+        self.planning_only = False
+        #: end offsets of the topics queries read, for their lag (one client per topic)
+        self._end_offsets: dict[str, EndOffsets] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -241,6 +247,9 @@ class Engine:
             self.queries.clear()
             for store in self.stores.values():
                 store.stop_following()
+            for tracker in self._end_offsets.values():
+                tracker.close()
+            self._end_offsets.clear()
         if self._admin is not None:
             self._admin.close()
 
@@ -729,12 +738,20 @@ class Engine:
             # killed before its first batch committed: Spark refuses such a checkpoint ("offsets
             # should be empty on batch 0"); nothing was committed, so starting afresh loses nothing
             shutil.rmtree(checkpoint, ignore_errors=True)
+        if sink.is_table and sink.is_source and checkpoint.exists() and not (checkpoint / CHECKPOINT_META).exists():
+            # a source table's materialization from an earlier streamsql (the driver's store):
+            # its changelog is internal and the topic is the input, so it is rebuilt from the start
+            log.warning("rebuilding %s's materialization from its topic (written by an earlier streamsql)", sink.name)
+            shutil.rmtree(checkpoint, ignore_errors=True)
         if sink.is_table and sink.is_source:
-            changelog = self._source_changelog(sink, fresh=not checkpoint.exists())
+            changelog = (replace(sink, topic=source_changelog_topic(sink)) if self.planning_only
+                         else self._source_changelog(sink, fresh=not checkpoint.exists()))
         else:
             changelog = sink
         physical = self._physical_plan(plan, changelog, checkpoint, self._offset_reset())
         self.physical_plans[query_id] = physical
+        if self.planning_only:
+            return
         if sink.is_table:  # its store follows the changelog topic the query writes
             self._store(sink)
             self.followed[sink.name] = changelog
@@ -773,7 +790,9 @@ class Engine:
         if fresh or not exists:
             if exists:
                 self.admin.delete_topic(changelog.topic)
-            self.admin.create_topic(changelog.topic, max(1, int(table.partitions or 1)))
+            # compacted, as a table's topic: the latest value per key is what it must keep
+            self.admin.create_topic(changelog.topic, max(1, int(table.partitions or 1)), 1,
+                                    None if table.window_type else {"cleanup.policy": "compact"})
             store = self.stores.pop(table.name, None)
             if store is not None:
                 store.close()
@@ -1115,7 +1134,8 @@ class Engine:
             shown = {n: p for n, p in topics.items() if stmt.all_topics or not n.startswith("_")}
             return r.TopicList(stmt.text, [r.TopicInfo(n, p) for n, p in sorted(shown.items())])
         if what == "QUERIES":
-            return r.QueryList(stmt.text, [self._describe_query(q) for q in self.catalog.queries.values()])
+            return r.QueryList(stmt.text, [self._describe_query(q, stmt.extended)
+                                           for q in self.catalog.queries.values()])
         if what == "PROPERTIES":
             props = dict(DEFAULT_PROPERTIES)
             props.update(self.config.properties)
@@ -1132,7 +1152,9 @@ class Engine:
             return self.connectors.show(stmt)
         raise AnalysisError(f"SHOW {what} is not supported")
 
-    def _describe_query(self, info: QueryInfo) -> r.QueryDescription:
+    def _describe_query(self, info: QueryInfo, extended: bool = False) -> r.QueryDescription:
+        """A query's state and statistics; ``extended`` (SHOW QUERIES EXTENDED) adds its consumer
+        lag, which asks Kafka for the input topics' offsets."""
         running = self.queries.get(info.id)
         state = "NOT_RUNNING"
         stats: dict[str, Any] = {}
@@ -1160,7 +1182,57 @@ class Engine:
             for op in (progress.get("stateOperators") if progress else None) or []:  # an aggregation's state
                 stats["stateRows"] = stats.get("stateRows", 0) + int(op.get("numRowsTotal") or 0)
                 stats["stateMemoryBytes"] = stats.get("stateMemoryBytes", 0) + int(op.get("memoryUsedBytes") or 0)
+            plan = self.physical_plans.get(info.id)
+            if extended and progress and plan is not None:
+                stats.update(self._lag_stats(plan, progress))
         return r.QueryDescription(info.id, info.statement, info.sink, info.sources, state, info.kind, stats)
+
+    def _lag_stats(self, plan: PhysicalPlan, progress: dict[str, Any]) -> dict[str, Any]:
+        """Consumer lag of a query's inputs for its description's stats."""
+        from streamsql.runtime.progress import lag_stats
+
+        rows = self._query_lag(plan, progress)
+        return lag_stats(rows) if rows is not None else {}
+
+    def _query_lag(self, plan: PhysicalPlan, progress: dict[str, Any]) -> list[PartitionLag] | None:
+        """Per input partition: log start and end now, and the offset the query committed
+        (``runtime/progress.py``); None if Kafka cannot be asked now (descriptions still answer)."""
+        from streamsql.runtime.progress import query_lag
+
+        try:
+            return query_lag(plan, progress, self.topic_offsets)
+        except StreamsqlError as e:
+            log.warning("consumer lag unavailable: %s", e)
+            return None
+
+    def topic_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Per partition of ``topic``: (log start, log end) now (one client per topic, kept)."""
+        from streamsql.kafka.admin import EndOffsets
+
+        with self._lock:
+            tracker = self._end_offsets.get(topic)
+            if tracker is None:
+                tracker = self._end_offsets[topic] = EndOffsets(self.bootstrap_servers, topic)
+            ends = tracker.ends()
+            starts = tracker.earliest(list(ends))
+        return {p: (starts.get(p, 0), e) for p, e in ends.items()}
+
+    def _offset_summaries(self, source: Source) -> list[r.OffsetSummary]:
+        """DESCRIBE … EXTENDED's consumer groups: each running query that reads ``source``, its
+        committed offsets in the source's topic against the topic's ends (ksqlDB's
+        ``queryOffsetSummaries``; the group id is the one ksqlDB would give the query)."""
+        out = []
+        for info in self.catalog.queries_reading(source.name):
+            running, plan = self.queries.get(info.id), self.physical_plans.get(info.id)
+            progress = running.handle.lastProgress if running is not None else None
+            if not progress or plan is None:
+                continue
+            rows = [row for row in self._query_lag(plan, progress) or [] if row.topic == source.topic]
+            if rows:
+                out.append(r.OffsetSummary(f"_confluent-ksql-{self.prop('ksql.service.id')}query_{info.id}",
+                                           source.topic, [r.PartitionOffsets(x.partition, x.start, x.end, x.committed)
+                                                          for x in rows]))
+        return out
 
     def _do_Describe(self, stmt: ast.Describe) -> r.Result:
         if stmt.connector:
@@ -1184,7 +1256,8 @@ class Engine:
         return r.SourceDescription(
             stmt.text, _source_info(source), fields, source.partitions, source.timestamp_column, source.statement,
             [q.id for q in self.catalog.queries_reading(source.name)],
-            [q.id for q in self.catalog.queries_writing(source.name)], stmt.extended)
+            [q.id for q in self.catalog.queries_writing(source.name)], stmt.extended,
+            self._offset_summaries(source) if stmt.extended else [])
 
     def _do_Explain(self, stmt: ast.Explain) -> r.Result:
         if stmt.query_id:
@@ -1243,6 +1316,66 @@ class Engine:
         return r.CommandStatus(stmt.text, f"Undefined variable {stmt.name}")
 
     # --- waiting -------------------------------------------------------------------------------
+
+    # --- the pipeline as a graph (runtime/topology.py) ------------------------------------------
+
+    def plan_only(self, text: str) -> list[str]:
+        """Plan ``text``'s statements as a replay does — sources and queries enter the catalog,
+        each query gets its physical steps — without the command log or starting anything
+        (``streamsql topology FILE.sql``). The engine's Kafka must be a scratch cluster (the CLI
+        starts an embedded broker): each declared or created source's topic is created there,
+        since Spark's analysis of a query reads its inputs' metadata. Returns the statements it
+        skipped (INSERT VALUES, SELECT, PRINT, SHOW...: they draw nothing)."""
+        from streamsql.udf import functions as python_functions
+
+        self.planning_only = True
+        python_functions.load(self.config.property("ksql.extension.dir") or None)
+        planned = (ast.CreateSource, ast.CreateAsSelect, ast.InsertInto, ast.DropSource, ast.Terminate,
+                   ast.CreateType, ast.DropType, ast.CreateConnector, ast.DropConnector)
+        session = (ast.SetProperty, ast.UnsetProperty, ast.DefineVariable, ast.UndefineVariable)
+        skipped: list[str] = []
+        seq = 0
+        for stmt in parse(text, variables=self.variables, custom_types=self.catalog.types):
+            try:
+                if isinstance(stmt, planned):
+                    self._execute(stmt, replay_seq=seq)  # the sequence number a fresh command log gives it
+                    seq += 1
+                    declared = self.catalog.find(getattr(stmt, "name", "") or "")
+                    if isinstance(stmt, (ast.CreateSource, ast.CreateAsSelect)) and declared is not None:
+                        # Spark's analysis of the next statements reads the topic's metadata
+                        self.admin.create_topic(declared.topic, max(1, int(declared.partitions or 1)))
+                elif isinstance(stmt, session):
+                    self._execute(stmt)
+                else:
+                    skipped.append(stmt.text)
+            except StreamsqlError as e:
+                if e.statement is None:
+                    e.statement = stmt.text
+                raise
+        return skipped
+
+    def topology(self, query_id: str | None = None) -> Topology:
+        """The pipeline as it runs (or as :meth:`plan_only` planned it): sources, queries with
+        their physical steps, connectors, internal topics, and each running query's input rate.
+        ``query_id``: only that query and what it touches (EXPLAIN of one query)."""
+        from streamsql.runtime import topology
+
+        with self._lock:
+            rates: dict[str, dict[str, float]] = {}
+            for qid, q in self.queries.items():
+                progress = q.handle.lastProgress
+                if progress and progress.get("processedRowsPerSecond") is not None:
+                    rates[qid] = {"in": float(progress["processedRowsPerSecond"])}
+            internal = {source_changelog_topic(s): s.writer_query for s in self.catalog.sources.values()
+                        if s.is_source and s.is_table and s.writer_query}
+            graph = topology.build(self.catalog, self.physical_plans, self.processing_log_topic, rates, internal)
+        if query_id is None:
+            return graph
+        qid = query_id.upper()
+        if qid not in self.catalog.queries:
+            raise CatalogError(f"Query with id:{query_id} does not exist, use SHOW QUERIES to view the full set of "
+                               f"queries.")
+        return topology.focus(graph, qid)
 
     def wait_until_idle(self, max_rounds: int = 100) -> None:
         """Process everything available in the source topics, through chains of queries (a

@@ -85,6 +85,27 @@ class FieldInfo:
 
 
 @dataclass
+class PartitionOffsets:
+    partition: int
+    log_start: int
+    log_end: int
+    committed: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.log_end - self.committed)
+
+
+@dataclass
+class OffsetSummary:
+    """A query reading a source, as a consumer group of its topic (ksqlDB's ``QueryOffsetSummary``)."""
+
+    group_id: str
+    topic: str
+    partitions: list[PartitionOffsets]
+
+
+@dataclass
 class SourceDescription(Result):
     source: SourceInfo
     fields: list[FieldInfo]
@@ -94,6 +115,8 @@ class SourceDescription(Result):
     read_queries: list[str]
     write_queries: list[str]
     extended: bool = False
+    #: DESCRIBE … EXTENDED: the consumer lag of each running query reading the source
+    offset_summaries: list[OffsetSummary] = field(default_factory=list)
 
 
 @dataclass

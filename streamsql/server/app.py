@@ -92,6 +92,13 @@ class Request:
         self.body_done = False
 
     @property
+    def params(self) -> dict[str, str]:
+        """The query string's parameters (the last value of a repeated one)."""
+        from urllib.parse import parse_qsl
+
+        return dict(parse_qsl(self.scope.get("query_string", b"").decode("latin-1")))
+
+    @property
     def http2(self) -> bool:
         return str(self.scope.get("http_version", "1.1")).startswith("2")
 
@@ -213,8 +220,10 @@ class KsqlApp:
             ("GET", "/v1/metadata"): self.metadata, ("GET", "/v1/metadata/id"): self.metadata_id,
             ("POST", "/ksql"): self.ksql, ("POST", "/ksql/terminate"): self.terminate, ("POST", "/query"): self.query,
             ("POST", "/query-stream"): self.query_stream, ("POST", "/close-query"): self.close_query,
-            ("POST", "/inserts-stream"): self.inserts_stream,
+            ("POST", "/inserts-stream"): self.inserts_stream, ("GET", "/topology"): self.topology,
+            ("GET", "/metrics"): self.metrics,
         }
+        self._metrics: Any = None
         self.open_paths = {"/healthcheck", "/chc/ready", "/chc/live"}
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -322,6 +331,37 @@ class KsqlApp:
         if status is None:
             raise ServerError(NOT_FOUND, f"Command not found: {'/'.join(parts)}")
         await resp.json(200, status, self._json_type(req))
+
+    async def topology(self, req: Request, resp: Response) -> None:
+        """streamsql's own endpoint: the pipeline as it runs, ``?format=text|json|dot|mermaid``
+        (default json) and ``?query=ID`` for one query (``runtime/topology.py``)."""
+        from streamsql.errors import StreamsqlError
+        from streamsql.runtime.topology import FORMATS, render
+
+        fmt = req.params.get("format", "json").lower()
+        if fmt not in FORMATS:
+            raise bad_request(f"Unknown topology format '{fmt}'. Use one of: {', '.join(FORMATS)}")
+        try:
+            graph = await self.run(self.service.engine.topology, req.params.get("query") or None)
+        except StreamsqlError as e:
+            raise bad_request(str(e)) from None
+        if fmt == "json":
+            await resp.json(200, graph.to_json())
+            return
+        await resp.start(200, "text/vnd.graphviz; charset=utf-8" if fmt == "dot" else "text/plain; charset=utf-8")
+        await resp.end(render(graph, fmt))
+
+    async def metrics(self, req: Request, resp: Response) -> None:
+        """Prometheus' text format of the engine's query series (``runtime/metrics.py``)."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        from streamsql.runtime.metrics import registry_for
+
+        if self._metrics is None:
+            self._metrics = await self.run(registry_for, self.service.engine)
+        body = await self.run(generate_latest, self._metrics)
+        await resp.start(200, CONTENT_TYPE_LATEST)
+        await resp.end(body)
 
     async def metadata(self, req: Request, resp: Response) -> None:
         await resp.json(200, {"version": KSQL_API_VERSION, "clusterId": self._cluster_id()})

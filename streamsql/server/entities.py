@@ -100,7 +100,8 @@ def to_entity(stmt: ast.Statement, result: r.Result, catalog: Catalog, seq: int 
                 "warnings": []}
     if isinstance(result, r.SourceDescription):
         source = catalog.find(result.source.name)
-        desc = source_description(source, catalog, result.extended) if source is not None else {}
+        desc = (source_description(source, catalog, result.extended, result.offset_summaries)
+                if source is not None else {})
         return {"@type": "sourceDescription", **base, "sourceDescription": desc, "warnings": []}
     if isinstance(result, r.Properties):
         if isinstance(stmt, ast.Show) and stmt.what.upper() == "VARIABLES":
@@ -178,7 +179,15 @@ def field_info(c: t.Column) -> dict[str, Any]:
     return out
 
 
-def source_description(source: Source, catalog: Catalog, extended: bool) -> dict[str, Any]:
+def offset_summary(o: r.OffsetSummary) -> dict[str, Any]:
+    """ksqlDB's ``QueryOffsetSummary`` (DESCRIBE … EXTENDED's consumer lag)."""
+    return {"groupId": o.group_id, "topicSummaries": [{"kafkaTopic": o.topic, "offsets": [
+        {"partition": p.partition, "logStartOffset": p.log_start, "logEndOffset": p.log_end,
+         "consumerOffset": p.committed} for p in o.partitions]}]}
+
+
+def source_description(source: Source, catalog: Catalog, extended: bool,
+                       offsets: list[r.OffsetSummary] | None = None) -> dict[str, Any]:
     fields = [{"name": t.ROWTIME, "schema": schema_info(t.BIGINT)}] if extended else []
     fields += [field_info(c) for c in source.columns]
     readers = [q for q in catalog.queries.values() if source.name in q.sources]
@@ -194,7 +203,8 @@ def source_description(source: Source, catalog: Catalog, extended: bool) -> dict
             "timestamp": source.timestamp_column or "", "statistics": "", "errorStats": "", "extended": extended,
             "keyFormat": source.key_format, "valueFormat": source.value_format, "topic": source.topic,
             "partitions": source.partitions, "replication": 1, "statement": source.statement,
-            "queryOffsetSummaries": [], "sourceConstraints": [], "clusterStatistics": [], "clusterErrorStats": []}
+            "queryOffsetSummaries": [offset_summary(o) for o in offsets or []], "sourceConstraints": [],
+            "clusterStatistics": [], "clusterErrorStats": []}
 
 
 # --- rows --------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
     streamsql broker [--port N]            the embedded Kafka-compatible broker, in the foreground
     streamsql produce SAMPLE --topic T     write deterministic sample records
     streamsql server [--port 8088]         ksqlDB-compatible REST server (command log in Kafka)
+    streamsql topology FILE.sql [--format F]  the file's pipeline as text, JSON, DOT, Mermaid, SVG or PNG
 
 Every command that needs Kafka and is given no bootstrap servers (flag, environment variable
 ``STREAMSQL_BOOTSTRAP_SERVERS``, or config file) starts an embedded broker for its own lifetime,
@@ -29,6 +30,9 @@ from streamsql.runtime.config import EngineConfig, resolve_config
 from streamsql.samples import SAMPLES as SAMPLE_NAMES
 
 QUERIES_DIR = Path(__file__).resolve().parents[2] / "queries"
+TOPOLOGY_FORMATS = ("text", "json", "dot", "mermaid")
+#: drawn by Graphviz's ``dot`` from the DOT text
+RENDERED_FORMATS = ("svg", "png")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -50,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--until-idle", action="store_true", help="process what the topics hold, then exit 0")
     run.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                      help="a variable for ${NAME} in the file, as ksqlDB's --define (repeatable)")
+    run.add_argument("--metrics-port", type=int, metavar="PORT",
+                     help="serve Prometheus metrics of the queries on http://0.0.0.0:PORT/metrics")
     _common(run)
 
     demo = sub.add_parser("demo", help="run queries/fraud_filter.sql on sample payments")
@@ -87,6 +93,19 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--command-timeout-ms", type=int, default=5000,
                         help="how long a request waits for its commandSequenceNumber (503 after)")
     _common(server)
+
+    topology = sub.add_parser("topology", help="draw a .sql file's pipeline: sources, queries and their steps, "
+                                               "sinks, internal topics (nothing runs; a scratch broker)")
+    topology.add_argument("file")
+    topology.add_argument("--format", choices=[*TOPOLOGY_FORMATS, *RENDERED_FORMATS], default="text",
+                          help="text (default), json, dot (Graphviz), mermaid, or svg/png (rendered by Graphviz's "
+                               "dot, which must be installed)")
+    topology.add_argument("-o", "--output", help="write here instead of standard output (needed for png)")
+    topology.add_argument("--query", help="only this query and what it reads and writes (its id, e.g. CTAS_T_2)")
+    topology.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                          help="a variable for ${NAME} in the file (repeatable)")
+    topology.add_argument("--config", help="properties file (ksql properties, schema registry)")
+    topology.add_argument("--spark-master", help="Spark master URL (default local[2]); Spark checks the types")
 
     test = sub.add_parser("test", help="run ksqlDB query-validation tests (QTT) or a ksql-test-runner trio")
     from streamsql.testing.command import add_arguments as _test_arguments
@@ -134,24 +153,96 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"Error: file not found: {path}", file=sys.stderr)
         return 2
-    variables = {}
-    for definition in args.define:
-        name, sep, value = definition.partition("=")
-        if not sep or not name.strip():
-            print(f"Error: --define takes NAME=VALUE, not '{definition}'", file=sys.stderr)
-            return 2
-        variables[name.strip()] = value
+    variables = _variables(args.define)
+    if variables is None:
+        return 2
     stop = threading.Event()
     install_interrupt(stop)
     with kafka_cluster(_config(args)) as config:
         engine = Engine(config)
         engine.variables.update(variables)
+        metrics = None
         try:
             for notice in engine.start():
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)
+            if args.metrics_port is not None:
+                from streamsql.runtime.metrics import serve
+
+                metrics = serve(engine, args.metrics_port)
+                print(f"streamsql: Prometheus metrics on http://0.0.0.0:{args.metrics_port}/metrics",
+                      file=sys.stderr, flush=True)
             return run_file(engine, path, args.until_idle, stop=stop)
         finally:
+            if metrics is not None:
+                metrics.shutdown()
             engine.close()
+
+
+def _variables(definitions: list[str]) -> dict[str, str] | None:
+    """``--define NAME=VALUE`` flags as variables (None, with the error printed, if one is malformed)."""
+    variables = {}
+    for definition in definitions:
+        name, sep, value = definition.partition("=")
+        if not sep or not name.strip():
+            print(f"Error: --define takes NAME=VALUE, not '{definition}'", file=sys.stderr)
+            return None
+        variables[name.strip()] = value
+    return variables
+
+
+def cmd_topology(args: argparse.Namespace) -> int:
+    """Plan the file (nothing starts; the company's Kafka is never contacted) and draw its
+    pipeline. A scratch embedded broker holds the file's topics while Spark analyses the
+    queries (it reads their inputs' metadata)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from streamsql.kafka.broker import EmbeddedBroker
+    from streamsql.runtime.engine import Engine
+    from streamsql.runtime.topology import render
+
+    path = Path(args.file)
+    if not path.exists():
+        print(f"Error: file not found: {path}", file=sys.stderr)
+        return 2
+    variables = _variables(args.define)
+    if variables is None:
+        return 2
+    dot = shutil.which("dot") if args.format in RENDERED_FORMATS else None
+    if args.format in RENDERED_FORMATS and dot is None:
+        print(f"Error: --format {args.format} needs Graphviz's `dot` on the PATH (apt-get install graphviz, "
+              f"brew install graphviz); --format dot or mermaid write the text without it", file=sys.stderr)
+        return 2
+    if args.format == "png" and not args.output:
+        print("Error: --format png needs --output FILE", file=sys.stderr)
+        return 2
+    broker = EmbeddedBroker().start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="streamsql-topology-") as data_dir:
+            config = resolve_config(broker.bootstrap_servers, data_dir, args.config, args.spark_master, None)
+            engine = Engine(config)
+            engine.variables.update(variables)
+            try:
+                for skipped in engine.plan_only(path.read_text(encoding="utf-8")):
+                    print(f"streamsql: not drawn (runs no query): {skipped.splitlines()[0][:100]}", file=sys.stderr)
+                graph = engine.topology(args.query)
+            finally:
+                engine.close()
+    finally:
+        broker.stop()
+    data = render(graph, "dot" if dot else args.format).encode("utf-8")
+    if dot is not None:
+        done = subprocess.run([dot, f"-T{args.format}"], input=data, capture_output=True, check=False)
+        if done.returncode != 0:
+            print(f"Error: dot failed: {done.stderr.decode(errors='replace').strip()}", file=sys.stderr)
+            return 1
+        data = done.stdout
+    if args.output:
+        Path(args.output).write_bytes(data)
+    else:
+        sys.stdout.buffer.write(data if data.endswith(b"\n") else data + b"\n")
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -238,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     commands = {"run": cmd_run, "demo": cmd_demo, "broker": cmd_broker, "produce": cmd_produce, "test": cmd_test,
-                "shell": cmd_shell, "server": cmd_server}
+                "shell": cmd_shell, "server": cmd_server, "topology": cmd_topology}
     if args.command is None:
         args = parser.parse_args(["shell"])
     try:

@@ -92,5 +92,13 @@ def render(result: r.Result) -> str:
         if result.extended or result.read_queries or result.write_queries:
             tail = [f"Queries that read from this {s.kind}: {', '.join(result.read_queries) or '-'}",
                     f"Queries that write to this {s.kind}: {', '.join(result.write_queries) or '-'}"]
+        if result.offset_summaries:  # ksqlDB's consumer groups summary
+            tail += ["", "Consumer Groups summary:"]
+            for o in result.offset_summaries:
+                tail += ["", f"Consumer Group       : {o.group_id}", "", f"Kafka topic          : {o.topic}",
+                         f"Max lag              : {max((p.lag for p in o.partitions), default=0)}", "",
+                         table(["Partition", "Start Offset", "End Offset", "Offset", "Lag"],
+                               [[str(p.partition), str(p.log_start), str(p.log_end), str(p.committed), str(p.lag)]
+                                for p in o.partitions])]
         return "\n".join(head + [fields] + tail)
     return str(result)

@@ -196,6 +196,65 @@ def test_query_endpoint_push_and_pull(client: httpx.Client) -> None:
     assert pull[-1] == {"finalMessage": "Query Completed"}
 
 
+def test_topology_of_the_running_pipeline(client: httpx.Client) -> None:
+    """GET /topology: what runs, with each query's steps, as JSON, Mermaid or DOT; one query alone."""
+    name = make_stream(client, rows=2)
+    doubled = uniq("doubled")
+    created = ok(ksql(client, f"CREATE STREAM {doubled} AS SELECT ID, V * 2 AS V2 FROM {name};",
+                      streamsProperties={"auto.offset.reset": "earliest"}))
+    query_id = created[0]["commandStatus"]["queryId"]
+    graph = ok(client.get("/topology"))
+    nodes = {n["id"]: n for n in graph["nodes"]}
+    assert nodes[f"source:{name}"]["kind"] == "stream" and nodes[f"query:{query_id}"]["detail"].startswith("CREATE")
+    steps = [n["label"].split(" ")[0] for n in graph["nodes"] if n["query"] == query_id]
+    assert steps == ["Scan", "Select", "Kafka"]
+    assert {"source": f"source:{name}", "target": f"query:{query_id}:0"} in [
+        {k: e[k] for k in ("source", "target")} for e in graph["edges"]]
+    mermaid = client.get("/topology", params={"format": "mermaid", "query": query_id.lower()})
+    assert mermaid.status_code == 200 and mermaid.headers["content-type"].startswith("text/plain")
+    assert mermaid.text.startswith("flowchart LR") and name in mermaid.text and doubled in mermaid.text
+    other = make_stream(client, rows=0)  # not read by the query: not in its picture
+    assert other not in client.get("/topology", params={"format": "text", "query": query_id}).text
+    dot = client.get("/topology", params={"format": "dot"})
+    assert dot.headers["content-type"].startswith("text/vnd.graphviz") and f'"cluster_{query_id}"' in dot.text
+    bad = client.get("/topology", params={"format": "svgz"})
+    assert bad.status_code == 400 and "Unknown topology format 'svgz'" in bad.json()["message"]
+    unknown = client.get("/topology", params={"query": "NOPE_1"})
+    assert unknown.status_code == 400 and "Query with id:NOPE_1 does not exist" in unknown.json()["message"]
+
+
+def _series(text: str, name: str, query: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(name + "{") and f'query="{query}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_prometheus_metrics_count_a_known_input(client: httpx.Client) -> None:
+    """GET /metrics after 4 records through a query: its input rows, batches, lag 0, up."""
+    name = make_stream(client, rows=4)
+    copy = uniq("copy")
+    created = ok(ksql(client, f"CREATE STREAM {copy} AS SELECT ID, V FROM {name};",
+                      streamsProperties={"auto.offset.reset": "earliest"}))
+    query_id = created[0]["commandStatus"]["queryId"]
+    deadline = time.monotonic() + 120
+    text = ""
+    while time.monotonic() < deadline:
+        resp = client.get("/metrics")
+        assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
+        text = resp.text
+        if _series(text, "streamsql_query_input_rows_total", query_id) == 4:
+            break
+        time.sleep(1)
+    assert _series(text, "streamsql_query_input_rows_total", query_id) == 4, text
+    assert _series(text, "streamsql_query_up", query_id) == 1
+    assert (_series(text, "streamsql_query_batches_total", query_id) or 0) >= 1
+    lags = [line for line in text.splitlines() if line.startswith("streamsql_query_consumer_lag{")
+            and f'query="{query_id}"' in line]
+    assert lags and all(line.endswith(" 0.0") for line in lags), lags
+    assert "# TYPE streamsql_processing_log_records_total counter" in text
+
+
 def test_connector_statements_answer_with_ksqldbs_entities(client: httpx.Client) -> None:
     from osmem_server import OsmemServer
 

@@ -139,6 +139,10 @@ def test_connector_entities_map_both_ways() -> None:
     r.SourceDescription("DESCRIBE S", r.SourceInfo("S", "STREAM", "s", "KAFKA", "JSON", False),
                         [r.FieldInfo("ID", "STRING", True), r.FieldInfo("N", "INTEGER", False)], 2, "TS",
                         "CREATE STREAM S ...", ["CSAS_B_1"], [], True),
+    r.SourceDescription("DESCRIBE S EXTENDED", r.SourceInfo("S", "STREAM", "s", "KAFKA", "JSON", False),
+                        [r.FieldInfo("ID", "STRING", True)], 2, None, "CREATE STREAM S ...", ["CSAS_B_1"], [], True,
+                        [r.OffsetSummary("_confluent-ksql-default_query_CSAS_B_1", "s",
+                                         [r.PartitionOffsets(0, 0, 5, 3), r.PartitionOffsets(1, 2, 4, 4)])]),
 ])
 def test_results_survive_the_round_trip_through_rest_entities(result: r.Result) -> None:
     assert result_from_entity(result_to_entity(result)) == result
@@ -211,3 +215,18 @@ def test_query_statement_helpers() -> None:
     assert is_push_query("select * from s emit changes limit 1") and not is_push_query("SELECT * FROM t WHERE k=1")
     assert schema_to_sql({"type": "MAP", "memberSchema": {"type": "BIGINT"}}) == "MAP<STRING, BIGINT>"
     assert schema_to_sql(None) == "UNKNOWN"
+
+
+def test_describe_extended_shows_consumer_lag_as_ksqldbs_cli_does() -> None:
+    from streamsql.surfaces.render import render
+
+    d = r.SourceDescription("DESCRIBE S EXTENDED", r.SourceInfo("S", "STREAM", "s", "KAFKA", "JSON", False),
+                            [r.FieldInfo("ID", "STRING", True)], 2, None, "CREATE STREAM S ...", ["CSAS_B_1"], [],
+                            True, [r.OffsetSummary("_confluent-ksql-default_query_CSAS_B_1", "s",
+                                                   [r.PartitionOffsets(0, 0, 5, 3), r.PartitionOffsets(1, 2, 4, 4)])])
+    text = render(d)
+    assert "Consumer Groups summary:" in text and "Consumer Group       : _confluent-ksql-default_query_CSAS_B_1" in text
+    assert "Max lag              : 2" in text
+    rows = [[cell.strip() for cell in line.strip(" |").split("|")] for line in text.splitlines() if line.count("|") >= 4]
+    assert ["0", "0", "5", "3", "2"] in [row[-5:] for row in rows] and ["1", "2", "4", "4", "0"] in [
+        row[-5:] for row in rows]

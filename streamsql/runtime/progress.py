@@ -1,0 +1,94 @@
+"""How far behind a query is: per input topic and partition, the end offset now minus the offset
+the query has committed (ksqlDB's consumer lag in ``DESCRIBE … EXTENDED``).
+
+Spark's Kafka source of streamsql commits no consumer-group offsets (progress lives in the
+checkpoint), so Kafka's own lag tools see nothing; the committed position is the ``endOffset``
+of each source in the query's last progress report (Spark reports a batch after committing it),
+and the end is read from the topic now (:class:`~streamsql.kafka.admin.EndOffsets`, which takes
+the high watermark from a fetch: tansu's ListOffsets can under-report it). Sources appear in a
+query's progress in the order its plan reads them: a join's left side, then its right.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streamsql.physical.steps import PhysicalPlan
+
+
+@dataclass
+class PartitionLag:
+    """One input partition of a query: ksqlDB's ``logStartOffset``, ``logEndOffset`` and
+    ``consumerOffset``."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    committed: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end - self.committed)
+
+
+def input_topics(plan: PhysicalPlan) -> list[str]:
+    """The topics a query reads, in the order Spark lists its sources."""
+    from streamsql.physical.steps import Scan, TopicScan
+
+    topics: list[str] = []
+    for step in plan.steps:
+        if isinstance(step, TopicScan):
+            topics += list(step.topics)
+        elif isinstance(step, Scan):
+            topics += _source_topics(step.source)
+    return topics
+
+
+def _source_topics(source: Any) -> list[str]:
+    join = getattr(source, "join", None)
+    if join is not None:
+        return _source_topics(join.left.source) + _source_topics(join.right.source)
+    return [source.topic]
+
+
+def committed_offsets(progress: Mapping[str, Any] | None, topics: list[str]) -> dict[str, dict[int, int]]:
+    """Per topic, the offsets the query's last reported batch ended at (committed)."""
+    out: dict[str, dict[int, int]] = {}
+    for topic, source in zip(topics, (progress or {}).get("sources") or []):
+        end = source.get("endOffset")
+        if isinstance(end, str):
+            try:
+                end = json.loads(end)
+            except ValueError:
+                end = None
+        if isinstance(end, dict):
+            merged = out.setdefault(topic, {})
+            for p, o in end.items():
+                merged[int(p)] = max(merged.get(int(p), 0), int(o))
+    return out
+
+
+def query_lag(plan: PhysicalPlan, progress: Mapping[str, Any] | None,
+              offsets_of: Callable[[str], dict[int, tuple[int, int]]]) -> list[PartitionLag]:
+    """Lag per input partition (``offsets_of(topic)``: partition → (log start, log end) now). A
+    partition the query has committed nothing for counts from its log start."""
+    topics = input_topics(plan)
+    committed = committed_offsets(progress, topics)
+    rows = []
+    for topic in dict.fromkeys(topics):
+        done = committed.get(topic, {})
+        for partition, (start, end) in sorted(offsets_of(topic).items()):
+            rows.append(PartitionLag(topic, partition, start, end, done.get(partition, start)))
+    return rows
+
+
+def lag_stats(rows: list[PartitionLag]) -> dict[str, Any]:
+    """The ``stats`` entries of a query description: total lag and per ``topic/partition``."""
+    return {"consumerTotalLag": sum(r.lag for r in rows),
+            "consumerLag": {f"{r.topic}/{r.partition}": r.lag for r in rows},
+            "committedOffsets": {f"{r.topic}/{r.partition}": r.committed for r in rows}}

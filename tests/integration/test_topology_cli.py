@@ -1,0 +1,50 @@
+"""``streamsql topology FILE.sql``: seed 000's pipeline planned (nothing runs, no Kafka) and
+drawn; every source, query, sink and internal topic is named in the DOT and Mermaid text."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from streamsql.surfaces.cli import main
+
+pytestmark = pytest.mark.integration
+
+SEED = Path(__file__).resolve().parents[2] / "queries" / "heavy_hitters.sql"
+
+
+def test_seed_000_pipeline_as_dot_and_mermaid(tmp_path: Path, spark, capsys) -> None:  # type: ignore[no-untyped-def]
+    names = ["LOG_LINES", "LOG_WORDS", "HEAVY_HITTERS", "WORD_COUNTS", "WORD_COUNT_DOCS",  # sources and sinks
+             "CSAS_LOG_WORDS_1", "CTAS_HEAVY_HITTERS_2", "CTAS_WORD_COUNTS_3", "CTAS_WORD_COUNT_DOCS_4",  # queries
+             "log_lines", "log_words", "heavy_hitters", "word_counts", "word_count_docs",  # topics
+             "default_ksql_processing_log"]  # the internal topic every query reports to
+    for fmt in ("dot", "mermaid"):
+        out = tmp_path / f"seed.{fmt}"
+        assert main(["topology", str(SEED), "--format", fmt, "--output", str(out)]) == 0
+        text = out.read_text()
+        missing = [n for n in names if n not in text]
+        assert not missing, f"{fmt} lacks {missing}"
+        assert "Aggregate" in text and "Select" in text  # the queries' steps
+    assert main(["topology", str(SEED), "--query", "CTAS_WORD_COUNTS_3"]) == 0
+    text = capsys.readouterr().out
+    assert "Query CTAS_WORD_COUNTS_3: LOG_WORDS → WORD_COUNTS" in text and "HEAVY_HITTERS" not in text
+
+
+def test_bad_arguments_are_named(tmp_path: Path, spark, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["topology", str(tmp_path / "nope.sql")]) == 2
+    assert "file not found" in capsys.readouterr().err
+    assert main(["topology", str(SEED), "--query", "CTAS_NOPE_9"]) == 1
+    assert "Query with id:CTAS_NOPE_9 does not exist" in capsys.readouterr().err
+    bad = tmp_path / "bad.sql"
+    bad.write_text("CREATE STREAM s (a INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');\n"
+                   "CREATE STREAM t AS SELECT b FROM s;\n")
+    assert main(["topology", str(bad)]) == 1
+    assert "B" in capsys.readouterr().err
+    svg = tmp_path / "seed.svg"
+    code = main(["topology", str(SEED), "--format", "svg", "--output", str(svg)])
+    if shutil.which("dot") is None:  # Graphviz is optional: the error says how to get it
+        assert code == 2 and "needs Graphviz's `dot`" in capsys.readouterr().err
+    else:
+        assert code == 0 and svg.read_text().lstrip().startswith(("<?xml", "<svg"))
