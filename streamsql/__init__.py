@@ -8,7 +8,21 @@ The package layout follows a statement's path through the engine:
     runtime/    the engine: executes statements, owns Spark and the running queries
     kafka/      the one place that talks to Kafka: broker, admin, source, sink
     formats/    the one place that knows bytes <-> columns (JSON, DELIMITED, KAFKA)
-    surfaces/   how people reach the engine: CLI, headless runner (shell and server later)
+    surfaces/   how people reach the engine: CLI, headless runner, shell; server/ the REST API
+    api.py      the same engine from Python: ``streamsql.connect()``
 """
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from streamsql.api import Session
+
+
+def connect(*args: Any, **kwargs: Any) -> "Session":
+    """A started engine for Python code and notebooks (``streamsql.api.connect``); importing
+    ``streamsql`` alone starts nothing and imports no Spark."""
+    from streamsql.api import connect as _connect
+
+    return _connect(*args, **kwargs)

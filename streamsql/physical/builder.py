@@ -255,7 +255,7 @@ def _connector_batch(step: ConnectorSink, ctx: BuildContext) -> Callable[[Any, i
     """The ``foreachBatch`` function of a sink connector: the batch's tasks write from the
     executors (``mapInArrow``); the driver only waits for their counts, so Spark commits the
     batch's offsets after every record of it was written."""
-    from streamsql.connect.sink import RESULT_SCHEMA, LogTarget, partition_task
+    from streamsql.connectors.sink import RESULT_SCHEMA, LogTarget, partition_task
 
     task = partition_task(step.config, LogTarget(ctx.bootstrap_servers, ctx.processing_log_topic))
 

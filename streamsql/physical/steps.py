@@ -16,7 +16,7 @@ Where each step runs:
   filtered/projected table's changelog free of spurious tombstones. A table's pull-query store
   follows the changelog topic its query writes (``runtime/materialized.py``).
 * ``Collect``: transient queries hand their rows to the driver's result stream.
-* ``TopicScan`` → ``ConnectorSink``: a sink connector (``streamsql.connect``): raw records of
+* ``TopicScan`` → ``ConnectorSink``: a sink connector (``streamsql.connectors``): raw records of
   its topics, written to the external system from the executors.
 """
 
@@ -151,7 +151,7 @@ class TableChanges:
 class ConnectorSink:
     """A sink connector's writes: each micro-batch's records, task by task (one per Kafka
     partition), into the external system from the executors. ``config`` is the connector's
-    typed configuration (``streamsql.connect.sink.SinkConfig``)."""
+    typed configuration (``streamsql.connectors.sink.SinkConfig``)."""
 
     name: str
     class_name: str

@@ -2,7 +2,7 @@
 CONNECTORS, DESCRIBE CONNECTOR.
 
 ksqlDB forwards these to a Kafka Connect cluster; streamsql runs each sink connector itself as a
-persistent Spark query (``streamsql.connect``; physical plan ``TopicScan`` → ``ConnectorSink``),
+persistent Spark query (``streamsql.connectors``; physical plan ``TopicScan`` → ``ConnectorSink``),
 with its own checkpoint, so a restart resumes at the last batch every record of which was
 written. The statement is durable in the command log like a query's, and replayed on start.
 """
@@ -15,7 +15,7 @@ import socket
 from typing import TYPE_CHECKING
 
 from streamsql.catalog import ConnectorInfo, QueryInfo
-from streamsql.connect.config import ConnectorError, parse_sink
+from streamsql.connectors.config import ConnectorError, parse_sink
 from streamsql.errors import CatalogError, StreamsqlError
 from streamsql.physical.builder import SparkBuilder
 from streamsql.physical.steps import ConnectorSink, connector_plan

@@ -195,7 +195,7 @@ class Engine:
                            f"run): reset the catalog and checkpoints in {self.data_dir}")
             self._reset_state()
         state_file.write_text(json.dumps({"cluster_id": cluster}))
-        self.admin.create_topic(self.processing_log_topic, 1)
+        self._create_internal_topic(self.processing_log_topic, 1)
         from streamsql.udf import functions as python_functions
 
         notices += [f"Python functions: {p}"
@@ -780,6 +780,24 @@ class Engine:
             return physical_plan(plan, KafkaSink(sink), starting_offsets, changelog=True, buckets=buckets)
         return physical_plan(plan, KafkaSink(sink), starting_offsets)
 
+    def _create_internal_topic(self, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
+        """A topic the engine makes for itself (the processing log, a source table's changelog),
+        with ksqlDB's ``ksql.internal.topic.replicas`` and ``ksql.internal.topic.min.insync.replicas``
+        (default 1: a single broker) and ``config`` (cleanup policy)."""
+        def positive(prop: str) -> int | None:
+            value = self.prop(prop).strip()
+            if not value:
+                return None
+            if not value.isdigit() or int(value) < 1:
+                raise ConfigError(f"Invalid value {value} for configuration {prop}: must be a positive integer")
+            return int(value)
+
+        settings = dict(config or {})
+        min_insync = positive("ksql.internal.topic.min.insync.replicas")
+        if min_insync is not None:
+            settings["min.insync.replicas"] = str(min_insync)
+        self.admin.create_topic(name, partitions, positive("ksql.internal.topic.replicas") or 1, settings or None)
+
     def _source_changelog(self, table: Source, fresh: bool) -> Source:
         """A source table's changelog: its topic is read-only, so its query writes an internal
         topic (``_streamsql-<query>-<topic>-changelog``, hidden from SHOW TOPICS; ksqlDB keeps a
@@ -791,8 +809,8 @@ class Engine:
             if exists:
                 self.admin.delete_topic(changelog.topic)
             # compacted, as a table's topic: the latest value per key is what it must keep
-            self.admin.create_topic(changelog.topic, max(1, int(table.partitions or 1)), 1,
-                                    None if table.window_type else {"cleanup.policy": "compact"})
+            self._create_internal_topic(changelog.topic, max(1, int(table.partitions or 1)),
+                                        {} if table.window_type else {"cleanup.policy": "compact"})
             store = self.stores.pop(table.name, None)
             if store is not None:
                 store.close()
@@ -1134,8 +1152,7 @@ class Engine:
             shown = {n: p for n, p in topics.items() if stmt.all_topics or not n.startswith("_")}
             return r.TopicList(stmt.text, [r.TopicInfo(n, p) for n, p in sorted(shown.items())])
         if what == "QUERIES":
-            return r.QueryList(stmt.text, [self._describe_query(q, stmt.extended)
-                                           for q in self.catalog.queries.values()])
+            return r.QueryList(stmt.text, self.describe_queries(stmt.extended))
         if what == "PROPERTIES":
             props = dict(DEFAULT_PROPERTIES)
             props.update(self.config.properties)
@@ -1151,6 +1168,11 @@ class Engine:
         if what == "CONNECTORS":
             return self.connectors.show(stmt)
         raise AnalysisError(f"SHOW {what} is not supported")
+
+    def describe_queries(self, extended: bool = True) -> list[r.QueryDescription]:
+        """Every persistent query's state and statistics (SHOW QUERIES [EXTENDED])."""
+        with self._lock:
+            return [self._describe_query(q, extended) for q in list(self.catalog.queries.values())]
 
     def _describe_query(self, info: QueryInfo, extended: bool = False) -> r.QueryDescription:
         """A query's state and statistics; ``extended`` (SHOW QUERIES EXTENDED) adds its consumer
@@ -1185,6 +1207,9 @@ class Engine:
             plan = self.physical_plans.get(info.id)
             if extended and progress and plan is not None:
                 stats.update(self._lag_stats(plan, progress))
+            ui = self._spark.sparkContext.uiWebUrl if extended and self._spark is not None else None
+            if ui:  # --spark-ui: the query's page in Spark's web UI
+                stats["sparkUi"] = f"{ui}/StreamingQuery/statistics/?id={handle.id}"
         return r.QueryDescription(info.id, info.statement, info.sink, info.sources, state, info.kind, stats)
 
     def _lag_stats(self, plan: PhysicalPlan, progress: dict[str, Any]) -> dict[str, Any]:

@@ -24,10 +24,15 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from streamsql.errors import StreamsqlError
 from streamsql.runtime.config import EngineConfig, resolve_config
 from streamsql.samples import SAMPLES as SAMPLE_NAMES
+
+if TYPE_CHECKING:
+    from streamsql.runtime.engine import Engine
+    from streamsql.surfaces.progress import ProgressDisplay
 
 QUERIES_DIR = Path(__file__).resolve().parents[2] / "queries"
 TOPOLOGY_FORMATS = ("text", "json", "dot", "mermaid")
@@ -42,6 +47,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spark-master", help="Spark master URL (default local[2]; spark://HOST:7077 for a cluster)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting, e.g. spark.executor.memory=2g (repeatable; overrides the config file's)")
+    p.add_argument("--spark-ui", action="store_true",
+                   help="turn on Spark's web UI (off by default; SHOW QUERIES EXTENDED links each query's page)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--until-idle", action="store_true", help="process what the topics hold, then exit 0")
     run.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                      help="a variable for ${NAME} in the file, as ksqlDB's --define (repeatable)")
+    run.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="show each query's batches, rate and lag on standard error (default: on a terminal)")
     run.add_argument("--metrics-port", type=int, metavar="PORT",
                      help="serve Prometheus metrics of the queries on http://0.0.0.0:PORT/metrics")
     _common(run)
@@ -136,8 +145,10 @@ def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
 
 
 def _config(args: argparse.Namespace) -> EngineConfig:
-    config = resolve_config(args.bootstrap_servers, args.data_dir, args.config, args.spark_master,
-                            getattr(args, "conf", None))
+    conf = list(getattr(args, "conf", None) or [])
+    if getattr(args, "spark_ui", False):
+        conf.append("spark.ui.enabled=true")
+    config = resolve_config(args.bootstrap_servers, args.data_dir, args.config, args.spark_master, conf)
     if config.spark_conf:
         from streamsql.runtime.spark import configure
 
@@ -171,11 +182,26 @@ def cmd_run(args: argparse.Namespace) -> int:
                 metrics = serve(engine, args.metrics_port)
                 print(f"streamsql: Prometheus metrics on http://0.0.0.0:{args.metrics_port}/metrics",
                       file=sys.stderr, flush=True)
-            return run_file(engine, path, args.until_idle, stop=stop)
+            progress = _progress(engine, args.progress)
+            try:
+                return run_file(engine, path, args.until_idle, stop=stop)
+            finally:
+                if progress is not None:
+                    progress.stop()
         finally:
             if metrics is not None:
                 metrics.shutdown()
             engine.close()
+
+
+def _progress(engine: Engine, wanted: bool | None) -> ProgressDisplay | None:
+    """The live progress display: on with ``--progress``, off with ``--no-progress``, else on
+    when standard error is a terminal."""
+    from streamsql.surfaces.progress import ProgressDisplay
+
+    if wanted is False or (wanted is None and not sys.stderr.isatty()):
+        return None
+    return ProgressDisplay(engine).start()
 
 
 def _variables(definitions: list[str]) -> dict[str, str] | None:
@@ -259,7 +285,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         try:
             for notice in engine.start():
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)
-            code = run_file(engine, QUERIES_DIR / "fraud_filter.sql", until_idle=True)
+            progress = _progress(engine, None)
+            try:
+                code = run_file(engine, QUERIES_DIR / "fraud_filter.sql", until_idle=True)
+            finally:
+                if progress is not None:
+                    progress.stop()
             if code != 0:
                 return code
             records = engine.admin.read_all("FRAUDULENT_PAYMENTS")

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from streamsql.connect.config import parse_sink
-from streamsql.connect.elasticsearch import ElasticsearchSinkConfig, WriteFailed
-from streamsql.connect.sink import BadRecords, LogTarget, RawRecord, write_all
+from streamsql.connectors.config import parse_sink
+from streamsql.connectors.elasticsearch import ElasticsearchSinkConfig, WriteFailed
+from streamsql.connectors.sink import BadRecords, LogTarget, RawRecord, write_all
 
 pytestmark = pytest.mark.integration
 

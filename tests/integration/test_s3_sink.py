@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from streamsql.connect.config import parse_sink
-from streamsql.connect.s3 import S3SinkConfig, WriteFailed
-from streamsql.connect.sink import BadRecords, LogTarget, RawRecord, write_all
+from streamsql.connectors.config import parse_sink
+from streamsql.connectors.s3 import S3SinkConfig, WriteFailed
+from streamsql.connectors.sink import BadRecords, LogTarget, RawRecord, write_all
 from streamsql.sql import parse
 
 pytestmark = pytest.mark.integration
@@ -130,7 +130,7 @@ def test_bytes_gzip_and_bad_records_in_a_local_directory(tmp_path: Path) -> None
 
 
 def test_s3_config_errors_name_the_key() -> None:
-    from streamsql.connect.config import ConnectorError
+    from streamsql.connectors.config import ConnectorError
 
     for keys, message in [({"format.class": JSON_FORMAT}, 'Missing required configuration "flush.size"'),
                           ({"flush.size": "1"}, "for configuration format.class"),
@@ -190,8 +190,8 @@ def test_seed_003_cheapest_quotes_as_avro_and_gzipped_batches_as_bytes(engine, t
 
 
 def test_file_stream_sink_appends_each_value_as_a_line(tmp_path: Path) -> None:
-    from streamsql.connect.config import ConnectorError
-    from streamsql.connect.file import FileSinkConfig
+    from streamsql.connectors.config import ConnectorError
+    from streamsql.connectors.file import FileSinkConfig
 
     target = tmp_path / "out" / "lines.txt"
     _cls, cfg = parse_sink("F", "SINK", {"connector.class": "FileStreamSink", "topics": "quotes",

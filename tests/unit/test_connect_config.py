@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from streamsql.connect.config import ConnectorError, parse_sink
-from streamsql.connect.converters import Converter, RecordError
-from streamsql.connect.elasticsearch import ElasticsearchSinkConfig, _document_id
+from streamsql.connectors.config import ConnectorError, parse_sink
+from streamsql.connectors.converters import Converter, RecordError
+from streamsql.connectors.elasticsearch import ElasticsearchSinkConfig, _document_id
 from streamsql.errors import ParseError
 from streamsql.sql import ast, parse
 

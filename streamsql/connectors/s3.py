@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from streamsql.connect import config as c
-from streamsql.connect.converters import Converter, RecordError, avro_decode_with_schema, to_json_value
-from streamsql.connect.sink import BadRecords, RawRecord
+from streamsql.connectors import config as c
+from streamsql.connectors.converters import Converter, RecordError, avro_decode_with_schema, to_json_value
+from streamsql.connectors.sink import BadRecords, RawRecord
 
 CLASS_NAME = "io.confluent.connect.s3.S3SinkConnector"
 KEYS = frozenset({

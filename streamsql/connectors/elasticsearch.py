@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from streamsql.connect import config as c
-from streamsql.connect.converters import Converter, RecordError, to_json_value
-from streamsql.connect.sink import BadRecords, RawRecord
+from streamsql.connectors import config as c
+from streamsql.connectors.converters import Converter, RecordError, to_json_value
+from streamsql.connectors.sink import BadRecords, RawRecord
 
-log = logging.getLogger("streamsql.connect")
+log = logging.getLogger("streamsql.connectors")
 
 CLASS_NAME = "io.confluent.connect.elasticsearch.ElasticsearchSinkConnector"
 KEYS = frozenset({

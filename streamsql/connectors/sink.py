@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-log = logging.getLogger("streamsql.connect")
+log = logging.getLogger("streamsql.connectors")
 processing_log = logging.getLogger("streamsql.processing")
 
 #: the one row each task returns

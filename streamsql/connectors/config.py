@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streamsql.connect.converters import CONVERTER_KINDS, CONVERTER_SETTINGS, Converter
+from streamsql.connectors.converters import CONVERTER_KINDS, CONVERTER_SETTINGS, Converter
 from streamsql.errors import StreamsqlError
 
 
@@ -83,7 +83,7 @@ def connector_class(name: str | None) -> ConnectorClass:
 
 def _load_classes() -> None:
     if not _CLASSES:
-        from streamsql.connect import elasticsearch, file, s3
+        from streamsql.connectors import elasticsearch, file, s3
 
         register(elasticsearch.CONNECTOR)
         register(s3.CONNECTOR)

@@ -16,9 +16,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from streamsql.connect import config as c
-from streamsql.connect.converters import Converter, RecordError, to_json_value
-from streamsql.connect.sink import BadRecords, RawRecord
+from streamsql.connectors import config as c
+from streamsql.connectors.converters import Converter, RecordError, to_json_value
+from streamsql.connectors.sink import BadRecords, RawRecord
 
 CLASS_NAME = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 KEYS = frozenset({"file", "batch.size"})
