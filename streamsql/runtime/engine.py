@@ -895,9 +895,14 @@ class Engine:
         return r.CommandStatus(stmt.text, "Query terminated." if stmt.query_id else "All queries terminated.")
 
     def _terminate(self, query_id: str) -> None:
+        """Stop a persistent query for good (TERMINATE, or DROP of its sink) and remove what it
+        kept: its checkpoint (offsets and state store) — ksqlDB deletes a terminated query's
+        internal topics and state the same way; nothing can resume it, so nothing is left."""
         running = self.queries.pop(query_id, None)
         if running is not None:
             self._stop_handle(running.handle)
+        self.physical_plans.pop(query_id, None)
+        shutil.rmtree(self.data_dir / "checkpoints" / query_id, ignore_errors=True)
         info = self.catalog.queries.pop(query_id, None)
         if info is not None:
             sink = self.catalog.find(info.sink)

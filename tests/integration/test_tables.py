@@ -129,8 +129,30 @@ def test_source_table_is_queryable_and_stays_read_only(engine, topic_name):  # t
     [one] = engine.execute("SELECT * FROM cst WHERE k = 3;")
     assert list(one.rows(timeout=30)) == [[3, "a3"]]
     assert len(engine.admin.read_all(src)) == 4  # the materialization wrote nothing back
+    changelog = f"_streamsql-{query_id}-{src}-changelog"
+    assert changelog in engine.admin.topics()  # its internal changelog, which the store follows
+    checkpoint = engine.data_dir / "checkpoints" / query_id
+    assert checkpoint.exists()
     engine.execute("DROP TABLE cst;")
     assert query_id not in engine.catalog.queries and query_id not in engine.queries
+    # nothing left behind: the internal topic and the query's state go with the table
+    assert changelog not in engine.admin.topics() and src in engine.admin.topics() and not checkpoint.exists()
+
+
+def test_terminate_removes_the_querys_state(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("term")
+    engine.execute(f"""
+        CREATE STREAM term (k VARCHAR KEY, v INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE term_counts AS SELECT k, COUNT(*) AS n FROM term GROUP BY k;
+    """)
+    produce(engine.admin, src, [("a", '{"v":1}', 1)])
+    engine.wait_until_idle()
+    [query_id] = [q for q in engine.catalog.queries if q.startswith("CTAS_TERM_COUNTS_")]
+    checkpoint = engine.data_dir / "checkpoints" / query_id
+    assert (checkpoint / "commits").exists()
+    engine.execute(f"TERMINATE {query_id};")
+    assert not checkpoint.exists() and query_id not in engine.physical_plans
+    assert "TERM_COUNTS" in engine.admin.topics()  # the table's own topic is the user's: DROP ... DELETE TOPIC
 
 
 def test_pull_query_returns_maps_inside_arrays(engine, topic_name):  # type: ignore[no-untyped-def]
