@@ -559,11 +559,18 @@ class Engine:
                                f"[{', '.join(inserts)}].\nYou need to terminate them before dropping {stmt.name}.")
         if stmt.delete_topic and source.is_source:
             raise CatalogError(f"Cannot delete topic for read-only source: {stmt.name}")
+        changelog = source_changelog_topic(source) if source.is_source and source.is_table else None
+        store_path = self.data_dir / "tables" / f"{source.writer_query or source.name}.sqlite"
         if source.writer_query:
             self._terminate(source.writer_query)
-        if source.is_source and source.is_table and replay_seq is None:
-            self._delete_topic(source_changelog_topic(source))
+        if changelog is not None and replay_seq is None:
+            self._delete_topic(changelog)
         self.followed.pop(stmt.name, None)
+        store = self.stores.pop(stmt.name, None)
+        if store is not None:
+            store.close()
+        for leftover in (store_path, *store_path.parent.glob(store_path.name + "-*")):  # with SQLite's WAL files
+            leftover.unlink(missing_ok=True)
         self.catalog.remove(stmt.name)
         if stmt.delete_topic and replay_seq is None:
             self._delete_topic(source.topic)

@@ -137,6 +137,7 @@ def test_source_table_is_queryable_and_stays_read_only(engine, topic_name):  # t
     assert query_id not in engine.catalog.queries and query_id not in engine.queries
     # nothing left behind: the internal topic and the query's state go with the table
     assert changelog not in engine.admin.topics() and src in engine.admin.topics() and not checkpoint.exists()
+    assert not (engine.data_dir / "tables" / f"{query_id}.sqlite").exists()  # nor its store
 
 
 def test_terminate_removes_the_querys_state(engine, topic_name):  # type: ignore[no-untyped-def]
