@@ -694,6 +694,29 @@ MESSAGE_REWRITES: list[tuple[str, str, str]] = [
 ]
 
 
+#: ksqlDB's exception classes (an ``expectedException``'s ``type``) by the failure they stand for.
+#: ParseFailedException and KsqlStatementException are thrown while a statement is executed, so the
+#: case expects a rejected statement; Kafka Streams wraps an error while processing records in a
+#: StreamsException, so the case expects the statements accepted and a query to fail. KsqlException,
+#: the base of ksqlDB's own exceptions, is thrown on both paths (and by the harness's serializers of
+#: the inputs), so it stands for either.
+STATEMENT_EXCEPTIONS = frozenset({"io.confluent.ksql.util.KsqlStatementException",
+                                  "io.confluent.ksql.parser.exception.ParseFailedException"})
+RUNTIME_EXCEPTIONS = frozenset({"org.apache.kafka.streams.errors.StreamsException"})
+
+
+def expected_failure_kind(expected: dict[str, Any]) -> str | None:
+    """``"statement"``, ``"runtime"`` or None (either) for an ``expectedException`` node. Checked
+    whether or not the node has a message: a case expecting a rejected statement never passes on a
+    query that failed at run time, nor the reverse."""
+    kind = str(expected.get("type") or "")
+    if kind in STATEMENT_EXCEPTIONS:
+        return "statement"
+    if kind in RUNTIME_EXCEPTIONS:
+        return "runtime"
+    return None
+
+
 def message_matches(expected: str | None, actual: str) -> bool:
     if not expected:
         return True
@@ -768,10 +791,12 @@ class CaseResult:
     status: str  # passed | failed | skipped
     reason: str = ""
     duration_s: float = 0.0
+    #: runs it took: more than 1 when an infrastructure failure made the runner run it again
+    attempts: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "file": self.file, "status": self.status, "reason": self.reason,
-                "duration_s": round(self.duration_s, 3)}
+                "duration_s": round(self.duration_s, 3), "attempts": self.attempts}
 
 
 class MemoryCommandLog:
@@ -875,8 +900,13 @@ class QttRunner:
     INFRA_ATTEMPTS = 3
 
     def run_case(self, case: QttCase) -> CaseResult:
-        for _attempt in range(self.INFRA_ATTEMPTS):
+        """Runs ``case``; one that failed on :attr:`INFRA_FAILURE` is run again (up to
+        :attr:`INFRA_ATTEMPTS` in all), and the result says how many attempts it took, so a
+        retried case is counted and reported (``summary_line``, the JSON report), never passed
+        silently."""
+        for attempt in range(1, self.INFRA_ATTEMPTS + 1):
             result = self._run_case_once(case)
+            result.attempts = attempt
             if self.INFRA_FAILURE not in result.reason:
                 break
         return result
@@ -965,6 +995,9 @@ class QttRunner:
                 msg = str(e).replace(prefix, "")
                 if expected_exc is not None:
                     want = expected_exc.get("message")
+                    if expected_failure_kind(expected_exc) == "runtime":
+                        raise _Failure(f"expected a processing failure ({expected_exc.get('type')}) but statement "
+                                       f"{i + 1} was rejected: {_first_line(msg, 400)}") from None
                     if message_matches(want, msg):
                         return
                     raise _Failure(f"expected exception message containing {json.dumps(want)} but statement "
@@ -981,6 +1014,10 @@ class QttRunner:
         except StreamsqlError as e:
             msg = str(e).replace(prefix, "")
             if expected_exc is not None:
+                if expected_failure_kind(expected_exc) == "statement":
+                    raise _Failure(f"expected a statement to be rejected ({expected_exc.get('type')}) but every "
+                                   f"statement was accepted and processing failed with: {_first_line(msg, 400)}"
+                                   ) from None
                 if message_matches(expected_exc.get("message"), msg):
                     return
                 raise _Failure(f"expected exception message containing {json.dumps(expected_exc.get('message'))} "
@@ -992,7 +1029,7 @@ class QttRunner:
                            f"and the inputs processed")
 
         # outputs
-        failures = self._check_outputs(engine, case, prefix)
+        failures = self._check_outputs(engine, case, prefix) if case.outputs else self._check_no_outputs(engine, prefix)
         if failures:
             raise _Failure(failures)
         post = check_post(case.post, engine.catalog)
@@ -1051,6 +1088,20 @@ class QttRunner:
         failed = engine.failed_queries()
         if failed:
             raise StreamsqlError(f"Query {failed[0][0]} failed: {failed[0][1]}")
+
+    def _check_no_outputs(self, engine: Engine, prefix: str) -> str | None:
+        """A case with no expected output records expects its queries to write none: every topic a
+        query of the case writes must be empty (ksqlDB's harness compares only the topics the
+        outputs name, so an empty list there checks nothing; ours is stricter)."""
+        sinks = sorted({engine.catalog.sources[q.sink].topic for q in engine.catalog.queries.values()
+                        if q.sink in engine.catalog.sources})
+        for topic in sinks:
+            records = engine.admin.read_all(topic)
+            if records:
+                shown = "; ".join(describe_record(r.key, r.value, r.timestamp) for r in records[:3])
+                return (f"expected no output records but topic '{topic.replace(prefix, '')}' has {len(records)}: "
+                        f"{shown}{' ...' if len(records) > 3 else ''}")
+        return None
 
     def _check_outputs(self, engine: Engine, case: QttCase, prefix: str) -> str | None:
         from streamsql.runtime import io
@@ -1174,9 +1225,16 @@ def summarize(results: Sequence[CaseResult]) -> tuple[int, int, int]:
     return passed, failed, skipped
 
 
+def retried(results: Sequence[CaseResult]) -> list[CaseResult]:
+    """Cases run more than once after an infrastructure failure (whatever their final status)."""
+    return [r for r in results if r.attempts > 1]
+
+
 def summary_line(results: Sequence[CaseResult]) -> str:
     p, f, s = summarize(results)
-    return f"{p} passed, {f} failed" + (f", {s} skipped" if s else "")
+    again = len(retried(results))
+    return (f"{p} passed, {f} failed" + (f", {s} skipped" if s else "")
+            + (f" ({again} run again after an infrastructure failure)" if again else ""))
 
 
 def file_line(file: str, results: Sequence[CaseResult]) -> str:
@@ -1192,6 +1250,7 @@ def write_report(path: Path, results: Sequence[CaseResult], elapsed_s: float) ->
         files.setdefault(r.file, []).append(r)
     path.write_text(json.dumps({
         "passed": p, "failed": f, "skipped": s, "elapsed_s": round(elapsed_s, 1),
+        "retried": [{"id": r.id, "attempts": r.attempts, "status": r.status} for r in retried(results)],
         "files": {name: dict(zip(("passed", "failed", "skipped"), summarize(rs))) for name, rs in files.items()},
         "top_failures": [{"category": c, "tests": n} for c, n in top_failures(results)],
         "tests": [r.to_json() for r in results]}, indent=1), encoding="utf-8")

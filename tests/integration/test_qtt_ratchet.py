@@ -66,5 +66,7 @@ def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ig
     finally:
         runner.close()
     failing = [f"{r.id}: {r.reason}" for r in results if r.status != "passed"]
-    print(f"qtt ratchet: {len(results)} tests in {time.monotonic() - started:.0f}s")
+    print(f"qtt ratchet: {len(results)} tests in {time.monotonic() - started:.0f}s; {qtt.summary_line(results)}")
+    for r in qtt.retried(results):  # passed or not, a case run again is reported
+        print(f"qtt ratchet: {r.id} took {r.attempts} attempts (infrastructure failure): {r.status}")
     assert not failing, f"{len(failing)} QTT test(s) stopped passing:\n" + "\n".join(failing)

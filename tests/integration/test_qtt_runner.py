@@ -49,6 +49,24 @@ TESTS = {"tests": [
         "CREATE STREAM J AS SELECT L.ID, V, W, X FROM L JOIN R WITHIN 1 SECOND ON L.ID = R.ID "
         "JOIN S WITHIN 1 SECOND ON L.ID = S.ID;"],
      "inputs": [], "outputs": []},
+    # the strict rules (ksqlDB's harness checks nothing for an empty output list, nor the kind of
+    # an expected exception beyond its class)
+    {"name": "no outputs expected but some written", "statements": [
+        "CREATE STREAM TEST (ID INT KEY, V INT) WITH (kafka_topic='test_topic', value_format='JSON');",
+        "CREATE STREAM OUTPUT AS SELECT ID, V FROM TEST WHERE V > 1;"],
+     "inputs": [{"topic": "test_topic", "key": 1, "value": {"V": 1}, "timestamp": 1},
+                {"topic": "test_topic", "key": 2, "value": {"V": 2}, "timestamp": 2}],
+     "outputs": []},
+    {"name": "no outputs expected and none written", "statements": [
+        "CREATE STREAM TEST (ID INT KEY, V INT) WITH (kafka_topic='test_topic', value_format='JSON');",
+        "CREATE STREAM OUTPUT AS SELECT ID, V FROM TEST WHERE V > 5;"],
+     "inputs": [{"topic": "test_topic", "key": 1, "value": {"V": 1}, "timestamp": 1},
+                {"topic": "test_topic", "key": 2, "value": {"V": 2}, "timestamp": 2}],
+     "outputs": []},
+    {"name": "runtime failure expected but statement rejected", "statements": [
+        "CREATE STREAM TEST (ID INT KEY, V INT) WITH (kafka_topic='test_topic', value_format='JSON');",
+        "CREATE STREAM OUTPUT AS SELECT ID, NOPE FROM TEST;"],
+     "expectedException": {"type": "org.apache.kafka.streams.errors.StreamsException"}},
 ]}
 
 
@@ -83,6 +101,20 @@ def test_output_mismatch_is_a_failure_with_a_useful_reason(results) -> None:  # 
 
 def test_expected_exception(results) -> None:  # type: ignore[no-untyped-def]
     assert results["handmade/expected exception"].status == "passed", results["handmade/expected exception"].reason
+
+
+def test_an_empty_output_list_means_the_queries_write_nothing(results) -> None:  # type: ignore[no-untyped-def]
+    r = results["handmade/no outputs expected but some written"]
+    assert r.status == "failed" and "expected no output records but topic 'OUTPUT' has 1" in r.reason, r.reason
+    r = results["handmade/no outputs expected and none written"]
+    assert r.status == "passed", r.reason
+
+
+def test_an_expected_exception_is_a_failure_of_the_right_kind(results) -> None:  # type: ignore[no-untyped-def]
+    """A case expecting a processing failure (StreamsException, no message) does not pass on a
+    rejected statement."""
+    r = results["handmade/runtime failure expected but statement rejected"]
+    assert r.status == "failed" and "expected a processing failure" in r.reason and "NOPE" in r.reason, r.reason
 
 
 def test_templated_formats(results) -> None:  # type: ignore[no-untyped-def]

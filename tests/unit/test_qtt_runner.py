@@ -317,3 +317,35 @@ def test_markdown_summary_names_a_file_that_is_not_a_report(tmp_path: Path, caps
     assert report.main([str(bad)]) == 2
     assert "is not a report written by streamsql test --json (KeyError" in capsys.readouterr().err
     assert report.main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_expected_exception_kinds() -> None:
+    """ksqlDB's exception class says which failure a case expects: a rejected statement or a query
+    failing while processing; KsqlException (their base) and unknown classes allow either."""
+    assert qtt.expected_failure_kind({"type": "io.confluent.ksql.util.KsqlStatementException"}) == "statement"
+    assert qtt.expected_failure_kind({"type": "io.confluent.ksql.parser.exception.ParseFailedException"}) == "statement"
+    assert qtt.expected_failure_kind({"type": "org.apache.kafka.streams.errors.StreamsException"}) == "runtime"
+    assert qtt.expected_failure_kind({"type": "io.confluent.ksql.util.KsqlException", "message": "x"}) is None
+    assert qtt.expected_failure_kind({}) is None
+
+
+def test_a_case_run_again_after_an_infrastructure_failure_is_counted_and_reported(tmp_path: Path) -> None:
+    runs: list[str] = []
+
+    class Runner(qtt.QttRunner):
+        def __init__(self) -> None:  # no broker or Spark: _run_case_once is replaced
+            self.parallel = 1
+
+        def _run_case_once(self, case: qtt.QttCase) -> qtt.CaseResult:
+            runs.append(case.id)
+            if case.id == "flaky" and runs.count("flaky") == 1:
+                return qtt.CaseResult(case.id, case.file, "failed", f"crash: {qtt.QttRunner.INFRA_FAILURE}")
+            return qtt.CaseResult(case.id, case.file, "passed")
+
+    results = Runner().run([qtt.QttCase(i, "f.json", i, []) for i in ("steady", "flaky")])
+    assert [(r.id, r.status, r.attempts) for r in results] == [("steady", "passed", 1), ("flaky", "passed", 2)]
+    assert qtt.summary_line(results) == "2 passed, 0 failed (1 run again after an infrastructure failure)"
+    qtt.write_report(tmp_path / "r.json", results, 1.0)
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["retried"] == [{"id": "flaky", "attempts": 2, "status": "passed"}]
+    assert {t["id"]: t["attempts"] for t in data["tests"]} == {"steady": 1, "flaky": 2}
