@@ -123,6 +123,7 @@ class SparkBuilder:
         if join is not None:
             from streamsql.runtime.joins import joined_dataframe
 
+            self._use_rocksdb()
             return joined_dataframe(join, self._read(join.left.source, starting_offsets, max_records),
                                     self._read(join.right.source, starting_offsets, max_records))
         ctx = self.ctx
@@ -205,6 +206,8 @@ class SparkBuilder:
         terminal = plan.terminal
         if any(isinstance(s, STATEFUL_STEPS) for s in plan.steps):
             check_checkpoint(checkpoint, plan)
+        if any(isinstance(s, Scan) and getattr(s.source, "join", None) is not None for s in plan.steps):
+            check_join_checkpoint(checkpoint)
         if df is None:
             df = self.dataframe(plan)
         spark_agg = next((s for s in plan.steps if isinstance(s, SparkAggregate)), None)
@@ -343,3 +346,24 @@ def check_checkpoint(checkpoint: Path, plan: PhysicalPlan) -> None:
             f"SET 'auto.offset.reset'='earliest' (the output topic receives the rebuilt values).")
     checkpoint.mkdir(parents=True, exist_ok=True)
     meta_path.write_text(json.dumps(layout), encoding="utf-8")
+
+
+def check_join_checkpoint(checkpoint: Path) -> None:
+    """Refuse a join query's checkpoint written before its state moved to ``transformWithState``
+    (runtime/joins.py ``JOIN_STATE``), with the way to rebuild; record the layout in a new one.
+    Runs after :func:`check_checkpoint`, whose layout a table-table join's file also holds."""
+    from streamsql.runtime.joins import JOIN_STATE
+
+    meta = _checkpoint_meta(checkpoint) or {}
+    if meta.get("join_state") == JOIN_STATE:
+        return
+    commits = checkpoint / "commits"
+    if commits.exists() and any(p.name.isdigit() for p in commits.iterdir()):
+        raise CheckpointError(
+            f"the checkpoint {checkpoint} holds join state written by an earlier streamsql (Spark's "
+            f"applyInPandasWithState); this version keeps a join's state in transformWithState and cannot resume "
+            f"it. To rebuild the join from its input topics, stop streamsql, delete that directory and start "
+            f"again with SET 'auto.offset.reset'='earliest'.")
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    meta["join_state"] = JOIN_STATE
+    (checkpoint / CHECKPOINT_META).write_text(json.dumps(meta), encoding="utf-8")

@@ -42,10 +42,16 @@ class Scan:
     def describe(self) -> str:
         join = getattr(self.source, "join", None)
         if join is not None:
-            return (f"Join {join.kind} {join.left.source.name} ⋈ {join.right.source.name} "
-                    f"(from {self.starting_offsets})")
+            return f"{_join_text(join)} (from {self.starting_offsets})"
         return (f"Scan {self.source.kind.lower()} {self.source.name} (topic {self.source.topic}, "
                 f"key {self.source.key_format}, value {self.source.value_format}, from {self.starting_offsets})")
+
+
+def _join_text(join: Any) -> str:
+    """``Join KIND LEFT ⋈ RIGHT``; an n-way join's left side is the join before it, in brackets."""
+    nested = getattr(join.left.source, "join", None)
+    left = f"({_join_text(nested)})" if nested is not None else join.left.source.name
+    return f"Join {join.kind} {left} ⋈ {join.right.source.name}"
 
 
 @dataclass

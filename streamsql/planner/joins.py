@@ -18,12 +18,17 @@ Supported, as in ksqlDB:
 
 A FULL OUTER join (or one whose ON has no plain column) is keyed by a synthetic ``ROWKEY``.
 
-Not yet: n-way joins, foreign-key joins, windowed sources in joins.
+N-way joins (``a JOIN b ON .. JOIN c ON ..``) nest: the joins so far are the left side of the
+next one (ksqlDB's left-deep JoinTree); every source keeps its ``ALIAS_COLUMN`` names, and the
+result's key follows ksqlDB's join equivalence sets (``_Tree``).
+
+Not yet: foreign-key joins, windowed sources in joins.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlglot import exp
 
@@ -41,6 +46,9 @@ SYNTHETIC_KEY = "ROWKEY"
 
 @dataclass(frozen=True)
 class JoinSide:
+    """One input of a join: a catalog source under its alias, or (the left input of the second and
+    later JOINs) the :class:`JoinedSource` of the joins before it, whose alias is empty."""
+
     source: Source
     alias: str
     #: Spark SQL of the join expression over this side's own DataFrame
@@ -48,8 +56,9 @@ class JoinSide:
     key_type: t.SqlType | None
 
     def column_name(self, name: str) -> str:
-        """The joined source's name for one of this side's columns (ksqlDB: ``ALIAS_NAME``)."""
-        return f"{self.alias}_{name}"
+        """The joined source's name for one of this side's columns (ksqlDB: ``ALIAS_NAME``; a
+        joined side's columns are named so already)."""
+        return f"{self.alias}_{name}" if self.alias else name
 
 
 @dataclass(frozen=True)
@@ -69,12 +78,19 @@ class JoinSpec:
     #: joins, or ON expressions on both sides)
     synthetic_key: t.SqlType | None = None
 
+    def leaves(self) -> list[JoinSide]:
+        """The joined sources, in FROM order (a nested join's own sources first)."""
+        nested = getattr(self.left.source, "join", None)
+        return [*(nested.leaves() if nested is not None else [self.left]), self.right]
+
     def output_name(self, qualifier: str | None, name: str) -> str:
-        """A projected column's name: its own, or ``ALIAS_NAME`` when both sides have ``name``."""
-        both = all(s.source.column(name) is not None or name in SIDE_PSEUDO for s in (self.left, self.right))
-        if qualifier is None or not both:
+        """A projected column's name: its own, or ``ALIAS_NAME`` when several sources have ``name``."""
+        leaves = self.leaves()
+        shared = sum(s.source.column(name) is not None or name in SIDE_PSEUDO for s in leaves) > 1
+        if qualifier is None or not shared:
             return name
-        side = self.left if qualifier in (self.left.alias, self.left.source.name) else self.right
+        side = next((s for s in leaves if qualifier == s.alias), None) or next(
+            (s for s in leaves if qualifier == s.source.name), leaves[-1])
         return side.column_name(name)
 
     @property
@@ -89,7 +105,8 @@ class JoinSpec:
         """One line for EXPLAIN."""
         window = ("" if self.right.source.is_table
                   else f" WITHIN ({self.within_before_ms} ms, {self.within_after_ms} ms)")
-        return (f"{self.kind} JOIN {self.left.source.name} AS {self.left.alias} WITH {self.right.source.name} AS "
+        left = f"{self.left.source.name} AS {self.left.alias}" if self.left.alias else f"({self.left.source.name})"
+        return (f"{self.kind} JOIN {left} WITH {self.right.source.name} AS "
                 f"{self.right.alias}{window} ON {self.left.key_sql} = {self.right.key_sql}")
 
 
@@ -100,32 +117,74 @@ class JoinedSource(Source):
     join: JoinSpec | None = field(default=None)
 
 
+@dataclass
+class _Tree:
+    """The FROM clause joined so far: one source, or a join of a tree (left) and a source (right),
+    as ksqlDB's JoinTree builds it left-deep in the order the JOINs are written."""
+
+    source: Source  # a catalog source, or the JoinedSource of the joins so far
+    leaves: list[tuple[str, Source]]  # (alias, source) of every source in it, in FROM order
+    #: ksqlDB's join equivalence set: ON expressions (qualified SQL text) equal to this tree's key
+    equivalent: frozenset[str] = frozenset()
+    #: ksqlDB's viable key columns: ``ALIAS.COLUMN`` texts equal to the key, in order
+    viable: tuple[str, ...] = ()
+
+    def alias_of(self, qualifier: str) -> str | None:
+        """The alias a qualifier names: an alias, or the name of a source that has no other alias."""
+        for alias, _src in self.leaves:
+            if qualifier == alias:
+                return alias
+        for alias, src in self.leaves:
+            if qualifier == src.name:
+                return alias
+        return None
+
+    def leaf(self, alias: str) -> Source:
+        return next(src for a, src in self.leaves if a == alias)
+
+
 def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
-    """The joined source of ``query`` and the scope its expressions resolve in."""
-    if len(query.joins) > 1:
-        raise AnalysisError("Not supported yet: joins of more than two sources")
-    clause = query.joins[0]
-    left_src = catalog.get(query.source.name)
-    right_src = catalog.get(clause.right.name)
-    left_alias = query.source.alias or left_src.name
-    right_alias = clause.right.alias or right_src.name
-    kafka = [s.name for s in (left_src, right_src) if s.value_format.upper() == "KAFKA"]
+    """The joined source of ``query`` (its JOINs applied left to right: ``a JOIN b ON .. JOIN c
+    ON ..`` is ``(a ⋈ b) ⋈ c``) and the scope its expressions resolve in."""
+    first = catalog.get(query.source.name)
+    tree = _Tree(first, [(query.source.alias or first.name, first)])
+    rights = [catalog.get(clause.right.name) for clause in query.joins]
+    kafka = [s.name for s in [first, *rights] if s.value_format.upper() == "KAFKA"]
     if kafka:
         raise AnalysisError(f"Source(s) {', '.join(kafka)} are using the 'KAFKA' value format. This format "
                             f"does not yet support JOIN.")
-    if left_alias == right_alias:
-        raise AnalysisError(f"Can not join '{left_src.name}' to '{right_src.name}': self joins require "
-                            f"unique aliases.")
+    # every ON clause is checked for its sides before any join is planned (ksqlDB's analyzer)
+    leaves = _Tree(first, list(tree.leaves))
+    for clause, right_src in zip(query.joins, rights):
+        right_alias = clause.right.alias or right_src.name
+        if any(right_alias == alias for alias, _src in leaves.leaves):
+            raise AnalysisError(f"Can not join '{leaves.leaf(right_alias).name}' to '{right_src.name}': self joins "
+                                f"require unique aliases.")
+        leaves = _Tree(first, [*leaves.leaves, (right_alias, right_src)])
+        _split_condition(clause.on, leaves, leaves.leaves[-1][0])
+    joined: JoinedSource | None = None
+    for clause, right_src in zip(query.joins, rights):
+        joined, tree = _join(tree, clause, right_src, query.select)
+    assert joined is not None
+    return joined, _joined_scope(joined)
+
+
+def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tuple[JoinedSource, _Tree]:
+    """One JOIN clause applied to the tree so far."""
+    right_alias = clause.right.alias or right_src.name
+    both = _Tree(tree.source, [*tree.leaves, (right_alias, right_src)])
+    left_expr, right_expr, left_alias = _split_condition(clause.on, both, right_alias)
+    # the source the ON clause's left side reads names the join in ksqlDB's messages
+    left_leaf = tree.leaf(left_alias)
+    left_src = tree.source
     if clause.kind in ("FULL", "RIGHT") and right_src.is_table and not left_src.is_table:
         raise AnalysisError(f"Invalid join type: {clause.kind.lower()}-outer join not supported for stream-table "
-                            f"join. Got {left_src.name} [{clause.kind}] OUTER JOIN {right_src.name}.")
-
+                            f"join. Got {left_leaf.name} [{clause.kind}] OUTER JOIN {right_src.name}.")
     if left_src.is_table and not right_src.is_table:
         raise AnalysisError(f"Invalid join order: table-stream joins are not supported; only stream-table "
-                            f"joins. Got {left_src.name} [{clause.kind}] JOIN {right_src.name}.")
-    if left_src.window_type or right_src.window_type:
+                            f"joins. Got {left_leaf.name} [{clause.kind}] JOIN {right_src.name}.")
+    if any(src.window_type for _alias, src in both.leaves):
         raise AnalysisError("Not supported yet: joins of windowed sources")
-    left_expr, right_expr = _split_condition(clause.on, left_alias, right_alias, left_src, right_src)
     stream_stream = not right_src.is_table
     if stream_stream and clause.within_before_ms is None:
         raise AnalysisError("Stream-Stream joins must have a WITHIN clause specified. None was provided. "
@@ -136,52 +195,73 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
         raise AnalysisError("A window definition was provided for a Stream-Table join. These joins are not "
                             "windowed. Please drop the window definition (ie. the WITHIN clause) and try "
                             "to execute your join again.")
-    left_scope = _side_scope(left_src, left_alias)
-    right_scope = _side_scope(right_src, right_alias)
-    lk = ExpressionCompiler(left_scope).compile(_unqualified(left_expr))
-    rk = ExpressionCompiler(right_scope).compile(_unqualified(right_expr))
+    left_scope = _side_scope(left_src, left_alias) if len(tree.leaves) == 1 else _joined_scope(left_src)
+    lk = ExpressionCompiler(left_scope).compile(left_expr if len(tree.leaves) > 1 else _unqualified(left_expr))
+    rk = ExpressionCompiler(_side_scope(right_src, right_alias)).compile(_unqualified(right_expr))
+    left_text, right_text = _text(left_expr, both), _text(right_expr, both)
     if left_src.is_table:
         keys = left_src.key_columns
-        if len(keys) != 1 or not (isinstance(left_expr, exp.Column) and left_expr.name == keys[0].name):
+        on_key = (left_text in tree.viable if len(tree.leaves) > 1 else
+                  len(keys) == 1 and isinstance(left_expr, exp.Column) and left_expr.name == keys[0].name)
+        if not on_key:
             raise AnalysisError(
                 f"Invalid join condition: table-table joins require to join on the primary key of the left "
-                f"table. Got {_shown(left_expr, left_alias)} = {_shown(right_expr, right_alias)}.")
+                f"table. Got {left_text} = {right_text}.")
     if not stream_stream:
         keys = right_src.key_columns
         if len(keys) != 1 or not (isinstance(right_expr, exp.Column) and right_expr.name == keys[0].name):
             raise AnalysisError(
                 f"Invalid join condition: stream-table joins require to join on the table's primary key. Got "
-                f"{_shown(left_expr, left_alias)} = {_shown(right_expr, right_alias)}.")
+                f"{left_text} = {right_text}.")
     if lk.type is not None and rk.type is not None and lk.type != rk.type and not (
             t.is_numeric(lk.type) and t.is_numeric(rk.type)):
         raise AnalysisError(f"Invalid join condition: types don't match. Got {left_expr.sql()}{{{lk.type}}} = "
                             f"{right_expr.sql()}{{{rk.type}}}.")
-    left = JoinSide(left_src, left_alias, lk.sql, lk.type)
+    left = JoinSide(left_src, left_alias if len(tree.leaves) == 1 else "", lk.sql, lk.type)
     right = JoinSide(right_src, right_alias, rk.sql, rk.type)
-    candidates = _key_candidates(clause.kind, left_expr, right_expr, left, right)
-    synthetic = None if candidates else (lk.type or rk.type or t.STRING)
-    if synthetic is not None:  # FULL OUTER, or no column on either side of ON: ksqlDB's ROWKEY
-        candidates = [(SYNTHETIC_KEY, SYNTHETIC_KEY)]
+    # ksqlDB's JoinTree: the ON expressions are equal to the join's key, and so is everything
+    # equal to the left tree's key when the left expression is; FULL OUTER keys equal neither
+    equivalent: frozenset[str] = frozenset()
+    viable: list[str] = []
+    if clause.kind != "FULL":
+        equivalent = frozenset({left_text, right_text})
+        if tree.equivalent & equivalent:
+            equivalent |= tree.equivalent
+        columns = [*tree.viable]
+        columns += [left_text] if isinstance(left_expr, exp.Column) else []
+        columns += [right_text] if isinstance(right_expr, exp.Column) else []
+        viable = [c for i, c in enumerate(columns) if c in equivalent and c not in columns[:i]]
+    # ksqlDB's buildJoinKey: the key is the first viable column the projection has, else the first
+    chosen = next((c for c in viable if _projected(c, select, both)), viable[0] if viable else None)
+    synthetic = None if chosen is not None else (lk.type or rk.type or t.STRING)
+    key_name = _joined_name(chosen) if chosen is not None else SYNTHETIC_KEY
     spec = JoinSpec(clause.kind, left, right, clause.within_before_ms, clause.within_after_ms, clause.grace_ms,
-                    key_candidates=tuple(name for name, _text in candidates),
-                    key_expressions=tuple(text for _name, text in candidates), synthetic_key=synthetic)
-    columns: list[t.Column] = [t.Column(SYNTHETIC_KEY, synthetic, "key")] if synthetic is not None else []
+                    key_candidates=(key_name,),
+                    key_expressions=tuple(viable) if viable else (SYNTHETIC_KEY,), synthetic_key=synthetic)
+    columns_out: list[t.Column] = [t.Column(SYNTHETIC_KEY, synthetic, "key")] if synthetic is not None else []
     for side in (left, right):
-        for c in side.source.columns:
-            if c.role not in ("key", "value"):
-                continue
-            name = side.column_name(c.name)
-            columns.append(t.Column(name, c.type, "key" if name in spec.key_candidates else "value"))
+        for name, ty in side_value_columns(side):
+            columns_out.append(t.Column(name, ty, "key" if name == key_name else "value"))
+    leftmost = both.leaves[0][1]
     joined = JoinedSource(
         name=f"{left_src.name}_{right_src.name}_JOIN", kind="TABLE" if left_src.is_table else "STREAM",
-        columns=columns, topic=left_src.topic,
-        key_format=left_src.key_format if left_src.key_format != "NONE" else right_src.key_format,
-        value_format=left_src.value_format, partitions=left_src.partitions,
-        key_delimiter=left_src.key_delimiter, value_delimiter=left_src.value_delimiter,
-        statement=left_src.statement, join=spec,
+        columns=columns_out, topic=leftmost.topic,
+        key_format=leftmost.key_format if leftmost.key_format != "NONE" else right_src.key_format,
+        value_format=leftmost.value_format, partitions=leftmost.partitions,
+        key_delimiter=leftmost.key_delimiter, value_delimiter=leftmost.value_delimiter,
+        statement=leftmost.statement, join=spec,
     )
+    return joined, _Tree(joined, both.leaves, equivalent, tuple(viable))
+
+
+def _joined_scope(joined: Source) -> Scope:
+    """What expressions over a join's rows can reference: every source's columns and pseudo
+    columns, qualified by its alias (``A.X`` reads the joined column ``A_X``), the joined record's
+    own pseudo columns, and a synthetic ROWKEY."""
+    spec = getattr(joined, "join", None)
+    assert spec is not None
     scope_cols: list[ScopeColumn] = []
-    for side in (left, right):
+    for side in spec.leaves():
         for c in side.source.columns:
             if c.role in ("key", "value"):
                 scope_cols.append(ScopeColumn(c.name, c.type, quote(side.column_name(c.name)), side.alias))
@@ -189,30 +269,78 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
             scope_cols.append(ScopeColumn(name, t.PSEUDO_COLUMNS[name], quote(side.column_name(name)), side.alias))
     for name, ty in t.PSEUDO_COLUMNS.items():  # unqualified: the joined record's own
         scope_cols.append(ScopeColumn(name, ty, quote(name), None))
-    if synthetic is not None:
-        scope_cols.append(ScopeColumn(SYNTHETIC_KEY, synthetic, quote(SYNTHETIC_KEY), None))
-    return joined, Scope(scope_cols, {left_alias, right_alias})
+    if spec.synthetic_key is not None:
+        scope_cols.append(ScopeColumn(SYNTHETIC_KEY, spec.synthetic_key, quote(SYNTHETIC_KEY), None))
+    return Scope(scope_cols, {side.alias for side in spec.leaves()})
+
+
+def _joined_name(text: str) -> str:
+    """``ALIAS.COLUMN`` → the joined column ``ALIAS_COLUMN`` (ksqlDB's generatedJoinColumnAlias)."""
+    alias, _dot, column = text.partition(".")
+    return f"{alias}_{column}"
+
+
+def _projected(text: str, select: list[Any], tree: _Tree) -> bool:
+    """Whether the projection contains column ``ALIAS.COLUMN`` (ksqlDB's Projection:
+    ``*``, ``alias.*`` or the column itself)."""
+    alias, _dot, column = text.partition(".")
+    for item in select:
+        node = item.expression
+        if item.star and (node is None or not (isinstance(node, exp.Column) and node.table)):
+            return True
+        if not isinstance(node, exp.Column):
+            continue
+        if isinstance(node.this, exp.Star):
+            if tree.alias_of(node.table.upper()) == alias:
+                return True
+            continue
+        if node.name == column:
+            owner = tree.alias_of(node.table.upper()) if node.table else _owner(node.name, tree)
+            if owner == alias:
+                return True
+    return False
+
+
+def _owner(column: str, tree: _Tree) -> str | None:
+    """The alias of the only source with ``column``, or None."""
+    owners = [alias for alias, src in tree.leaves if src.column(column) is not None]
+    return owners[0] if len(owners) == 1 else None
+
+
+def side_value_columns(side: JoinSide) -> list[tuple[str, t.SqlType]]:
+    """(joined name, type) of the key and value columns a side adds to the join's rows (a joined
+    side's synthetic ROWKEY stays behind: only the outermost join's is addressable)."""
+    spec = getattr(side.source, "join", None)
+    if spec is None:
+        return [(side.column_name(c.name), c.type) for c in side.source.columns if c.role in ("key", "value")]
+    return [(c.name, c.type) for c in side.source.columns if c.role in ("key", "value") and c.name != SYNTHETIC_KEY]
 
 
 def side_columns(side: JoinSide) -> list[tuple[str, t.SqlType, str]]:
-    """(column in the side's DataFrame, type, joined name) of every column a side contributes."""
-    out = [(c.name, c.type, side.column_name(c.name)) for c in side.source.columns if c.role in ("key", "value")]
-    out += [(name, t.PSEUDO_COLUMNS[name], side.column_name(name)) for name in SIDE_PSEUDO]
+    """(column in the side's DataFrame, type, joined name) of every column a side contributes:
+    a source's columns and pseudo columns, renamed ``ALIAS_NAME``; a joined side's, already so named."""
+    spec = getattr(side.source, "join", None)
+    if spec is None:
+        out = [(c.name, c.type, side.column_name(c.name)) for c in side.source.columns if c.role in ("key", "value")]
+        out += [(name, t.PSEUDO_COLUMNS[name], side.column_name(name)) for name in SIDE_PSEUDO]
+        return out
+    out = [(name, ty, name) for name, ty in side_value_columns(side)]
+    out += [(leaf.column_name(name), t.PSEUDO_COLUMNS[name], leaf.column_name(name))
+            for leaf in spec.leaves() for name in SIDE_PSEUDO]
     return out
+
+
+def leftmost_column(side: JoinSide, name: str) -> str:
+    """The column of a side's DataFrame holding the first source's pseudo column ``name``
+    (a join's ROWPARTITION and ROWOFFSET are its first source's)."""
+    spec = getattr(side.source, "join", None)
+    return name if spec is None else spec.leaves()[0].column_name(name)
 
 
 def _side_scope(source: Source, alias: str) -> Scope:
     cols = [ScopeColumn(c.name, c.type, quote(c.name), alias) for c in source.columns]
     cols += [ScopeColumn(name, ty, quote(name), alias) for name, ty in t.PSEUDO_COLUMNS.items()]
     return Scope(cols, {alias, source.name})
-
-
-def _shown(node: exp.Expr, alias: str) -> str:
-    """An ON operand as ksqlDB prints it: columns qualified, upper case."""
-    node = node.copy()
-    for col in node.find_all(exp.Column):
-        col.set("table", exp.to_identifier(alias))
-    return node.sql().upper()
 
 
 def _unqualified(node: exp.Expr) -> exp.Expr:
@@ -223,65 +351,58 @@ def _unqualified(node: exp.Expr) -> exp.Expr:
     return node
 
 
-def _qualifiers(node: exp.Expr, left_alias: str, right_alias: str, left: Source, right: Source) -> set[str]:
-    sides: set[str] = set()
+def _text(node: exp.Expr, tree: _Tree) -> str:
+    """An ON operand as ksqlDB prints it: columns qualified by their source's alias, upper case."""
+    node = node.copy()
     for col in node.find_all(exp.Column):
-        q = col.table.upper() if col.table else None
-        if q in (left_alias, left.name) or q in (right_alias, right.name):
-            mine = left if q in (left_alias, left.name) else right
-            if mine.column(col.name) is None and col.name not in t.PSEUDO_COLUMNS:
+        alias = tree.alias_of(col.table.upper()) if col.table else _owner(col.name, tree)
+        if alias is not None:
+            col.set("table", exp.to_identifier(alias))
+    return node.sql().upper()
+
+
+def _aliases(node: exp.Expr, tree: _Tree) -> list[str]:
+    """The aliases of the sources ``node`` reads, in order of first use."""
+    out: list[str] = []
+    for col in node.find_all(exp.Column):
+        if col.table:
+            q = col.table.upper()
+            alias = tree.alias_of(q)
+            if alias is None:
+                raise AnalysisError(f"'{q}' is not a valid stream/table name or alias.")
+            if tree.leaf(alias).column(col.name) is None and col.name not in t.PSEUDO_COLUMNS:
                 raise AnalysisError(f"JOIN ON column '{q}.{col.name}' cannot be resolved.")
-            sides.add("L" if mine is left else "R")
-        elif q:
-            raise AnalysisError(f"'{q}' is not a valid stream/table name or alias.")
         else:
-            in_left = left.column(col.name) is not None
-            in_right = right.column(col.name) is not None
-            if in_left and in_right:
-                raise AnalysisError(f"Column '{col.name}' is ambiguous. Could be {left_alias}.{col.name} or "
-                                    f"{right_alias}.{col.name}.")
-            if in_left:
-                sides.add("L")
-            elif in_right:
-                sides.add("R")
-            else:
+            owners = [a for a, src in tree.leaves if src.column(col.name) is not None]
+            if len(owners) > 1:
+                raise AnalysisError(f"Column '{col.name}' is ambiguous. Could be "
+                                    + " or ".join(f"{a}.{col.name}" for a in owners) + ".")
+            if not owners:
                 raise AnalysisError(f"JOIN ON column '{col.name}' cannot be resolved.")
-    return sides
+            alias = owners[0]
+        if alias not in out:
+            out.append(alias)
+    return out
 
 
-def _split_condition(on: exp.Expr, left_alias: str, right_alias: str, left: Source,
-                     right: Source) -> tuple[exp.Expr, exp.Expr]:
-    """The (left side, right side) expressions of ``ON a = b``, whichever order they are written."""
+def _split_condition(on: exp.Expr, both: _Tree, right_alias: str) -> tuple[exp.Expr, exp.Expr, str]:
+    """The (left side, right side) expressions of ``ON a = b``, whichever order they are written,
+    and the alias of the source the left one reads. The left side reads the tree so far, the right
+    side the joined source."""
     if not isinstance(on, exp.EQ):
         raise AnalysisError(f"Unsupported join expression: {on.sql()}. Only equality joins of the form "
                             f"`a.x = b.y` are supported.")
     a, b = on.this, on.expression
-    qa = _qualifiers(a, left_alias, right_alias, left, right)
-    qb = _qualifiers(b, left_alias, right_alias, left, right)
+    qa, qb = _aliases(a, both), _aliases(b, both)
     for side, refs in ((a, qa), (b, qb)):
         if not refs:
             raise AnalysisError(f"Invalid comparison expression '{side.sql()}' in join '({on.sql()})'. Each side "
                                 f"of the join comparision must contain references from exactly one source.")
-    if qa == {"L"} and qb == {"R"}:
-        return a, b
-    if qa == {"R"} and qb == {"L"}:
-        return b, a
+    if len(qa) == 1 and len(qb) == 1 and qa != qb:
+        if qb == [right_alias]:
+            return a, b, qa[0]
+        if qa == [right_alias]:
+            return b, a, qb[0]
+    shown = lambda refs: ", ".join(f"`{r}`" for r in refs)  # noqa: E731
     raise AnalysisError(f"Each side of the join must reference exactly one source and not the same source. "
-                        f"Left side references {sorted(qa)} and right references {sorted(qb)}")
-
-
-def _key_candidates(kind: str, left_expr: exp.Expr, right_expr: exp.Expr, left: JoinSide,
-                    right: JoinSide) -> list[tuple[str, str]]:
-    """The join columns that can be the result's key, as (joined name, ON text): for an INNER
-    join either side's column (they are equal); for a LEFT join the left column (the right one may
-    be null), else the right one; for a RIGHT join either, the left first (ksqlDB). The runtime
-    fills a join column from the join key when its side is missing (runtime/joins.py)."""
-    out: list[tuple[str, str]] = []
-    for side, node in ((left, left_expr), (right, right_expr)):
-        if isinstance(node, exp.Column) and side.source.column(node.name) is not None:
-            out.append((side.column_name(node.name), f"{side.alias}.{node.name}"))
-    if kind == "LEFT" and len(out) == 2:
-        out = out[:1]
-    if kind == "FULL":  # either side may be missing: the key is synthetic
-        return []
-    return out
+                        f"Left side references {shown(qa)} and right references {shown(qb)}")

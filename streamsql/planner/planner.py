@@ -245,7 +245,7 @@ class Planner:
     def _expand_join_star(source: JoinedSource, qualifier: str | None) -> list[OutputColumn]:
         """``*`` over a join: every column of both sides (key first); ``alias.*``: one side's."""
         assert source.join is not None
-        sides = [source.join.left, source.join.right]
+        sides = source.join.leaves()
         if qualifier is not None:
             sides = [s for s in sides if qualifier in (s.alias, s.source.name)]
             if not sides:
@@ -281,14 +281,15 @@ class Planner:
     @staticmethod
     def _join_key(source: JoinedSource, columns: list[OutputColumn], persistent: bool,
                   sink_name: str | None) -> list[OutputColumn]:
-        """A join's key is its left join column when projected, else the right one, moved first;
-        a persistent query must project one (ksqlDB's message names the ON expressions)."""
+        """A join's key is the join column plan_join chose (ksqlDB's first viable key column in the
+        projection), moved first; a persistent query must project one (ksqlDB's message names every
+        viable one)."""
         assert source.join is not None
         key = next((c for name in source.join.key_candidates for c in columns if c.sql == quote(name)), None)
         if key is None:
             exprs = source.join.key_expressions
             if persistent and exprs:
-                listed = " or ".join(exprs)
+                listed = exprs[0] if len(exprs) == 1 else ", ".join(exprs[:-1]) + " or " + exprs[-1]
                 noun = "expressions" if len(exprs) > 1 else "expression"
                 note = ""
                 if source.join.synthetic_key is not None:

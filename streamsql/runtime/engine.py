@@ -1626,7 +1626,7 @@ def _contains_map(sql: t.SqlType) -> bool:
 def _input_names(source: Source) -> list[str]:
     """The catalog sources a query reads (both sides of a join)."""
     if isinstance(source, JoinedSource) and source.join is not None:
-        return [source.join.left.source.name, source.join.right.source.name]
+        return [side.source.name for side in source.join.leaves()]
     return [source.name]
 
 

@@ -1,10 +1,12 @@
-"""The streaming DataFrame of a join (planner/joins.py): two Kafka sources, one stateful operator.
+"""The streaming DataFrame of a join (planner/joins.py): two inputs, one stateful operator. An
+input is a Kafka source or, in an n-way join, the DataFrame of the joins before it (one
+``transformWithStateInPandas`` per JOIN, chained in one Spark query).
 
 Both sides are read in one Spark query and unioned into a narrow shape: which side, the join key
 (as text, so both sides group together), the record's time and offset, whether it is a tombstone,
 and the whole row as JSON (``to_json``/``from_json`` round-trip every SQL type exactly, so the
-stateful step only handles plain strings). ``applyInPandasWithState`` then groups by join key and
-walks each key's records in time order, keeping per key:
+stateful step only handles plain strings). ``transformWithStateInPandas`` (:class:`JoinOperator`)
+then groups by join key and walks each key's records in time order, keeping per key:
 
 * stream-table: the table's current row (a tombstone deletes it); a stream record emits itself
   with that row (INNER: only when there is one; LEFT: with nulls otherwise);
@@ -27,9 +29,12 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql.streaming import StatefulProcessor
+from pyspark.sql.types import BinaryType, StructField, StructType
+
 from streamsql import types as t
 from streamsql.planner.expressions import quote
-from streamsql.planner.joins import SYNTHETIC_KEY, JoinSide, JoinSpec, side_columns
+from streamsql.planner.joins import SYNTHETIC_KEY, JoinSide, JoinSpec, leftmost_column, side_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -49,7 +54,7 @@ def _narrow(df: DataFrame, side: JoinSide, tag: int) -> DataFrame:
         f"{tag} AS __SIDE",
         f"CAST({side.key_sql} AS STRING) AS __JK",
         f"CAST({t.ROWTIME} AS BIGINT) AS __TS",
-        f"CAST({t.ROWOFFSET} AS BIGINT) AS __OFF",
+        f"coalesce(CAST({t.ROWOFFSET} AS BIGINT), -1) AS __OFF",
         f"{TOMBSTONE_COL} AS __TOMB",
         f"to_json(struct({', '.join(cols)})) AS __ROW",
     )
@@ -63,8 +68,6 @@ def _row_schema(side: JoinSide, spark_type: Callable[[t.SqlType], str]) -> str:
 
 def joined_dataframe(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFrame:
     """The join's rows as a streaming DataFrame in the joined source's shape."""
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
     union = _narrow(left_df, spec.left, 0).unionByName(_narrow(right_df, spec.right, 1))
     if spec.table_table:
         step = _table_table_step(spec.kind)
@@ -72,10 +75,8 @@ def joined_dataframe(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) ->
         step = _table_step(spec.kind)
     else:
         step = _window_step(spec)
-    joined = union.groupBy("__JK").applyInPandasWithState(
-        step, "__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string", "state binary",
-        "append",
-        GroupStateTimeout.NoTimeout)
+    joined = union.groupBy("__JK").transformWithStateInPandas(
+        statefulProcessor=JoinOperator(step), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
 
     def spark_type(ty: t.SqlType) -> str:
         return t.to_spark(ty).simpleString()
@@ -96,8 +97,10 @@ def joined_dataframe(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) ->
             exprs.append(f"{value} AS {quote(joined_name)}")
     exprs += [
         f"__TS AS {t.ROWTIME}",
-        f"__LROW.{t.ROWPARTITION} AS {t.ROWPARTITION}",
-        f"__LROW.{t.ROWOFFSET} AS {t.ROWOFFSET}",
+        # the first source's position, or the right one's when an outer join has no left row
+        f"coalesce(__LROW.{quote(leftmost_column(spec.left, t.ROWPARTITION))}, __RROW.{t.ROWPARTITION}) "
+        f"AS {t.ROWPARTITION}",
+        f"coalesce(__LROW.{quote(leftmost_column(spec.left, t.ROWOFFSET))}, __RROW.{t.ROWOFFSET}) AS {t.ROWOFFSET}",
         f"coalesce(__LROW.{HEADERS_COL}, array()) AS {HEADERS_COL}",
         f"__DEL AS {TOMBSTONE_COL}",
     ]
@@ -105,6 +108,69 @@ def joined_dataframe(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) ->
 
 
 # --- the stateful steps (run in Spark's Python workers) -------------------------------------------
+
+#: what the join operator emits per joined row: its time, the input's offset, both sides' rows as
+#: JSON, whether it is a tombstone, and the join key
+OUTPUT_SCHEMA = "__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string"
+#: the join state's layout in a checkpoint (``physical/builder.check_join_checkpoint``): one
+#: pickled value per join key in a ``transformWithState`` ValueState. Earlier versions kept it in
+#: ``applyInPandasWithState``'s group state, which Spark allows only once per query.
+JOIN_STATE = "transformWithState-value-1"
+
+
+class _KeyState:
+    """The join steps' view of a key's state (``exists``, ``get``, ``update``, ``remove``) over a
+    ``transformWithState`` ValueState holding one pickled value."""
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    @property
+    def exists(self) -> bool:
+        return bool(self._value.exists())
+
+    @property
+    def get(self) -> tuple[bytes]:
+        return (self._value.get()[0],)
+
+    def update(self, value: tuple[bytes]) -> None:
+        self._value.update(value)
+
+    def remove(self) -> None:
+        self._value.clear()
+
+
+#: the columns of the join operator's input, in ``_narrow``'s order
+INPUT_COLUMNS = ("__SIDE", "__JK", "__TS", "__OFF", "__TOMB", "__ROW")
+
+
+def _named(pdfs: Iterator[Any]) -> Iterator[Any]:
+    """The input chunks with their column names (Spark may name them by position, ``_0``...)."""
+    for pdf in pdfs:
+        if "__SIDE" not in pdf.columns and len(pdf.columns) >= len(INPUT_COLUMNS):
+            pdf = pdf.iloc[:, -len(INPUT_COLUMNS):]
+            pdf.columns = list(INPUT_COLUMNS)
+        yield pdf
+
+
+class JoinOperator(StatefulProcessor):
+    """The ``StatefulProcessor`` of one JOIN: one call per join key and micro-batch, running the
+    step (stream-table, table-table or windowed stream-stream) over that key's new records. Spark
+    runs several ``transformWithState`` operators in one query, so an n-way join chains one per
+    JOIN."""
+
+    def __init__(self, step: Callable[..., Iterator[Any]]) -> None:
+        self.step = step
+
+    def init(self, handle: Any) -> None:
+        self.state = handle.getValueState("join", StructType([StructField("s", BinaryType())]))
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any = None) -> Iterator[Any]:
+        yield from self.step(key, _named(rows), _KeyState(self.state))
+
+    def close(self) -> None:
+        pass
+
 
 def _records(pdfs: Iterator[Any]) -> list[tuple[int, int, int, bool, str]]:
     """This key's new records, in the order the join must see them."""

@@ -204,6 +204,37 @@ def test_stream_table_left_join_sees_the_table_as_of_each_record(engine, topic_n
     assert rows == [("o1", None, 5.0, 1), ("o2", "ann", 6.0, 3), ("o3", "anne", 7.0, 5), ("o4", None, 8.0, 7)]
 
 
+def test_three_way_enrichment_join(engine, topic_name):  # type: ignore[no-untyped-def]
+    """orders ⟕ customers ⟕ items, each join on a different column: each order meets its customer
+    and its item as of the order (nulls where either is missing), keyed by the last join's column."""
+    orders, customers, items = topic_name("orders"), topic_name("customers"), topic_name("items")
+    engine.execute(f"""
+        CREATE STREAM orders (id VARCHAR KEY, customer INT, item VARCHAR, qty INT)
+          WITH (KAFKA_TOPIC='{orders}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE customers (cid INT PRIMARY KEY, name VARCHAR)
+          WITH (KAFKA_TOPIC='{customers}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE items (iid VARCHAR PRIMARY KEY, price DOUBLE)
+          WITH (KAFKA_TOPIC='{items}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE STREAM enriched AS SELECT o.item, o.id, c.name AS name, i.price AS price, o.qty AS qty
+          FROM orders o LEFT JOIN customers c ON o.customer = c.cid LEFT JOIN items i ON o.item = i.iid;
+    """)
+    [explained] = engine.execute("EXPLAIN " + next(iter(engine.catalog.queries)) + ";")
+    assert "Join LEFT (Join LEFT ORDERS ⋈ CUSTOMERS) ⋈ ITEMS" in str(explained)
+    steps = [(customers, 1, '{"name": "ann"}', 1), (items, "a", '{"price": 2.5}', 2),
+             (orders, "o1", '{"customer": 1, "item": "a", "qty": 2}', 3),
+             (orders, "o2", '{"customer": 2, "item": "a", "qty": 1}', 4),
+             (orders, "o3", '{"customer": 1, "item": "z", "qty": 5}', 5),
+             (items, "a", '{"price": 3.0}', 6), (customers, 2, '{"name": "bob"}', 7),
+             (orders, "o4", '{"customer": 2, "item": "a", "qty": 4}', 8)]
+    for topic, key, value, ts in steps:  # one at a time: the order across topics matters
+        key_bytes = key.to_bytes(4, "big") if isinstance(key, int) else key.encode()
+        engine.admin.produce(topic, key_bytes, value.encode(), ts)
+        engine.wait_until_idle()
+    rows = [(k, v["ID"], v["NAME"], v["PRICE"], v["QTY"], ts) for k, v, ts in read(engine.admin, "ENRICHED")]
+    assert rows == [("a", "o1", "ann", 2.5, 2, 3), ("a", "o2", None, 2.5, 1, 4), ("z", "o3", "ann", None, 5, 5),
+                    ("a", "o4", "bob", 3.0, 4, 8)]
+
+
 def test_errors_name_the_culprit(engine, topic_name):  # type: ignore[no-untyped-def]
     src = topic_name("e")
     engine.execute(f"CREATE STREAM e (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")

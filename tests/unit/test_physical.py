@@ -22,6 +22,7 @@ from streamsql.physical.builder import (
     CheckpointError,
     buckets_for,
     check_checkpoint,
+    check_join_checkpoint,
     operator_for,
     start_writer,
 )
@@ -299,3 +300,25 @@ def test_concurrent_starts_each_snapshot_their_own_allow_multiple() -> None:
     assert [w.seen for w in plain] == ["true"] * 3
     assert [w.seen for w in aggs] == ["false"] * 3
     assert spark.conf.get("spark.sql.streaming.statefulOperator.allowMultiple") == "true"
+
+
+def test_a_join_checkpoint_from_before_transform_with_state_is_refused(tmp_path: Path) -> None:
+    """Joins keep their state in transformWithState (Spark allows one applyInPandasWithState per
+    query, and an n-way join chains one operator per JOIN): a join query's checkpoint written by
+    the earlier operator cannot be resumed; a new one records the layout next to any other."""
+    from streamsql.runtime.joins import JOIN_STATE
+
+    old = tmp_path / "old"
+    (old / "commits").mkdir(parents=True)
+    (old / "commits" / "0").write_text("v1")
+    with pytest.raises(CheckpointError, match="join state written by an earlier streamsql.*delete that directory"):
+        check_join_checkpoint(old)
+    new = tmp_path / "new"
+    new.mkdir()
+    (new / CHECKPOINT_META).write_text(json.dumps({"state_format": STATE_FORMAT, "buckets": 1}))
+    check_join_checkpoint(new)
+    assert json.loads((new / CHECKPOINT_META).read_text()) == {
+        "state_format": STATE_FORMAT, "buckets": 1, "join_state": JOIN_STATE}
+    (new / "commits").mkdir()
+    (new / "commits" / "0").write_text("v1")
+    check_join_checkpoint(new)  # resumed

@@ -259,3 +259,65 @@ def test_dateadd_with_a_column_for_its_unit_is_rejected_by_argument_types(catalo
         compile_expr(catalog, "DATEADD(name, 5, name)")
     with pytest.raises(AnalysisError, match="unknown time unit 'FORTNIGHTS'"):
         compile_expr(catalog, "DATEADD(FORTNIGHTS, 5, name)")
+
+
+@pytest.fixture
+def enrichment_catalog() -> Catalog:
+    """orders ⟕ customers ⟕ items: a stream and two tables, keyed by different columns."""
+    c = Catalog()
+    c.add(Source("ORDERS", "STREAM", [t.Column("ID", t.INTEGER, "key"), t.Column("CUSTOMER_ID", t.INTEGER),
+                                      t.Column("ITEM_ID", t.STRING), t.Column("QTY", t.INTEGER)],
+                 topic="orders", key_format="KAFKA", value_format="JSON"))
+    c.add(Source("CUSTOMERS", "TABLE", [t.Column("ID", t.INTEGER, "key"), t.Column("NAME", t.STRING)],
+                 topic="customers", key_format="KAFKA", value_format="JSON"))
+    c.add(Source("ITEMS", "TABLE", [t.Column("ID", t.STRING, "key"), t.Column("PRICE", t.DOUBLE)],
+                 topic="items", key_format="KAFKA", value_format="JSON"))
+    c.add(Source("T2", "TABLE", [t.Column("ID", t.INTEGER, "key"), t.Column("V", t.INTEGER)],
+                 topic="t2", key_format="KAFKA", value_format="JSON"))
+    return c
+
+
+def test_three_way_join_nests_the_first_join_as_the_left_side(enrichment_catalog: Catalog) -> None:
+    p = plan(enrichment_catalog,
+             "CREATE STREAM e AS SELECT o.ITEM_ID, o.QTY, c.NAME, i.PRICE FROM ORDERS o "
+             "LEFT JOIN CUSTOMERS c ON o.CUSTOMER_ID = c.ID LEFT JOIN ITEMS i ON o.ITEM_ID = i.ID;")
+    outer = p.source.join
+    inner = outer.left.source.join
+    assert inner is not None and outer.kind == "LEFT" and inner.kind == "LEFT"
+    assert [s.alias for s in outer.leaves()] == ["O", "C", "I"]
+    assert outer.left.key_sql == "`O_ITEM_ID`"  # the nested join's columns keep their ALIAS_ names
+    assert [(c.name, c.is_key) for c in p.columns] == [
+        ("ITEM_ID", True), ("QTY", False), ("NAME", False), ("PRICE", False)]
+
+
+def test_n_way_join_viable_keys_follow_the_join_equivalence_sets(join_catalog: Catalog) -> None:
+    join_catalog.add(Source("T3", "TABLE", [t.Column("ID", t.INTEGER, "key"), t.Column("V", t.INTEGER)], topic="t3",
+                            key_format="KAFKA", value_format="JSON"))
+    base = "CREATE STREAM o AS SELECT I1.F0 FROM I1 {} JOIN T ON {} = T.ID {} JOIN T3 ON {} = T3.ID;"
+    cases = [("", "I1.ID", "", "I1.ID", "I1.ID, T.ID or T3.ID"),
+             ("LEFT", "I1.ID", "LEFT", "I1.ID", "I1.ID, T.ID or T3.ID"),
+             ("", "I1.ID + 1", "", "I1.ID", "I1.ID or T3.ID"),
+             ("", "I1.ID", "", "I1.ID + 1", "expression T3.ID in")]
+    for kind1, left1, kind2, left2, listed in cases:
+        with pytest.raises(AnalysisError, match=re.escape(listed)):
+            plan(join_catalog, base.format(kind1, left1, kind2, left2))
+    # the key is the first viable column the projection has
+    p = plan(join_catalog, "CREATE STREAM o AS SELECT T3.ID, I1.F0 FROM I1 JOIN T ON I1.ID = T.ID "
+                           "JOIN T3 ON I1.ID = T3.ID;")
+    assert [(c.name, c.is_key) for c in p.columns] == [("T3_ID", True), ("F0", False)]
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("SELECT * FROM I1 JOIN T ON I1.F0 = T.ID JOIN T AS X ON I1.ID = I1.ID EMIT CHANGES;",
+     "Each side of the join must reference exactly one source and not the same source. Left side references `I1` "
+     "and right references `I1`"),
+    ("SELECT * FROM T JOIN T AS U ON T.ID = U.ID JOIN I1 ON T.ID = I1.ID EMIT CHANGES;",
+     "Invalid join order: table-stream joins are not supported; only stream-table joins. Got T [INNER] JOIN I1."),
+    ("SELECT * FROM I1 JOIN T ON I1.ID = T.ID JOIN T ON I1.ID = T.ID EMIT CHANGES;",
+     "Can not join 'T' to 'T': self joins require unique aliases."),
+    ("SELECT * FROM I1 JOIN T ON I1.ID = 0 JOIN I2 WITHIN 1 SECOND ON I1.K = I2.K EMIT CHANGES;",
+     "Invalid comparison expression '0' in join '(I1.ID = 0)'"),
+])
+def test_n_way_join_errors(join_catalog: Catalog, sql: str, message: str) -> None:
+    with pytest.raises(AnalysisError, match=re.escape(message)):
+        plan(join_catalog, sql, persistent=False)
