@@ -217,6 +217,10 @@ def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_o
         spark = spark_aggregate.unsupported_reason(logical) is None if operator is None else operator == "spark"
         steps.append(SparkAggregate(logical, per_record=not cache) if spark else Aggregate(logical, buckets, cache))
     else:
+        # a foreign-key join's rows are its changelog already: Kafka Streams' FK join emits its
+        # tombstones itself, a left row's delete even when the key was removed before (ksqlDB)
+        if getattr(getattr(logical.source, "join", None), "foreign_key", ()):
+            changelog = False
         steps.append(Select(logical, changelog))
         if changelog and isinstance(terminal, KafkaSink):
             steps.append(TableChanges([c.name for c in logical.columns if c.is_key], buckets))

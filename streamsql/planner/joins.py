@@ -22,7 +22,10 @@ N-way joins (``a JOIN b ON .. JOIN c ON ..``) nest: the joins so far are the lef
 next one (ksqlDB's left-deep JoinTree); every source keeps its ``ALIAS_COLUMN`` names, and the
 result's key follows ksqlDB's join equivalence sets (``_Tree``).
 
-Not yet: foreign-key joins, windowed sources in joins.
+Foreign-key table-table joins (the left side's ON expression is not its primary key) are keyed by
+the left table's primary key (``JoinSpec.foreign_key``).
+
+Not yet: windowed sources in joins.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, quote
 from streamsql.sql import ast
+from streamsql.sql.dialect import to_ksql
 
 #: pseudo columns each side of a join keeps, reachable as ``alias.ROWTIME`` etc.
 SIDE_PSEUDO = (t.ROWTIME, t.ROWPARTITION, t.ROWOFFSET)
@@ -77,6 +81,9 @@ class JoinSpec:
     #: the type of the synthetic ROWKEY column, when the key is not a source column (FULL OUTER
     #: joins, or ON expressions on both sides)
     synthetic_key: t.SqlType | None = None
+    #: a foreign-key table-table join (the left side's ON expression is not its primary key): the
+    #: joined names of the left table's key columns, which key the result
+    foreign_key: tuple[str, ...] = ()
 
     def leaves(self) -> list[JoinSide]:
         """The joined sources, in FROM order (a nested join's own sources first)."""
@@ -199,20 +206,31 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
     lk = ExpressionCompiler(left_scope).compile(left_expr if len(tree.leaves) > 1 else _unqualified(left_expr))
     rk = ExpressionCompiler(_side_scope(right_src, right_alias)).compile(_unqualified(right_expr))
     left_text, right_text = _text(left_expr, both), _text(right_expr, both)
+    written = f"{_text(clause.on.this, both)} = {_text(clause.on.expression, both)}"  # ksqlDB shows it as written
+    right_on_key = (len(right_src.key_columns) == 1 and isinstance(right_expr, exp.Column)
+                    and right_expr.name == right_src.key_columns[0].name)
+    foreign_key = False
     if left_src.is_table:
+        if not right_on_key:
+            raise AnalysisError(f"Invalid join condition: table-table joins require to join on the primary key of "
+                                f"the right input table. Got {written}.")
         keys = left_src.key_columns
         on_key = (left_text in tree.viable if len(tree.leaves) > 1 else
                   len(keys) == 1 and isinstance(left_expr, exp.Column) and left_expr.name == keys[0].name)
-        if not on_key:
-            raise AnalysisError(
-                f"Invalid join condition: table-table joins require to join on the primary key of the left "
-                f"table. Got {left_text} = {right_text}.")
-    if not stream_stream:
-        keys = right_src.key_columns
-        if len(keys) != 1 or not (isinstance(right_expr, exp.Column) and right_expr.name == keys[0].name):
-            raise AnalysisError(
-                f"Invalid join condition: stream-table joins require to join on the table's primary key. Got "
-                f"{left_text} = {right_text}.")
+        if not on_key and len(tree.leaves) > 1:
+            raise AnalysisError(f"Invalid join condition: foreign-key table-table joins are not supported as part of "
+                                f"n-way joins. Got {written}.")
+        foreign_key = not on_key
+        if foreign_key and clause.kind in ("RIGHT", "FULL"):
+            raise AnalysisError(f"{'RIGHT' if clause.kind == 'RIGHT' else 'FULL'} OUTER JOIN on a foreign key is not "
+                                f"supported")
+        if foreign_key and lk.type is not None and rk.type is not None and lk.type != rk.type:
+            raise AnalysisError(f"Invalid join condition: types don't match. Got {left_text}{{{lk.type}}} = "
+                                f"{right_text}{{{rk.type}}}.")
+    elif not stream_stream and not right_on_key:
+        raise AnalysisError(
+            f"Invalid join condition: stream-table joins require to join on the table's primary key. Got "
+            f"{written}.")
     if lk.type is not None and rk.type is not None and lk.type != rk.type and not (
             t.is_numeric(lk.type) and t.is_numeric(rk.type)):
         raise AnalysisError(f"Invalid join condition: types don't match. Got {left_expr.sql()}{{{lk.type}}} = "
@@ -220,10 +238,15 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
     left = JoinSide(left_src, left_alias if len(tree.leaves) == 1 else "", lk.sql, lk.type)
     right = JoinSide(right_src, right_alias, rk.sql, rk.type)
     # ksqlDB's JoinTree: the ON expressions are equal to the join's key, and so is everything
-    # equal to the left tree's key when the left expression is; FULL OUTER keys equal neither
+    # equal to the left tree's key when the left expression is; FULL OUTER keys equal neither.
+    # A foreign-key join's key is the left table's primary key.
     equivalent: frozenset[str] = frozenset()
     viable: list[str] = []
-    if clause.kind != "FULL":
+    left_keys = tuple(f"{left_alias}.{c.name}" for c in left_src.key_columns) if foreign_key else ()
+    if foreign_key:
+        equivalent = frozenset(left_keys)
+        viable = list(left_keys)
+    elif clause.kind != "FULL":
         equivalent = frozenset({left_text, right_text})
         if tree.equivalent & equivalent:
             equivalent |= tree.equivalent
@@ -234,14 +257,16 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
     # ksqlDB's buildJoinKey: the key is the first viable column the projection has, else the first
     chosen = next((c for c in viable if _projected(c, select, both)), viable[0] if viable else None)
     synthetic = None if chosen is not None else (lk.type or rk.type or t.STRING)
-    key_name = _joined_name(chosen) if chosen is not None else SYNTHETIC_KEY
+    key_names = ((_joined_name(chosen),) if chosen is not None else (SYNTHETIC_KEY,)) if not foreign_key else tuple(
+        _joined_name(k) for k in left_keys)
     spec = JoinSpec(clause.kind, left, right, clause.within_before_ms, clause.within_after_ms, clause.grace_ms,
-                    key_candidates=(key_name,),
-                    key_expressions=tuple(viable) if viable else (SYNTHETIC_KEY,), synthetic_key=synthetic)
+                    key_candidates=key_names if not foreign_key else (),
+                    key_expressions=tuple(viable) if viable else (SYNTHETIC_KEY,), synthetic_key=synthetic,
+                    foreign_key=key_names if foreign_key else ())
     columns_out: list[t.Column] = [t.Column(SYNTHETIC_KEY, synthetic, "key")] if synthetic is not None else []
     for side in (left, right):
         for name, ty in side_value_columns(side):
-            columns_out.append(t.Column(name, ty, "key" if name == key_name else "value"))
+            columns_out.append(t.Column(name, ty, "key" if name in key_names else "value"))
     leftmost = both.leaves[0][1]
     joined = JoinedSource(
         name=f"{left_src.name}_{right_src.name}_JOIN", kind="TABLE" if left_src.is_table else "STREAM",
@@ -358,7 +383,7 @@ def _text(node: exp.Expr, tree: _Tree) -> str:
         alias = tree.alias_of(col.table.upper()) if col.table else _owner(col.name, tree)
         if alias is not None:
             col.set("table", exp.to_identifier(alias))
-    return node.sql().upper()
+    return to_ksql(node).upper()
 
 
 def _aliases(node: exp.Expr, tree: _Tree) -> list[str]:

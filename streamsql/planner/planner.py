@@ -285,6 +285,8 @@ class Planner:
         projection), moved first; a persistent query must project one (ksqlDB's message names every
         viable one)."""
         assert source.join is not None
+        if source.join.foreign_key:
+            return Planner._foreign_key(source, columns, persistent)
         key = next((c for name in source.join.key_candidates for c in columns if c.sql == quote(name)), None)
         if key is None:
             exprs = source.join.key_expressions
@@ -300,6 +302,23 @@ class Planner:
             return [OutputColumn(c.name, c.sql, c.type, False) for c in columns]
         return [OutputColumn(key.name, key.sql, key.type, True)] + [
             OutputColumn(c.name, c.sql, c.type, False) for c in columns if c is not key]
+
+    @staticmethod
+    def _foreign_key(source: JoinedSource, columns: list[OutputColumn], persistent: bool) -> list[OutputColumn]:
+        """A foreign-key join's result is keyed by the left table's primary key: a persistent
+        query must project every key column (ksqlDB's rule and message); they move first."""
+        assert source.join is not None
+        left = source.join.left
+        names = source.join.foreign_key
+        keys = [next((c for c in columns if c.sql == quote(n)), None) for n in names]
+        if persistent and any(k is None for k in keys):
+            missing = ", ".join(f"`{n[len(left.alias) + 1:]}`" for n, k in zip(names, keys) if k is None)
+            raise AnalysisError(f"Primary key columns missing in projection. For foreign-key table-table joins, the "
+                                f"projection must include all primary key columns from the left input table "
+                                f"(`{left.source.name}`). Missing columns: {missing}.")
+        present = [k for k in keys if k is not None]
+        return [OutputColumn(k.name, k.sql, k.type, True) for k in present] + [
+            OutputColumn(c.name, c.sql, c.type, False) for c in columns if all(c is not k for k in present)]
 
     @staticmethod
     def _require_keys_projected(source: Source, query: ast.Query, columns: list[OutputColumn],

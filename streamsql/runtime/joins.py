@@ -68,6 +68,15 @@ def _row_schema(side: JoinSide, spark_type: Callable[[t.SqlType], str]) -> str:
 
 def joined_dataframe(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFrame:
     """The join's rows as a streaming DataFrame in the joined source's shape."""
+    if spec.foreign_key:
+        joined = _foreign_key_join(spec, left_df, right_df)
+    else:
+        joined = _key_join(spec, left_df, right_df)
+    return _joined_rows(spec, joined)
+
+
+def _key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFrame:
+    """Both inputs by the join key, one operator."""
     union = _narrow(left_df, spec.left, 0).unionByName(_narrow(right_df, spec.right, 1))
     if spec.table_table:
         step = _table_table_step(spec.kind)
@@ -75,8 +84,37 @@ def joined_dataframe(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) ->
         step = _table_step(spec.kind)
     else:
         step = _window_step(spec)
-    joined = union.groupBy("__JK").transformWithStateInPandas(
+    return union.groupBy("__JK").transformWithStateInPandas(
         statefulProcessor=JoinOperator(step), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
+
+
+def _foreign_key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFrame:
+    """A foreign-key table-table join, as Kafka Streams runs it with subscription topics: the
+    left table's rows, by their primary key, become subscriptions to a foreign key
+    (:class:`SubscriptionOperator`: a changed foreign key retracts the old one); subscriptions and
+    the right table's rows, by foreign key, meet in :class:`ForeignKeyOperator`."""
+    left = spec.left
+    keys = ", ".join(quote(c.name) for c in left.source.key_columns)
+    cols = [quote(name) for name, _ty, _joined in side_columns(left)] + [HEADERS_COL]
+    lefts = left_df.selectExpr(
+        f"to_json(struct({keys})) AS __PK", f"CAST({left.key_sql} AS STRING) AS __FK",
+        f"CAST({t.ROWTIME} AS BIGINT) AS __TS", f"coalesce(CAST({t.ROWOFFSET} AS BIGINT), -1) AS __OFF",
+        f"{TOMBSTONE_COL} AS __TOMB", f"to_json(struct({', '.join(cols)})) AS __ROW")
+    subscriptions = lefts.groupBy("__PK").transformWithStateInPandas(
+        statefulProcessor=SubscriptionOperator(), outputStructType=SUBSCRIPTION_SCHEMA, outputMode="Append",
+        timeMode="None")
+    rights = _narrow(right_df, spec.right, 1).selectExpr(
+        "__SIDE", "__JK", "CAST(NULL AS STRING) AS __PK", "'' AS __KIND", "__TS", "__OFF", "__TOMB", "__ROW")
+    union = subscriptions.selectExpr(
+        "0 AS __SIDE", "__JK", "__PK", "__KIND", "__TS", "__OFF", "__KIND = 'delete' AS __TOMB", "__ROW",
+    ).unionByName(rights)
+    return union.groupBy("__JK").transformWithStateInPandas(
+        statefulProcessor=ForeignKeyOperator(spec.kind), outputStructType=OUTPUT_SCHEMA, outputMode="Append",
+        timeMode="None")
+
+
+def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
+    """The join operator's rows in the joined source's shape."""
 
     def spark_type(ty: t.SqlType) -> str:
         return t.to_spark(ty).simpleString()
@@ -142,15 +180,122 @@ class _KeyState:
 
 #: the columns of the join operator's input, in ``_narrow``'s order
 INPUT_COLUMNS = ("__SIDE", "__JK", "__TS", "__OFF", "__TOMB", "__ROW")
+#: a foreign-key join's inputs: the left rows by primary key; subscriptions and right rows by
+#: foreign key
+SUBSCRIBE_COLUMNS = ("__PK", "__FK", "__TS", "__OFF", "__TOMB", "__ROW")
+SUBSCRIPTION_SCHEMA = "__JK string, __PK string, __KIND string, __TS long, __OFF long, __ROW string"
+FOREIGN_KEY_COLUMNS = ("__SIDE", "__JK", "__PK", "__KIND", "__TS", "__OFF", "__TOMB", "__ROW")
 
 
-def _named(pdfs: Iterator[Any]) -> Iterator[Any]:
+def _named(pdfs: Iterator[Any], columns: tuple[str, ...] = INPUT_COLUMNS) -> Iterator[Any]:
     """The input chunks with their column names (Spark may name them by position, ``_0``...)."""
     for pdf in pdfs:
-        if "__SIDE" not in pdf.columns and len(pdf.columns) >= len(INPUT_COLUMNS):
-            pdf = pdf.iloc[:, -len(INPUT_COLUMNS):]
-            pdf.columns = list(INPUT_COLUMNS)
+        if columns[0] not in pdf.columns and len(pdf.columns) >= len(columns):
+            pdf = pdf.iloc[:, -len(columns):]
+            pdf.columns = list(columns)
         yield pdf
+
+
+class SubscriptionOperator(StatefulProcessor):
+    """A foreign-key join's first operator, per left primary key: which foreign key the left row
+    refers to now. Each change becomes a subscription record for the second operator, sent to
+    its foreign key: ``new`` (the key did not exist), ``update``, ``delete`` (to the foreign key
+    it had), and ``retract`` (to the old foreign key, when the row moved to another)."""
+
+    def init(self, handle: Any) -> None:
+        self.state = handle.getValueState("subscription", StructType([StructField("s", BinaryType())]))
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any = None) -> Iterator[Any]:
+        import pandas as pd
+
+        st = _KeyState(self.state)
+        fk, exists = pickle.loads(st.get[0]) if st.exists else (None, False)
+        records = sorted(((int(ts), int(off), None if f is None or f != f else str(f), bool(tomb), row)
+                          for pdf in _named(rows, SUBSCRIBE_COLUMNS)
+                          for f, ts, off, tomb, row in zip(pdf["__FK"], pdf["__TS"], pdf["__OFF"], pdf["__TOMB"],
+                                                           pdf["__ROW"])), key=lambda r: (r[0], r[1]))
+        out: list[tuple[Any, ...]] = []
+        for ts, off, new_fk, tomb, row in records:
+            if tomb:
+                if exists:
+                    out.append((fk, "delete", ts, off, row))
+                fk, exists = None, False
+                continue
+            if exists and fk is not None and fk != new_fk:
+                out.append((fk, "retract", ts, off, row))
+            out.append((new_fk, "update" if exists else "new", ts, off, row))
+            fk, exists = new_fk, True
+        if exists:
+            st.update((pickle.dumps((fk, exists)),))
+        elif st.exists:
+            st.remove()
+        if out:
+            jk, kind, ts_, off_, row_ = zip(*out)
+            yield pd.DataFrame({"__JK": list(jk), "__PK": [key[0]] * len(out), "__KIND": list(kind),
+                                "__TS": list(ts_), "__OFF": list(off_), "__ROW": list(row_)})
+
+    def close(self) -> None:
+        pass
+
+
+class ForeignKeyOperator(StatefulProcessor):
+    """A foreign-key join's second operator, per foreign key: the right row and the left rows
+    subscribed to it. A left change emits its joined row (INNER without a right row: nothing for
+    a new key, a tombstone for an updated one; LEFT: the row with nulls), a left delete a
+    tombstone, and a right change one row per subscribed left row (INNER, right deleted:
+    tombstones), at the changing record's time, as Kafka Streams' foreign-key join."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def init(self, handle: Any) -> None:
+        self.state = handle.getValueState("foreign_key", StructType([StructField("s", BinaryType())]))
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any = None) -> Iterator[Any]:
+        st = _KeyState(self.state)
+        right, lefts = pickle.loads(st.get[0]) if st.exists else (None, {})
+        records = sorted(((int(side), str(kind), pk, int(ts), int(off), bool(tomb), row)
+                          for pdf in _named(rows, FOREIGN_KEY_COLUMNS)
+                          for side, kind, pk, ts, off, tomb, row in zip(
+                              pdf["__SIDE"], pdf["__KIND"], pdf["__PK"], pdf["__TS"], pdf["__OFF"], pdf["__TOMB"],
+                              pdf["__ROW"])),
+                         key=lambda r: (r[3], _TABLE_FIRST[r[0]], r[4]))
+        out: list[tuple[Any, ...]] = []
+        left_join = self.kind == "LEFT"
+        for side, kind, pk, ts, off, tomb, row in records:
+            if side == 1:
+                if key[0] is None:
+                    continue
+                right = None if tomb else row
+                for lrow in lefts.values():
+                    if right is not None or left_join:
+                        out.append((ts, off, lrow, right, False))
+                    else:
+                        out.append((ts, off, lrow, None, True))
+                continue
+            if kind == "retract":
+                lefts.pop(pk, None)
+            elif kind == "delete":
+                lefts.pop(pk, None)
+                out.append((ts, off, row, None, True))
+            else:
+                if key[0] is not None:
+                    lefts[pk] = row
+                if key[0] is not None and right is not None:
+                    out.append((ts, off, row, right, False))
+                elif left_join:
+                    out.append((ts, off, row, None, False))
+                elif kind == "update":
+                    out.append((ts, off, row, None, True))
+        if right is None and not lefts:
+            if st.exists:
+                st.remove()
+        else:
+            st.update((pickle.dumps((right, lefts)),))
+        yield from _output(out, key[0])
+
+    def close(self) -> None:
+        pass
 
 
 class JoinOperator(StatefulProcessor):

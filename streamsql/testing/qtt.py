@@ -294,7 +294,10 @@ def topics_to_create(case: QttCase) -> dict[str, int]:
     for rec in case.inputs:
         if rec.get("topic"):
             wanted.setdefault(str(rec["topic"]), 1)
-    return {n: p for n, p in wanted.items() if n not in engine_made or n in {str(t.get("name")) for t in case.topics}}
+    # a ``topics`` entry with a partition count is made as declared; without one, a statement that
+    # creates the topic with PARTITIONS=n decides (ksqlDB's harness takes the statement's count)
+    declared = {str(t.get("name")) for t in case.topics if t.get("partitions")}
+    return {n: p for n, p in wanted.items() if n not in engine_made or n in declared}
 
 
 # --------------------------------------------------------------------------------------------

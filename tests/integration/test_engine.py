@@ -236,6 +236,37 @@ def test_three_way_enrichment_join(engine, topic_name):  # type: ignore[no-untyp
                     ("a", "o4", "bob", 3.0, 4, 8)]
 
 
+def test_foreign_key_join_follows_the_key_when_it_changes(engine, topic_name):  # type: ignore[no-untyped-def]
+    """products ⋈ categories ON a non-key column of products: a product moving to another category
+    joins the new one and no longer hears from the old; one moving to a missing category (INNER)
+    is removed; a new category reaches every product that refers to it; a delete is a tombstone."""
+    products, categories = topic_name("products"), topic_name("categories")
+    engine.execute(f"""
+        CREATE TABLE products (pid INT PRIMARY KEY, name VARCHAR, category_id INT)
+          WITH (KAFKA_TOPIC='{products}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE categories (cid INT PRIMARY KEY, label VARCHAR)
+          WITH (KAFKA_TOPIC='{categories}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE labelled AS SELECT p.pid, p.name, c.label AS label
+          FROM products p JOIN categories c ON p.category_id = c.cid;
+    """)
+    steps = [(categories, 1, '{"label": "fruit"}', 1), (categories, 2, '{"label": "veg"}', 2),
+             (products, 10, '{"name": "apple", "category_id": 1}', 3),
+             (products, 10, '{"name": "apple", "category_id": 2}', 4),  # moves: joins category 2
+             (categories, 1, '{"label": "fresh fruit"}', 5),  # no longer its category: nothing
+             (categories, 2, '{"label": "greens"}', 6),
+             (products, 10, '{"name": "apple", "category_id": 3}', 7),  # no category 3 yet: removed
+             (products, 11, '{"name": "nut", "category_id": 3}', 8),  # new, no match: nothing
+             (categories, 3, '{"label": "nuts"}', 9),  # reaches both
+             (products, 11, None, 10)]
+    for topic, key, value, ts in steps:  # one at a time: the order across topics matters
+        engine.admin.produce(topic, key.to_bytes(4, "big"), value.encode() if value is not None else None, ts)
+        engine.wait_until_idle()
+    rows = [(int.from_bytes(rec.key, "big"), json.loads(rec.value)["LABEL"] if rec.value is not None else None,
+             rec.timestamp) for rec in engine.admin.read_all(engine.catalog.get("LABELLED").topic)]
+    assert rows == [(10, "fruit", 3), (10, "veg", 4), (10, "greens", 6), (10, None, 7), (10, "nuts", 9),
+                    (11, "nuts", 9), (11, None, 10)]
+
+
 def test_errors_name_the_culprit(engine, topic_name):  # type: ignore[no-untyped-def]
     src = topic_name("e")
     engine.execute(f"CREATE STREAM e (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")

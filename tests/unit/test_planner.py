@@ -227,7 +227,10 @@ def test_table_table_join_is_a_table_keyed_by_the_primary_keys(join_catalog: Cat
     p = plan(join_catalog, "CREATE TABLE o AS SELECT T.ID, NAME, CITY FROM T LEFT JOIN U ON T.ID = U.UID;")
     assert p.source.is_table and p.source.join.table_table
     assert [(c.name, c.is_key) for c in p.columns] == [("ID", True), ("NAME", False), ("CITY", False)]
-    with pytest.raises(AnalysisError, match="table-table joins require to join on the primary key"):
+    with pytest.raises(AnalysisError, match="primary key of the right input table. Got T.ID = U.CITY."):
+        plan(join_catalog, "CREATE TABLE o2 AS SELECT * FROM T JOIN U ON T.ID = U.CITY;")
+    # a non-key left column makes a foreign-key join, whose types must match exactly
+    with pytest.raises(AnalysisError, match=re.escape("types don't match. Got T.NAME{STRING} = U.UID{INTEGER}.")):
         plan(join_catalog, "CREATE TABLE o2 AS SELECT * FROM T JOIN U ON T.NAME = U.UID;")
     with pytest.raises(AnalysisError, match="table-stream joins are not supported"):
         plan(join_catalog, "SELECT * FROM T JOIN I1 ON T.ID = I1.ID EMIT CHANGES;", persistent=False)
@@ -321,3 +324,35 @@ def test_n_way_join_viable_keys_follow_the_join_equivalence_sets(join_catalog: C
 def test_n_way_join_errors(join_catalog: Catalog, sql: str, message: str) -> None:
     with pytest.raises(AnalysisError, match=re.escape(message)):
         plan(join_catalog, sql, persistent=False)
+
+
+def test_foreign_key_join_is_keyed_by_the_left_tables_primary_key(enrichment_catalog: Catalog) -> None:
+    enrichment_catalog.add(Source("ORDERS_T", "TABLE", [t.Column("ID", t.INTEGER, "key"),
+                                                        t.Column("CUSTOMER_ID", t.INTEGER), t.Column("QTY", t.INTEGER)],
+                                  topic="ot", key_format="KAFKA", value_format="JSON"))
+    p = plan(enrichment_catalog, "CREATE TABLE o AS SELECT NAME, o.ID, QTY FROM ORDERS_T o "
+                                 "LEFT JOIN CUSTOMERS c ON o.CUSTOMER_ID = c.ID;")
+    spec = p.source.join
+    assert spec.foreign_key == ("O_ID",) and spec.left.key_sql == "`CUSTOMER_ID`"
+    assert [(c.name, c.is_key) for c in p.columns] == [("O_ID", True), ("NAME", False), ("QTY", False)]
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("CREATE TABLE o AS SELECT NAME FROM ORDERS_T o JOIN CUSTOMERS c ON o.CUSTOMER_ID = c.ID;",
+     "Primary key columns missing in projection. For foreign-key table-table joins, the projection must include "
+     "all primary key columns from the left input table (`ORDERS_T`). Missing columns: `ID`."),
+    ("CREATE TABLE o AS SELECT o.ID FROM ORDERS_T o RIGHT JOIN CUSTOMERS c ON o.CUSTOMER_ID = c.ID;",
+     "RIGHT OUTER JOIN on a foreign key is not supported"),
+    ("CREATE TABLE o AS SELECT o.ID FROM ORDERS_T o JOIN CUSTOMERS c ON c.NAME = o.CUSTOMER_ID;",
+     "Invalid join condition: table-table joins require to join on the primary key of the right input table. "
+     "Got C.NAME = O.CUSTOMER_ID."),
+    ("CREATE TABLE o AS SELECT o.ID FROM ORDERS_T o JOIN CUSTOMERS c ON o.ID = c.ID JOIN T2 ON o.QTY = T2.ID;",
+     "Invalid join condition: foreign-key table-table joins are not supported as part of n-way joins. "
+     "Got O.QTY = T2.ID."),
+])
+def test_foreign_key_join_errors(enrichment_catalog: Catalog, sql: str, message: str) -> None:
+    enrichment_catalog.add(Source("ORDERS_T", "TABLE", [t.Column("ID", t.INTEGER, "key"),
+                                                        t.Column("CUSTOMER_ID", t.INTEGER), t.Column("QTY", t.INTEGER)],
+                                  topic="ot", key_format="KAFKA", value_format="JSON"))
+    with pytest.raises(AnalysisError, match=re.escape(message)):
+        plan(enrichment_catalog, sql)

@@ -349,3 +349,14 @@ def test_a_case_run_again_after_an_infrastructure_failure_is_counted_and_reporte
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["retried"] == [{"id": "flaky", "attempts": 2, "status": "passed"}]
     assert {t["id"]: t["attempts"] for t in data["tests"]} == {"steady": 1, "flaky": 2}
+
+
+def test_a_statement_decides_the_partitions_of_a_listed_topic_without_a_count() -> None:
+    """A ``topics`` entry without ``partitions`` that a statement creates with PARTITIONS=n is the
+    statement's (ksqlDB's harness; creating it with 1 first made the statement fail); an entry
+    with a count is made as declared."""
+    stmt = "CREATE TABLE l WITH (kafka_topic='left_topic', partitions=128, format='PROTOBUF');"
+    case = qtt.QttCase("t/a", "t.json", "a", [stmt], topics=[{"name": "left_topic", "valueFormat": "PROTOBUF"}])
+    assert qtt.topics_to_create(case) == {}
+    case = qtt.QttCase("t/b", "t.json", "b", [stmt], topics=[{"name": "left_topic", "partitions": 2}])
+    assert qtt.topics_to_create(case) == {"left_topic": 2}
