@@ -304,6 +304,12 @@ def buckets_for(checkpoint: Path, default: int) -> int:
     return default
 
 
+def has_committed_batch(checkpoint: Path) -> bool:
+    """Whether Spark committed a micro-batch in ``checkpoint`` (its ``commits/<n>`` files)."""
+    commits = checkpoint / "commits"
+    return commits.exists() and any(p.name.isdigit() for p in commits.iterdir())
+
+
 def check_checkpoint(checkpoint: Path, plan: PhysicalPlan) -> None:
     """Refuse a checkpoint whose state this version cannot read, with the way to rebuild;
     record this version's layout in a new one. An earlier streamsql ran aggregations and a
@@ -321,8 +327,7 @@ def check_checkpoint(checkpoint: Path, plan: PhysicalPlan) -> None:
         layout["buckets"] = step.buckets
         if isinstance(step, TableChanges):
             layout["step"] = "table_changes"
-    commits = checkpoint / "commits"
-    committed = commits.exists() and any(p.name.isdigit() for p in commits.iterdir())
+    committed = has_committed_batch(checkpoint)
     if meta_path.exists():
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if isinstance(step, SparkAggregate):
@@ -357,8 +362,7 @@ def check_join_checkpoint(checkpoint: Path) -> None:
     meta = _checkpoint_meta(checkpoint) or {}
     if meta.get("join_state") == JOIN_STATE:
         return
-    commits = checkpoint / "commits"
-    if commits.exists() and any(p.name.isdigit() for p in commits.iterdir()):
+    if has_committed_batch(checkpoint):
         raise CheckpointError(
             f"the checkpoint {checkpoint} holds join state written by an earlier streamsql (Spark's "
             f"applyInPandasWithState); this version keeps a join's state in transformWithState and cannot resume "

@@ -33,7 +33,14 @@ from streamsql.catalog.commands import CommandLog
 from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaError, StreamsqlError
 from streamsql.formats import FormatSpec, compression, schema_registry, serde_for
 from streamsql.formats import registry as format_registry
-from streamsql.physical.builder import CHECKPOINT_META, BuildContext, SparkBuilder, buckets_for, operator_for
+from streamsql.physical.builder import (
+    CHECKPOINT_META,
+    BuildContext,
+    SparkBuilder,
+    buckets_for,
+    has_committed_batch,
+    operator_for,
+)
 from streamsql.physical.steps import (
     Aggregate,
     Collect,
@@ -740,8 +747,7 @@ class Engine:
     def _start_persistent(self, query_id: str, plan: QueryPlan | AggregatePlan, stmt: ast.Statement,
                           sink: Source) -> None:
         checkpoint = self.data_dir / "checkpoints" / query_id
-        commits = checkpoint / "commits"
-        if checkpoint.exists() and not (commits.exists() and any(p.name.isdigit() for p in commits.iterdir())):
+        if checkpoint.exists() and not has_committed_batch(checkpoint):
             # killed before its first batch committed: Spark refuses such a checkpoint ("offsets
             # should be empty on batch 0"); nothing was committed, so starting afresh loses nothing
             shutil.rmtree(checkpoint, ignore_errors=True)
