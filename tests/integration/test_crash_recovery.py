@@ -130,6 +130,7 @@ def _wait_for_commit(data_dir: Path, before: int, proc: subprocess.Popen, log: P
 
 # its own waits (3 x 240 s for a commit, 600 s for the final run) are the bounds; pytest's default 600 s
 # cut it off on a contended machine while the final run was still catching up
+@pytest.mark.drill  # minutes: run by `python -m benchmarks.drills`, not the suite
 @pytest.mark.timeout(1800)
 def test_sigkilled_aggregation_recovers_exact_table(bootstrap, spark, topic_name, tmp_path):  # type: ignore[no-untyped-def]
     src, sink = topic_name("crash_in"), topic_name("CRASH_TOTALS").upper()

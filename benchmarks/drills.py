@@ -1,0 +1,22 @@
+"""Slow drills, on demand: the tests marked ``drill``.
+
+Each takes minutes on 2 cores (a SIGKILLed aggregation recovering its exact table; seed 003 and a
+Python UDAF on a real Spark standalone cluster equal to local mode), so the suite (``./test.sh``,
+which must stay under 30 minutes) leaves them out. They use the suite's fixtures (one broker, one
+SparkSession): ``python -m benchmarks.drills`` runs them all; extra arguments go to pytest
+(``-k cluster``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    return subprocess.call([sys.executable, "-m", "pytest", "-m", "drill", "-p", "no:cacheprovider", *args])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
