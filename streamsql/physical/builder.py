@@ -206,11 +206,19 @@ class SparkBuilder:
         terminal = plan.terminal
         if any(isinstance(s, STATEFUL_STEPS) for s in plan.steps):
             check_checkpoint(checkpoint, plan)
-        if any(isinstance(s, Scan) and getattr(s.source, "join", None) is not None for s in plan.steps):
-            check_join_checkpoint(checkpoint)
+        join = next((getattr(s.source, "join", None) for s in plan.steps
+                     if isinstance(s, Scan) and getattr(s.source, "join", None) is not None), None)
+        if join is not None:
+            from streamsql.runtime.joins import join_buckets
+
+            check_join_checkpoint(checkpoint, join_buckets(join))
         if df is None:
             df = self.dataframe(plan)
         spark_agg = next((s for s in plan.steps if isinstance(s, SparkAggregate)), None)
+        if isinstance(terminal, KafkaSink) and terminal.target.timestamp_column and spark_agg is None:
+            # WITH (TIMESTAMP=...) on the sink: its records carry that column's time (ksqlDB's
+            # sink timestamp); a row without one (a tombstone) keeps its ROWTIME
+            df = df.withColumn(t.ROWTIME, _expr(f"coalesce({io.rowtime_sql(terminal.target)}, {t.ROWTIME})"))
         if isinstance(terminal, KafkaSink) and spark_agg is not None:
             sink = spark_aggregate.kafka_sink(io.kafka_options(self.ctx.bootstrap_servers, terminal.target))
             writer = (df.writeStream.foreachBatch(spark_aggregate.batch_writer(spark_agg.plan, checkpoint, sink,
@@ -353,21 +361,28 @@ def check_checkpoint(checkpoint: Path, plan: PhysicalPlan) -> None:
     meta_path.write_text(json.dumps(layout), encoding="utf-8")
 
 
-def check_join_checkpoint(checkpoint: Path) -> None:
-    """Refuse a join query's checkpoint written before its state moved to ``transformWithState``
-    (runtime/joins.py ``JOIN_STATE``), with the way to rebuild; record the layout in a new one.
+def check_join_checkpoint(checkpoint: Path, buckets: int) -> None:
+    """Refuse a join query's checkpoint whose state is in another layout (runtime/joins.py
+    ``JOIN_STATE``: an earlier streamsql's) or spread over another number of buckets (its first
+    source's partition count changed), with the way to rebuild; record the layout in a new one.
     Runs after :func:`check_checkpoint`, whose layout a table-table join's file also holds."""
     from streamsql.runtime.joins import JOIN_STATE
 
     meta = _checkpoint_meta(checkpoint) or {}
-    if meta.get("join_state") == JOIN_STATE:
+    if meta.get("join_state") == JOIN_STATE and meta.get("join_buckets") == buckets:
         return
+    rebuild = ("To rebuild the join from its input topics, stop streamsql, delete that directory and start again "
+               "with SET 'auto.offset.reset'='earliest'.")
     if has_committed_batch(checkpoint):
+        if meta.get("join_state") == JOIN_STATE:
+            raise CheckpointError(
+                f"the checkpoint {checkpoint} holds join state in {meta.get('join_buckets')} bucket(s), one per "
+                f"partition of the join's first source, which now has {buckets}. {rebuild}")
         raise CheckpointError(
-            f"the checkpoint {checkpoint} holds join state written by an earlier streamsql (Spark's "
-            f"applyInPandasWithState); this version keeps a join's state in transformWithState and cannot resume "
-            f"it. To rebuild the join from its input topics, stop streamsql, delete that directory and start "
-            f"again with SET 'auto.offset.reset'='earliest'.")
+            f"the checkpoint {checkpoint} holds join state written by an earlier streamsql (layout "
+            f"{meta.get('join_state', 'applyInPandasWithState')}); this version keeps a join's state per bucket in "
+            f"transformWithState (layout {JOIN_STATE}) and cannot resume it. {rebuild}")
     checkpoint.mkdir(parents=True, exist_ok=True)
     meta["join_state"] = JOIN_STATE
+    meta["join_buckets"] = buckets
     (checkpoint / CHECKPOINT_META).write_text(json.dumps(meta), encoding="utf-8")

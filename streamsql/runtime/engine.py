@@ -642,6 +642,9 @@ class Engine:
         sink = self._sink_source(stmt, plan)
         df = self._plan_dataframe(plan, "planning")
         sink.columns = Planner.output_types(plan, df)
+        # WITH (TIMESTAMP=...): the records it writes carry that column's time (the builder's sink)
+        sink.timestamp_column = self._timestamp_column(stmt.properties, sink.columns)
+        sink.timestamp_format = stmt.properties.get("TIMESTAMP_FORMAT")
         if isinstance(plan, AggregatePlan) and sink.value_format == "DELIMITED" and any(
                 c.function.result_type is not None
                 and c.function.result_type.kind in (t.Kind.ARRAY, t.Kind.MAP, t.Kind.STRUCT)

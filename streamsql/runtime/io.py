@@ -16,7 +16,7 @@ from streamsql.formats import FormatSpec
 from streamsql.planner.expressions import quote, string_literal
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 DATA_SOURCE = "streamsql_kafka"
 _DELIMITER_NAMES = {"SPACE": " ", "TAB": "\t"}
@@ -75,19 +75,21 @@ def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, 
         options["processingLogTopic"] = processing_log_topic
     df = reader.options(**options).load()
     if source.timestamp_column:
-        df = df.withColumn(t.ROWTIME, _rowtime_expr(spark, source))
+        from pyspark.sql import functions as F
+
+        df = df.withColumn(t.ROWTIME, F.expr(rowtime_sql(source)))
     return df
 
 
-def _rowtime_expr(spark: SparkSession, source: Source) -> Column:
-    from pyspark.sql import functions as F
-
+def rowtime_sql(source: Source) -> str:
+    """Spark SQL: a row's time from ``source``'s TIMESTAMP column (BIGINT milliseconds, a
+    TIMESTAMP, or a string in its TIMESTAMP_FORMAT), as milliseconds."""
     col = source.column(source.timestamp_column or "")
     assert col is not None
     ref = quote(col.name)
     if col.type.kind == t.Kind.TIMESTAMP:
-        return F.expr(f"unix_millis({ref})")
+        return f"unix_millis({ref})"
     if col.type.kind == t.Kind.STRING:
         fmt = source.timestamp_format or "yyyy-MM-dd'T'HH:mm:ss.SSSX"
-        return F.expr(f"unix_millis(to_timestamp({ref}, {string_literal(fmt)}))")
-    return F.expr(f"CAST({ref} AS BIGINT)")
+        return f"unix_millis(to_timestamp({ref}, {string_literal(fmt)}))"
+    return f"CAST({ref} AS BIGINT)"

@@ -3,18 +3,21 @@ input is a Kafka source or, in an n-way join, the DataFrame of the joins before 
 ``transformWithStateInPandas`` per JOIN, chained in one Spark query).
 
 Both sides are read in one Spark query and unioned into a narrow shape: which side, the join key
-(as text, so both sides group together), the record's time and offset, whether it is a tombstone,
-and the whole row as JSON (``to_json``/``from_json`` round-trip every SQL type exactly, so the
-stateful step only handles plain strings). ``transformWithStateInPandas`` (:class:`JoinOperator`)
-then groups by join key and walks each key's records in time order, keeping per key:
+(as text, so both sides group together), the record's time, partition and offset, whether it is
+a tombstone, and the whole row as JSON (``to_json``/``from_json`` round-trip every SQL type
+exactly, so the stateful step only handles plain strings).
 
-* stream-table: the table's current row (a tombstone deletes it); a stream record emits itself
-  with that row (INNER: only when there is one; LEFT: with nulls otherwise);
-* stream-stream: the records of each side within the WITHIN window (plus grace); a record emits
-  one joined row per record of the other side in range, in their arrival order (LEFT/RIGHT/FULL:
-  a record with no match yet emits with nulls, as ksqlDB did before its spurious-result fix);
-* table-table: both sides' current rows; every change of either emits the joined row, or a
-  tombstone (carrying the last rows, so the key columns are set) when it stops existing.
+The operator (:class:`JoinOperator`) is grouped by *bucket*, a hash of the join key, not by the
+key: a bucket is a Kafka Streams task of ksqlDB's join (one per partition of the joined sources,
+:func:`join_buckets`), with one stream time, which a stream-stream join's window close needs.
+Each call gets a bucket's new records of the micro-batch, puts them in a task's arrival order
+(:func:`arrival_order`) and runs the join task over them, reading each join key's state from the
+bucket's ``MapState`` once and writing it back at the end (:class:`BucketState`):
+
+* stream-table (:class:`StreamTableJoin`): the table's current row per key;
+* table-table (:class:`TableTableJoin`): both sides' current rows;
+* stream-stream (:class:`WindowJoin`): each side's records within the window and grace, and,
+  with a GRACE PERIOD, the unmatched records of an outer side until their window closes.
 
 Join columns (and a synthetic ROWKEY) are filled from the join key when their side is missing.
 
@@ -25,12 +28,14 @@ pseudo columns, and the stream's ROWTIME/ROWPARTITION/ROWOFFSET/__HEADERS for th
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import pickle
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming import StatefulProcessor
-from pyspark.sql.types import BinaryType, StructField, StructType
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from streamsql import types as t
 from streamsql.planner.expressions import quote
@@ -54,6 +59,7 @@ def _narrow(df: DataFrame, side: JoinSide, tag: int) -> DataFrame:
         f"{tag} AS __SIDE",
         f"CAST({side.key_sql} AS STRING) AS __JK",
         f"CAST({t.ROWTIME} AS BIGINT) AS __TS",
+        f"coalesce(CAST({t.ROWPARTITION} AS INT), -1) AS __PART",
         f"coalesce(CAST({t.ROWOFFSET} AS BIGINT), -1) AS __OFF",
         f"{TOMBSTONE_COL} AS __TOMB",
         f"to_json(struct({', '.join(cols)})) AS __ROW",
@@ -76,16 +82,26 @@ def joined_dataframe(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) ->
 
 
 def _key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFrame:
-    """Both inputs by the join key, one operator."""
+    """Both inputs by bucket of the join key (:func:`join_buckets`), one operator."""
+    from streamsql.physical.aggregate import bucket_expression, bucket_values
+
     union = _narrow(left_df, spec.left, 0).unionByName(_narrow(right_df, spec.right, 1))
-    if spec.table_table:
-        step = _table_table_step(spec.kind)
-    elif spec.stream_table:
-        step = _table_step(spec.kind)
+    values = bucket_values(left_df.sparkSession, join_buckets(spec))
+    if by_partition(spec) and len(values) > 1:  # the task of the partition both sides' records are in
+        array = ", ".join(f"CAST({v} AS BIGINT)" for v in values)
+        bucket = f"element_at(array({array}), pmod(__PART, {len(values)}) + 1)"
     else:
-        step = _window_step(spec)
-    return union.groupBy("__JK").transformWithStateInPandas(
-        statefulProcessor=JoinOperator(step), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
+        bucket = bucket_expression(["__JK"], values)
+    keyed = union.selectExpr(f"{bucket} AS __BUCKET", *INPUT_COLUMNS)
+    task: JoinTask
+    if spec.table_table:
+        task = TableTableJoin(spec.kind)
+    elif spec.stream_table:
+        task = StreamTableJoin(spec.kind)
+    else:
+        task = WindowJoin.of(spec)
+    return keyed.groupBy("__BUCKET").transformWithStateInPandas(
+        statefulProcessor=JoinOperator(task), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
 
 
 def _foreign_key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFrame:
@@ -150,10 +166,11 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
 #: what the join operator emits per joined row: its time, the input's offset, both sides' rows as
 #: JSON, whether it is a tombstone, and the join key
 OUTPUT_SCHEMA = "__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string"
-#: the join state's layout in a checkpoint (``physical/builder.check_join_checkpoint``): one
-#: pickled value per join key in a ``transformWithState`` ValueState. Earlier versions kept it in
+#: the join state's layout in a checkpoint (``physical/builder.check_join_checkpoint``): per
+#: bucket a ``transformWithState`` MapState of pickled values, one per join key and one for the
+#: bucket. Earlier versions kept one value per join key (``transformWithState-value-1``) or used
 #: ``applyInPandasWithState``'s group state, which Spark allows only once per query.
-JOIN_STATE = "transformWithState-value-1"
+JOIN_STATE = "transformWithState-bucket-2"
 
 
 class _KeyState:
@@ -179,7 +196,7 @@ class _KeyState:
 
 
 #: the columns of the join operator's input, in ``_narrow``'s order
-INPUT_COLUMNS = ("__SIDE", "__JK", "__TS", "__OFF", "__TOMB", "__ROW")
+INPUT_COLUMNS = ("__SIDE", "__JK", "__TS", "__PART", "__OFF", "__TOMB", "__ROW")
 #: a foreign-key join's inputs: the left rows by primary key; subscriptions and right rows by
 #: foreign key
 SUBSCRIBE_COLUMNS = ("__PK", "__FK", "__TS", "__OFF", "__TOMB", "__ROW")
@@ -292,150 +309,352 @@ class ForeignKeyOperator(StatefulProcessor):
                 st.remove()
         else:
             st.update((pickle.dumps((right, lefts)),))
-        yield from _output(out, key[0])
+        yield from _output([(*r, key[0]) for r in out])
 
     def close(self) -> None:
         pass
+
+
+# --- key joins: one operator per bucket -----------------------------------------------------------
+
+#: one output row of a join: its time, the input's offset, both sides' rows as JSON, whether it
+#: is a tombstone, and the join key
+Out = tuple[int, int, "str | None", "str | None", bool, "str | None"]
+#: one input record: side (0 left, 1 right), partition, offset, time, tombstone, join key, row JSON
+Record = tuple[int, int, int, int, bool, "str | None", str]
+
+
+def join_buckets(spec: JoinSpec) -> int:
+    """How many state buckets (Kafka Streams tasks) a join runs on: one per partition of its
+    first source, as ksqlDB's join has one task per partition of its co-partitioned inputs."""
+    return max(1, int(getattr(spec.leaves()[0].source, "partitions", 1) or 1))
+
+
+def by_partition(spec: JoinSpec) -> bool:
+    """Whether both inputs are partitioned by the join key already (each joins on its one key
+    column, of the same type, with as many partitions as buckets): then a bucket is a partition,
+    as ksqlDB's task, and no record changes task. Otherwise (ksqlDB repartitions by the join key)
+    a bucket is a hash of the join key."""
+    def keyed(side: JoinSide) -> bool:
+        keys = side.source.key_columns
+        return (bool(side.alias) and len(keys) == 1 and side.key_sql.strip() == quote(keys[0].name)
+                and int(side.source.partitions or 1) == join_buckets(spec))
+
+    return keyed(spec.left) and keyed(spec.right) and spec.left.key_type == spec.right.key_type
+
+
+def arrival_order(records: list[Record]) -> list[Record]:
+    """A bucket's new records in the order a Kafka Streams task would process them: each input
+    partition in offset order; across partitions, the one whose next record has the smallest
+    timestamp (at equal timestamps the right side, a stream-table join's table, first)."""
+    queues: dict[tuple[int, int], list[Record]] = {}
+    for r in records:
+        queues.setdefault((r[0], r[1]), []).append(r)
+    heap: list[tuple[int, int, int, int]] = []
+    for (side, part), queue in queues.items():
+        queue.sort(key=lambda r: r[2])
+        heap.append((queue[0][3], 1 - side, part, 0))
+    heapq.heapify(heap)
+    ordered: list[Record] = []
+    while heap:
+        _ts, flipped, part, i = heapq.heappop(heap)
+        queue = queues[(1 - flipped, part)]
+        ordered.append(queue[i])
+        if i + 1 < len(queue):
+            heapq.heappush(heap, (queue[i + 1][3], flipped, part, i + 1))
+    return ordered
+
+
+class MemoryStore:
+    """A bucket's state as a dict (the unit tests' store; the operator's is :class:`_MapStore`)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, bytes] = {}
+
+    def get(self, name: str) -> bytes | None:
+        return self.values.get(name)
+
+    def put(self, name: str, blob: bytes | None) -> None:
+        if blob is None:
+            self.values.pop(name, None)
+        else:
+            self.values[name] = blob
+
+
+class _MapStore:
+    """A bucket's state in a ``transformWithState`` MapState (name → pickled value)."""
+
+    def __init__(self, state: Any) -> None:
+        self.state = state
+
+    def get(self, name: str) -> bytes | None:
+        k = (name,)
+        return bytes(self.state.getValue(k)[0]) if self.state.containsKey(k) else None
+
+    def put(self, name: str, blob: bytes | None) -> None:
+        k = (name,)
+        if blob is not None:
+            self.state.updateValue(k, (blob,))
+        elif self.state.containsKey(k):
+            self.state.removeKey(k)
+
+
+class BucketState:
+    """What a join task sees of its bucket during one micro-batch: a value per join key and one
+    for the bucket itself (stream time, records waiting for their window to close), each read
+    from the store once and written back by :meth:`flush`."""
+
+    _BUCKET = "\x00bucket"
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._cache: dict[str, Any] = {}
+        self._dirty: set[str] = set()
+
+    def _get(self, name: str) -> Any:
+        if name not in self._cache:
+            blob = self.store.get(name)
+            self._cache[name] = pickle.loads(blob) if blob is not None else None
+        return self._cache[name]
+
+    def key(self, jk: str) -> Any:
+        return self._get("k" + jk)
+
+    def set_key(self, jk: str, value: Any) -> None:
+        self._cache["k" + jk] = value
+        self._dirty.add("k" + jk)
+
+    def bucket(self, initial: Callable[[], Any]) -> Any:
+        """The bucket's value (``initial()`` the first time), to be changed in place."""
+        value = self._get(self._BUCKET)
+        if value is None:
+            value = self._cache[self._BUCKET] = initial()
+        self._dirty.add(self._BUCKET)
+        return value
+
+    def flush(self) -> None:
+        for name in self._dirty:
+            value = self._cache[name]
+            self.store.put(name, None if value is None else pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        self._dirty.clear()
+
+
+class StreamTableJoin:
+    """Stream ⋈ table: the table's current row per key (a tombstone deletes it); a stream record
+    emits itself with that row (INNER: only when there is one; LEFT: with nulls otherwise)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def process(self, rec: Record, state: BucketState, out: list[Out]) -> None:
+        side, _part, off, ts, tomb, jk, row = rec
+        if side == 1:  # a table update; records without a key are not rows
+            if jk is not None:
+                state.set_key(jk, None if tomb else row)
+            return
+        if tomb:
+            return
+        current = state.key(jk) if jk is not None else None
+        if current is not None:
+            out.append((ts, off, row, current, False, jk))
+        elif self.kind == "LEFT":
+            out.append((ts, off, row, None, False, jk))
+
+
+class TableTableJoin:
+    """Table ⋈ table: the joined row of a key changes whenever either side does; when it
+    disappears (INNER: either side deleted; LEFT: the left deleted) a tombstone carries the key
+    and the last rows (so the key columns are set)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def process(self, rec: Record, state: BucketState, out: list[Out]) -> None:
+        side, _part, off, ts, tomb, jk, row = rec
+        if jk is None:  # table records without a key are not rows
+            return
+        st = state.key(jk) or {"L": None, "R": None, "lts": 0, "rts": 0, "lastL": None, "lastR": None,
+                               "emitted": False}
+        name = "L" if side == 0 else "R"
+        st[name] = None if tomb else row
+        st["lts" if side == 0 else "rts"] = ts
+        if not tomb:
+            st["last" + name] = row
+        left, right = st["L"] is not None, st["R"] is not None
+        alive = {"INNER": left and right, "LEFT": left, "RIGHT": right, "FULL": left or right}[self.kind]
+        if alive:
+            when = max(st["lts"], st["rts"]) if left and right else (st["lts"] if left else st["rts"])
+            out.append((when, off, st["L"], st["R"], False, jk))
+            st["emitted"] = True
+        elif st["emitted"]:
+            out.append((ts, off, st["lastL"], st["lastR"], True, jk))
+            st["emitted"] = False
+        state.set_key(jk, st)
+
+
+class WindowJoin:
+    """Stream ⋈ stream WITHIN a window, as Kafka Streams' KStreamKStreamJoin on one task.
+
+    * Each side's records are kept per key (its window store) for ``before + after + grace``
+      behind the largest time that side has seen; a record matches the other side's records in
+      ``[ts − before, ts + after]`` (mirrored for the right side) that are not expired, in time
+      order, each joined row at the later of the two times.
+    * An outer side's record with no match: with a GRACE PERIOD it waits in the bucket until its
+      window closes (stream time, the largest time of either side, passes ``ts + after + grace``;
+      ``before`` for the right side) and is emitted then with nulls, unless a match arrives
+      first (Kafka Streams' spurious-result fix); a record whose window is already behind stream
+      time is emitted at once. Without a GRACE PERIOD it is emitted at once (ksqlDB's behaviour
+      before the fix, which it keeps for joins without one).
+    """
+
+    def __init__(self, kind: str, before_ms: int, after_ms: int, grace_ms: int | None) -> None:
+        self.before, self.after = before_ms, after_ms
+        self.grace = grace_ms if grace_ms is not None else DEFAULT_GRACE_MS
+        self.retention = self.before + self.after + self.grace
+        self.outer_sides = {"INNER": (), "LEFT": (0,), "RIGHT": (1,), "FULL": (0, 1)}[kind]
+        self.hold = grace_ms is not None and bool(self.outer_sides)
+
+    @classmethod
+    def of(cls, spec: JoinSpec) -> WindowJoin:
+        before = spec.within_before_ms or 0
+        return cls(spec.kind, before, spec.within_after_ms if spec.within_after_ms is not None else before,
+                   spec.grace_ms)
+
+    @staticmethod
+    def _new_bucket() -> dict[str, Any]:
+        # st: stream time; seen: each side's largest time (its window store's); waiting: unmatched
+        # outer records (time, side bit, key, n, side, offset, row) in Kafka Streams' store order;
+        # min: the time its emission check starts from; newest: each key's newest time (expiry)
+        return {"st": None, "seen": [None, None], "waiting": [], "min": None, "n": 0, "newest": {}}
+
+    @staticmethod
+    def _unmatched(side: int, ts: int, off: int, row: str, jk: str | None) -> Out:
+        return (ts, off, row, None, False, jk) if side == 0 else (ts, off, None, row, False, jk)
+
+    def process(self, rec: Record, state: BucketState, out: list[Out]) -> None:
+        side, _part, off, ts, tomb, jk, row = rec
+        b = state.bucket(self._new_bucket)
+        b["st"] = ts if b["st"] is None else max(b["st"], ts)
+        outer = side in self.outer_sides
+        if jk is None or tomb:  # not joinable; an outer side's keyless record joins nothing
+            if outer and jk is None and not tomb:
+                out.append(self._unmatched(side, ts, off, row, jk))
+            return
+        seen = b["seen"]
+        seen[side] = ts if seen[side] is None else max(seen[side], ts)
+        windows: tuple[list[tuple[int, int, str]], ...] = state.key(jk) or ([], [])
+        expired = seen[side] - self.retention
+        if ts > expired:
+            windows[side].append((ts, off, row))
+        if self.hold and ts == b["st"]:
+            self._emit_closed(b, side, out)
+        before, after = (self.before, self.after) if side == 0 else (self.after, self.before)
+        low, high = max(0, ts - before), max(0, ts + after)
+        if seen[1 - side] is not None:
+            low = max(low, seen[1 - side] - self.retention + 1)
+        matches = sorted((e for e in windows[1 - side] if low <= e[0] <= high), key=lambda e: e[0])
+        for other_ts, _other_off, other_row in matches:
+            if self.hold:
+                bit = 1 if side == 1 else 0  # the other side's bit: left 1, right 0
+                b["waiting"] = [w for w in b["waiting"] if not (w[0] == other_ts and w[1] == bit and w[2] == jk)]
+            left, right = (row, other_row) if side == 0 else (other_row, row)
+            out.append((max(ts, other_ts), off, left, right, False, jk))
+        if not matches and outer:
+            if not self.hold or high < b["st"]:
+                out.append(self._unmatched(side, ts, off, row, jk))
+            else:
+                b["min"] = ts if b["min"] is None else min(b["min"], ts)
+                b["n"] += 1
+                bisect.insort(b["waiting"], (ts, 1 if side == 0 else 0, jk, b["n"], side, off, row))
+        windows = tuple([e for e in w if e[0] > seen[s] - self.retention] if seen[s] is not None else w
+                        for s, w in enumerate(windows))
+        state.set_key(jk, windows)
+        b["newest"][jk] = max(ts, b["newest"].get(jk, ts))
+
+    def _emit_closed(self, b: dict[str, Any], side: int, out: list[Out]) -> None:
+        """Emit the waiting records whose window has closed, as Kafka Streams does when a record
+        moves stream time: skipped while the earliest it tracks is still open, then every
+        waiting record checked in store order (its tracked time ends as the last one seen)."""
+        join_after = self.after if side == 0 else self.before
+        if b["min"] is not None and b["min"] + join_after + self.grace >= b["st"]:
+            return
+        b["min"] = None
+        keep = []
+        for entry in b["waiting"]:
+            ts, _bit, jk, _n, entry_side, off, row = entry
+            b["min"] = ts
+            look_back = self.after if entry_side == 0 else self.before
+            if ts + look_back + self.grace >= b["st"]:
+                keep.append(entry)
+            else:
+                out.append(self._unmatched(entry_side, ts, off, row, jk))
+        b["waiting"] = keep
+
+    def expire(self, state: BucketState) -> None:
+        """Drop the keys none of whose records either side could still match (their newest record
+        is older than both window stores keep), so idle keys do not stay in the state store."""
+        b = state.bucket(self._new_bucket)
+        seen = [s for s in b["seen"] if s is not None]
+        if not seen:
+            return
+        horizon = min(seen) - self.retention
+        idle = [jk for jk, newest in b["newest"].items() if newest <= horizon]
+        for jk in idle:
+            state.set_key(jk, None)
+            del b["newest"][jk]
+
+
+JoinTask = StreamTableJoin | TableTableJoin | WindowJoin
 
 
 class JoinOperator(StatefulProcessor):
-    """The ``StatefulProcessor`` of one JOIN: one call per join key and micro-batch, running the
-    step (stream-table, table-table or windowed stream-stream) over that key's new records. Spark
-    runs several ``transformWithState`` operators in one query, so an n-way join chains one per
-    JOIN."""
+    """The ``StatefulProcessor`` of one JOIN: one call per bucket and micro-batch, running the
+    join task (stream-table, table-table or windowed stream-stream) over the bucket's new records
+    in arrival order. Spark runs several ``transformWithState`` operators in one query, so an
+    n-way join chains one per JOIN."""
 
-    def __init__(self, step: Callable[..., Iterator[Any]]) -> None:
-        self.step = step
+    def __init__(self, task: JoinTask) -> None:
+        self.task = task
 
     def init(self, handle: Any) -> None:
-        self.state = handle.getValueState("join", StructType([StructField("s", BinaryType())]))
+        self.state = handle.getMapState("join", StructType([StructField("k", StringType())]),
+                                        StructType([StructField("b", BinaryType())]))
 
     def handleInputRows(self, key: Any, rows: Any, timerValues: Any = None) -> Iterator[Any]:
-        yield from self.step(key, _named(rows), _KeyState(self.state))
+        state = BucketState(_MapStore(self.state))
+        out = run(self.task, _input_records(rows), state)
+        state.flush()
+        yield from _output(out)
 
     def close(self) -> None:
         pass
 
 
-def _records(pdfs: Iterator[Any]) -> list[tuple[int, int, int, bool, str]]:
-    """This key's new records, in the order the join must see them."""
-    rows: list[tuple[int, int, int, bool, str]] = []
-    for pdf in pdfs:
-        for side, ts, off, tomb, row in zip(pdf["__SIDE"], pdf["__TS"], pdf["__OFF"], pdf["__TOMB"], pdf["__ROW"]):
-            rows.append((int(side), int(ts), int(off), bool(tomb), row))
-    rows.sort(key=lambda r: (r[1], _TABLE_FIRST[r[0]], r[2]))
+def run(task: JoinTask, records: list[Record], state: BucketState) -> list[Out]:
+    """One micro-batch of a bucket through its join task: the joined rows, in emission order."""
+    out: list[Out] = []
+    for rec in arrival_order(records):
+        task.process(rec, state, out)
+    if isinstance(task, WindowJoin):
+        task.expire(state)
+    return out
+
+
+def _input_records(pdfs: Iterator[Any]) -> list[Record]:
+    rows: list[Record] = []
+    for pdf in _named(pdfs):
+        for side, jk, ts, part, off, tomb, row in zip(pdf["__SIDE"], pdf["__JK"], pdf["__TS"], pdf["__PART"],
+                                                      pdf["__OFF"], pdf["__TOMB"], pdf["__ROW"]):
+            key = None if jk is None or jk != jk else str(jk)
+            rows.append((int(side), int(part), int(off), int(ts), bool(tomb), key, row))
     return rows
 
 
-def _output(out: list[tuple[Any, ...]], key: Any) -> Iterator[Any]:
-    """Rows (ts, seq, left JSON, right JSON[, deleted]) of join key ``key`` as the step's output."""
+def _output(out: list[Out]) -> Iterator[Any]:
+    """The joined rows as the operator's output frame."""
     import pandas as pd
 
     if out:
-        rows = [r if len(r) == 5 else (*r, False) for r in out]
-        ts, seq, left, right, deleted = zip(*rows)
+        ts, seq, left, right, deleted, key = zip(*out)
         yield pd.DataFrame({"__TS": list(ts), "__SEQ": list(seq), "__L": list(left), "__R": list(right),
-                            "__DEL": list(deleted), "__KEY": [key] * len(rows)})
-
-
-def _table_step(kind: str) -> Callable[..., Iterator[Any]]:
-    def step(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
-        current: str | None = pickle.loads(state.get[0]) if state.exists else None
-        out: list[tuple[int, int, str | None, str | None]] = []
-        changed = False
-        for side, ts, off, tomb, row in _records(pdfs):
-            if side == 1:  # table update
-                if key[0] is None:
-                    continue
-                current = None if tomb else row
-                changed = True
-            elif key[0] is None or current is None:
-                if kind == "LEFT" and not tomb:
-                    out.append((ts, off, row, None))
-            elif not tomb:
-                out.append((ts, off, row, current))
-        if changed:
-            if current is None:
-                state.remove()
-            else:
-                state.update((pickle.dumps(current),))
-        yield from _output(out, key[0])
-
-    return step
-
-
-def _table_table_step(kind: str) -> Callable[..., Iterator[Any]]:
-    """Both sides are tables: the joined row of a key changes whenever either side does; when it
-    disappears (INNER: either side deleted; LEFT: the left deleted) a tombstone carries the key."""
-
-    def step(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
-        if key[0] is None:  # table records without a key are not rows
-            for _ in pdfs:
-                pass
-            return
-        st: dict[str, Any] = pickle.loads(state.get[0]) if state.exists else {
-            "L": None, "R": None, "lts": 0, "rts": 0, "lastL": None, "lastR": None, "emitted": False}
-        out: list[tuple[Any, ...]] = []
-        for side, ts, off, tomb, row in _records(pdfs):
-            name = "L" if side == 0 else "R"
-            st[name] = None if tomb else row
-            st["lts" if side == 0 else "rts"] = ts
-            if not tomb:
-                st["last" + name] = row
-            left, right = st["L"] is not None, st["R"] is not None
-            alive = {"INNER": left and right, "LEFT": left, "RIGHT": right, "FULL": left or right}[kind]
-            if alive:
-                when = max(st["lts"], st["rts"]) if left and right else (st["lts"] if left else st["rts"])
-                out.append((when, off, st["L"], st["R"], False))
-                st["emitted"] = True
-            elif st["emitted"]:  # the tombstone carries the last rows, so the key columns are set
-                out.append((ts, off, st["lastL"], st["lastR"], True))
-                st["emitted"] = False
-        state.update((pickle.dumps(st),))
-        yield from _output(out, key[0])
-
-    return step
-
-
-def _window_step(spec: JoinSpec) -> Callable[..., Iterator[Any]]:
-    before = spec.within_before_ms or 0
-    after = spec.within_after_ms if spec.within_after_ms is not None else before
-    keep = max(before, after) + (spec.grace_ms if spec.grace_ms is not None else DEFAULT_GRACE_MS)
-    kind = spec.kind
-
-    def step(key: tuple[Any, ...], pdfs: Iterator[Any], state: Any) -> Iterator[Any]:
-        buffers: dict[str, Any] = pickle.loads(state.get[0]) if state.exists else {"L": [], "R": [], "max": None}
-        out: list[tuple[int, int, str | None, str | None]] = []
-        for side, ts, off, tomb, row in _records(pdfs):
-            if key[0] is None or tomb:
-                if not tomb and side == 0 and kind in ("LEFT", "FULL"):
-                    out.append((ts, off, row, None))
-                elif not tomb and side == 1 and kind in ("RIGHT", "FULL"):
-                    out.append((ts, off, None, row))
-                continue
-            if side == 0:
-                matches = [(rts, roff, r) for rts, roff, r in buffers["R"] if ts - before <= rts <= ts + after]
-                for rts, _roff, r in matches:
-                    out.append((max(ts, rts), off, row, r))
-                if not matches and kind in ("LEFT", "FULL"):
-                    out.append((ts, off, row, None))
-                buffers["L"].append((ts, off, row))
-            else:
-                matched = False
-                for lts, loff, lrow in buffers["L"]:
-                    if lts - before <= ts <= lts + after:
-                        out.append((max(ts, lts), loff, lrow, row))
-                        matched = True
-                if not matched and kind in ("RIGHT", "FULL"):
-                    out.append((ts, off, None, row))
-                buffers["R"].append((ts, off, row))
-            newest = ts if buffers["max"] is None else max(buffers["max"], ts)
-            buffers["max"] = newest
-            horizon = newest - keep
-            buffers["L"] = [b for b in buffers["L"] if b[0] >= horizon]
-            buffers["R"] = [b for b in buffers["R"] if b[0] >= horizon]
-        state.update((pickle.dumps(buffers),))
-        yield from _output(out, key[0])
-
-    return step
-
+                            "__DEL": list(deleted), "__KEY": list(key)})

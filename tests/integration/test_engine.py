@@ -236,6 +236,39 @@ def test_three_way_enrichment_join(engine, topic_name):  # type: ignore[no-untyp
                     ("a", "o4", "bob", 3.0, 4, 8)]
 
 
+def test_stream_stream_left_join_emits_an_unmatched_row_when_its_window_closes(engine, topic_name):  # type: ignore[no-untyped-def]
+    """impressions ⟕ clicks WITHIN 10 SECONDS GRACE PERIOD 5 SECONDS, on 2 partitions: an
+    impression with no click yet waits; a click within the window joins it and it never appears
+    with nulls; one left unclicked appears with nulls, at its own time, once stream time (any
+    record of its partition) passes its window's end plus the grace, and not before."""
+    impressions, clicks = topic_name("impressions"), topic_name("clicks")
+    engine.execute(f"""
+        CREATE STREAM impressions (ad VARCHAR KEY, page VARCHAR)
+          WITH (KAFKA_TOPIC='{impressions}', VALUE_FORMAT='JSON', PARTITIONS=2);
+        CREATE STREAM clicks (ad VARCHAR KEY, button VARCHAR)
+          WITH (KAFKA_TOPIC='{clicks}', VALUE_FORMAT='JSON', PARTITIONS=2);
+        CREATE STREAM ad_outcomes AS SELECT i.ad AS ad, i.page AS page, c.button AS button
+          FROM impressions i LEFT JOIN clicks c WITHIN 10 SECONDS GRACE PERIOD 5 SECONDS ON i.ad = c.ad;
+    """)
+    [explained] = engine.execute("EXPLAIN " + next(iter(engine.catalog.queries)) + ";")
+    assert "Join LEFT IMPRESSIONS ⋈ CLICKS" in explained.text
+    sink = engine.catalog.get("AD_OUTCOMES").topic
+
+    def step(topic: str, key: str, value: dict[str, str], ts: int) -> list[tuple[str, str | None, int]]:
+        # the same partition for every record, so one stream time covers them (a Kafka Streams task)
+        engine.admin.produce(topic, key.encode(), json.dumps(value).encode(), ts, partition=0)
+        engine.wait_until_idle()
+        return [(v["PAGE"], v["BUTTON"], ts) for _k, v, ts in read(engine.admin, sink)]
+
+    assert step(impressions, "a1", {"page": "home"}, 1_000) == []  # a click may still come
+    assert step(impressions, "a2", {"page": "news"}, 2_000) == []
+    assert step(clicks, "a2", {"button": "buy"}, 9_000) == [("news", "buy", 9_000)]
+    # stream time 16 s: a1's window closes at 1 + 10 + 5 = 16 s, not yet passed
+    assert step(impressions, "a3", {"page": "shop"}, 16_000) == [("news", "buy", 9_000)]
+    # 16.001 s: a1 appears with nulls at its own time; a2, clicked, never does
+    assert step(clicks, "zz", {"button": "none"}, 16_001) == [("news", "buy", 9_000), ("home", None, 1_000)]
+
+
 def test_foreign_key_join_follows_the_key_when_it_changes(engine, topic_name):  # type: ignore[no-untyped-def]
     """products ⋈ categories ON a non-key column of products: a product moving to another category
     joins the new one and no longer hears from the old; one moving to a missing category (INNER)
@@ -368,6 +401,21 @@ def test_timestamp_zero_is_kept_end_to_end(engine, topic_name):  # type: ignore[
     engine.wait_until_idle()
     assert read(engine.admin, src)[0][2] == 0
     assert [(k, ts) for k, _, ts in read(engine.admin, "ZERO_OUT")] == [("a", 0), ("b", 5)]
+
+
+def test_a_sinks_timestamp_column_sets_its_records_time(engine, topic_name):  # type: ignore[no-untyped-def]
+    """CREATE STREAM ... WITH (TIMESTAMP='col') AS SELECT: each written record carries the column's
+    time (ksqlDB's sink timestamp), not the input record's; DESCRIBE names the column."""
+    src = topic_name("events")
+    engine.execute(f"""
+        CREATE STREAM events (k VARCHAR KEY, happened BIGINT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON',
+          PARTITIONS=1);
+        CREATE STREAM events_at WITH (TIMESTAMP='HAPPENED') AS SELECT k, happened FROM events;
+    """)
+    produce(engine.admin, src, [("a", '{"happened": 1000}', 5), ("b", '{"happened": 7}', 6)])
+    engine.wait_until_idle()
+    assert [(k, ts) for k, _, ts in read(engine.admin, "EVENTS_AT")] == [("a", 1000), ("b", 7)]
+    assert engine.catalog.get("EVENTS_AT").timestamp_column == "HAPPENED"
 
 
 def test_show_and_describe_functions(engine):  # type: ignore[no-untyped-def]

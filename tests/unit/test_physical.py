@@ -302,23 +302,29 @@ def test_concurrent_starts_each_snapshot_their_own_allow_multiple() -> None:
     assert spark.conf.get("spark.sql.streaming.statefulOperator.allowMultiple") == "true"
 
 
-def test_a_join_checkpoint_from_before_transform_with_state_is_refused(tmp_path: Path) -> None:
-    """Joins keep their state in transformWithState (Spark allows one applyInPandasWithState per
-    query, and an n-way join chains one operator per JOIN): a join query's checkpoint written by
-    the earlier operator cannot be resumed; a new one records the layout next to any other."""
+def test_a_join_checkpoint_in_another_layout_or_bucket_count_is_refused(tmp_path: Path) -> None:
+    """Joins keep their state per bucket in transformWithState (runtime/joins.py): a join query's
+    checkpoint written by an earlier operator (applyInPandasWithState, or one value per join
+    key), or over another number of buckets, cannot be resumed; a new one records the layout
+    next to any other."""
     from streamsql.runtime.joins import JOIN_STATE
 
     old = tmp_path / "old"
     (old / "commits").mkdir(parents=True)
     (old / "commits" / "0").write_text("v1")
     with pytest.raises(CheckpointError, match="join state written by an earlier streamsql.*delete that directory"):
-        check_join_checkpoint(old)
+        check_join_checkpoint(old, 1)
+    (old / CHECKPOINT_META).write_text(json.dumps({"join_state": "transformWithState-value-1"}))
+    with pytest.raises(CheckpointError, match="layout transformWithState-value-1"):
+        check_join_checkpoint(old, 1)
     new = tmp_path / "new"
     new.mkdir()
     (new / CHECKPOINT_META).write_text(json.dumps({"state_format": STATE_FORMAT, "buckets": 1}))
-    check_join_checkpoint(new)
+    check_join_checkpoint(new, 2)
     assert json.loads((new / CHECKPOINT_META).read_text()) == {
-        "state_format": STATE_FORMAT, "buckets": 1, "join_state": JOIN_STATE}
+        "state_format": STATE_FORMAT, "buckets": 1, "join_state": JOIN_STATE, "join_buckets": 2}
     (new / "commits").mkdir()
     (new / "commits" / "0").write_text("v1")
-    check_join_checkpoint(new)  # resumed
+    check_join_checkpoint(new, 2)  # resumed
+    with pytest.raises(CheckpointError, match="in 2 bucket.*now has 3"):
+        check_join_checkpoint(new, 3)

@@ -197,6 +197,24 @@ def test_join_star_names_columns_alias_underscore_column_with_the_join_key_first
     assert spec.kind == "INNER" and not spec.stream_table and spec.within_before_ms == 60_000
 
 
+def test_a_join_runs_one_bucket_per_partition_of_its_first_source(join_catalog: Catalog) -> None:
+    """A join's buckets are ksqlDB's tasks: one per partition of its first source. When both sides
+    join on their key column (co-partitioned) a bucket is a partition; otherwise, as ksqlDB
+    repartitions by the join key, a hash of the join key."""
+    from dataclasses import replace
+
+    from streamsql.runtime.joins import by_partition, join_buckets
+
+    for name in ("I1", "I2"):
+        join_catalog.sources[name] = replace(join_catalog.get(name), partitions=2)
+    on_keys = plan(join_catalog, "CREATE STREAM o AS SELECT * FROM I1 JOIN I2 WITHIN 1 SECOND ON I1.K = I2.K;")
+    assert join_buckets(on_keys.source.join) == 2 and by_partition(on_keys.source.join)
+    on_values = plan(join_catalog, "CREATE STREAM o AS SELECT * FROM I1 JOIN I2 WITHIN 1 SECOND ON I1.ID = I2.ID;")
+    assert join_buckets(on_values.source.join) == 2 and not by_partition(on_values.source.join)
+    to_table = plan(join_catalog, "CREATE STREAM o AS SELECT * FROM I1 JOIN T ON I1.ID = T.ID;")
+    assert not by_partition(to_table.source.join)  # the stream joins on a value column
+
+
 def test_stream_table_join_keys_by_the_table_key_when_the_stream_side_is_an_expression(join_catalog: Catalog) -> None:
     p = plan(join_catalog, "CREATE STREAM o AS SELECT * FROM I1 LEFT JOIN T ON ABS(I1.ID) = T.ID;")
     assert p.key_columns[0].name == "T_ID"
