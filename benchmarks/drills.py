@@ -1,7 +1,8 @@
 """Slow drills, on demand: the tests marked ``drill``.
 
-Each takes minutes on 2 cores (a SIGKILLed aggregation recovering its exact table; seed 003 and a
-Python UDAF on a real Spark standalone cluster equal to local mode), so the suite (``./test.sh``,
+Each takes a minute or more on 2 cores (a SIGKILLed aggregation recovering its exact table; seed
+003 and a Python UDAF on a real Spark standalone cluster equal to local mode; this harness's own
+``--quick`` run), so the suite (``./test.sh``,
 which must stay under 30 minutes) leaves them out. They use the suite's fixtures (one broker, one
 SparkSession): ``python -m benchmarks.drills`` runs them all; extra arguments go to pytest
 (``-k cluster``).

@@ -168,12 +168,38 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
             raise AnalysisError(f"Can not join '{leaves.leaf(right_alias).name}' to '{right_src.name}': self joins "
                                 f"require unique aliases.")
         leaves = _Tree(first, [*leaves.leaves, (right_alias, right_src)])
-        _split_condition(clause.on, leaves, leaves.leaves[-1][0])
+        _left_expr, _right_expr, left_alias = _split_condition(clause.on, leaves, leaves.leaves[-1][0])
+        _check_windowing(left_alias, leaves.leaf(left_alias), right_alias, right_src)
     joined: JoinedSource | None = None
     for clause, right_src in zip(query.joins, rights):
         joined, tree = _join(tree, clause, right_src, query.select)
     assert joined is not None
     return joined, _joined_scope(joined)
+
+
+def _on_own_key(expr: Any, src: Source) -> bool:
+    """Whether a join expression is its source's one key column."""
+    keys = src.key_columns
+    return len(keys) == 1 and isinstance(expr, exp.Column) and expr.name == keys[0].name
+
+
+def _check_windowing(left_alias: str, left: Source, right_alias: str, right: Source) -> None:
+    """ksqlDB's analyzer: a windowed source joins only a windowed one, session windows only
+    session windows, and time windows (TUMBLING, HOPPING) only time windows."""
+    if bool(left.window_type) != bool(right.window_type):
+        raise AnalysisError(
+            f"Can not join windowed source to non-windowed source.\n`{left_alias}` is "
+            f"{left.window_type.upper() if left.window_type else 'not'} windowed\n`{right_alias}` is "
+            f"{right.window_type.upper() if right.window_type else 'not'} windowed")
+    if not left.window_type or not right.window_type:
+        return
+    lw, rw = left.window_type.upper(), right.window_type.upper()
+    if (lw == "SESSION") != (rw == "SESSION"):
+        raise AnalysisError(
+            f"Incompatible windowed sources.\nLeft source: {lw}\nRight source: {rw}\nSession windowed sources can "
+            f"only be joined to other session windowed sources, and may still not result in expected behaviour as "
+            f"session bounds must be an exact match for the join to work\nHopping and tumbling windowed sources "
+            f"can only be joined to other hopping and tumbling windowed sources")
 
 
 def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tuple[JoinedSource, _Tree]:
@@ -191,6 +217,13 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
         raise AnalysisError(f"Invalid join order: table-stream joins are not supported; only stream-table "
                             f"joins. Got {left_leaf.name} [{clause.kind}] JOIN {right_src.name}.")
     if any(src.window_type for _alias, src in both.leaves):
+        # ksqlDB cannot repartition a windowed source: the join must be on both keys, and the keys
+        # must be in the same format (the same windows)
+        if not (_on_own_key(left_expr, left_leaf) and _on_own_key(right_expr, right_src)
+                and (left_leaf.window_type, left_leaf.window_size_ms) == (right_src.window_type,
+                                                                          right_src.window_size_ms)):
+            raise AnalysisError("Implicit repartitioning of windowed sources is not supported. See "
+                                "https://github.com/confluentinc/ksql/issues/4385.")
         raise AnalysisError("Not supported yet: joins of windowed sources")
     stream_stream = not right_src.is_table
     if stream_stream and clause.within_before_ms is None:

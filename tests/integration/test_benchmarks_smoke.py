@@ -21,6 +21,7 @@ ROW_KEYS = {"workload", "system", "records", "seconds", "records_per_s", "peak_r
             "outputs"}
 
 
+@pytest.mark.drill  # ~50 s: the benchmark harness's own check, run with it (python -m benchmarks.drills)
 @pytest.mark.timeout(300)
 def test_quick_benchmark_writes_rows(tmp_path: Path) -> None:
     # The peer (quixstreams) is a benchmark-only install (`.[bench]`); the smoke test checks the

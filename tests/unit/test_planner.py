@@ -215,6 +215,32 @@ def test_a_join_runs_one_bucket_per_partition_of_its_first_source(join_catalog: 
     assert not by_partition(to_table.source.join)  # the stream joins on a value column
 
 
+@pytest.mark.parametrize(("windows", "on", "message"), [
+    ((("SESSION", None), (None, None)), "S1.K = S2.K",
+     "Can not join windowed source to non-windowed source.\n`S1` is SESSION windowed\n`S2` is not windowed"),
+    (((None, None), ("TUMBLING", 1000)), "S1.K = S2.K",
+     "Can not join windowed source to non-windowed source.\n`S1` is not windowed\n`S2` is TUMBLING windowed"),
+    ((("SESSION", None), ("TUMBLING", 1000)), "S1.K = S2.K",
+     "Incompatible windowed sources.\nLeft source: SESSION\nRight source: TUMBLING\nSession windowed sources can "
+     "only be joined to other session windowed sources"),
+    ((("HOPPING", 5000), ("TUMBLING", 2000)), "S1.K = S2.K", "Implicit repartitioning of windowed sources is not "
+     "supported. See https://github.com/confluentinc/ksql/issues/4385."),
+    ((("TUMBLING", 1000), ("TUMBLING", 1000)), "S1.K = S2.ID", "Implicit repartitioning of windowed sources"),
+    ((("TUMBLING", 1000), ("TUMBLING", 1000)), "S1.K = S2.K", "Not supported yet: joins of windowed sources"),
+])
+def test_joins_of_windowed_sources_are_checked_as_ksqldb_does(join_catalog: Catalog, windows, on, message) -> None:  # type: ignore[no-untyped-def]
+    """ksqlDB's analyzer: windowed joins windowed only, session windows only session windows;
+    then a windowed source cannot be repartitioned (a join off its key, or other windows)."""
+    from dataclasses import replace
+
+    for name, (wtype, size) in zip(("S1", "S2"), windows):
+        join_catalog.sources[name] = replace(join_catalog.get("I1"), name=name, topic=name.lower(),
+                                             window_type=wtype, window_size_ms=size)
+    with pytest.raises(AnalysisError) as info:
+        plan(join_catalog, f"CREATE STREAM o AS SELECT * FROM S1 JOIN S2 WITHIN 1 MINUTE ON {on};")
+    assert message in str(info.value)
+
+
 def test_stream_table_join_keys_by_the_table_key_when_the_stream_side_is_an_expression(join_catalog: Catalog) -> None:
     p = plan(join_catalog, "CREATE STREAM o AS SELECT * FROM I1 LEFT JOIN T ON ABS(I1.ID) = T.ID;")
     assert p.key_columns[0].name == "T_ID"
