@@ -68,15 +68,17 @@ def bucket_values(spark: Any, buckets: int) -> list[int]:
     return [free[i % n][i // n] for i in range(buckets)]
 
 
-def bucket_expression(key_columns: list[str], values: list[int]) -> str:
-    """Spark SQL: the bucket value of a row from its grouping-key columns."""
+def bucket_expression(key_columns: list[str], values: list[int], partition_column: str | None = None) -> str:
+    """Spark SQL: the bucket value of a row from a hash of its key columns, or from its Kafka
+    partition (``partition_column``) when the input is partitioned by that key already."""
     from streamsql.planner.expressions import quote
 
     n = len(values)
-    if n == 1 or not key_columns:
+    if n == 1 or not (key_columns or partition_column):
         return f"CAST({values[0]} AS BIGINT)"
-    hashed = f"pmod(hash({', '.join(quote(c) for c in key_columns)}), {n})"
-    return f"element_at(array({', '.join(f'CAST({v} AS BIGINT)' for v in values)}), {hashed} + 1)"
+    index = (f"pmod({quote(partition_column)}, {n})" if partition_column
+             else f"pmod(hash({', '.join(quote(c) for c in key_columns)}), {n})")
+    return f"element_at(array({', '.join(f'CAST({v} AS BIGINT)' for v in values)}), {index} + 1)"
 
 
 def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

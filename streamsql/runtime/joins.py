@@ -87,11 +87,8 @@ def _key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFr
 
     union = _narrow(left_df, spec.left, 0).unionByName(_narrow(right_df, spec.right, 1))
     values = bucket_values(left_df.sparkSession, join_buckets(spec))
-    if by_partition(spec) and len(values) > 1:  # the task of the partition both sides' records are in
-        array = ", ".join(f"CAST({v} AS BIGINT)" for v in values)
-        bucket = f"element_at(array({array}), pmod(__PART, {len(values)}) + 1)"
-    else:
-        bucket = bucket_expression(["__JK"], values)
+    # the task of the partition both sides' records are in, else of a hash of the join key
+    bucket = bucket_expression(["__JK"], values, "__PART" if by_partition(spec) else None)
     keyed = union.selectExpr(f"{bucket} AS __BUCKET", *INPUT_COLUMNS)
     task: JoinTask
     if spec.table_table:
