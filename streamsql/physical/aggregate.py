@@ -20,7 +20,7 @@ Why a bucket and not the grouping key itself: Kafka Streams closes windows and d
 records on *stream time*, the largest timestamp its task has seen across all keys of its
 partition. A bucket is that task: one bucket per partition of the source topic (ksqlDB's
 repartition topic has the source's partition count; ``streamsql.aggregation.buckets`` overrides),
-each bucket a Spark state key placed on its own shuffle partition (:func:`bucket_values`), each
+each bucket a Spark state key placed on its own shuffle partition (``physical/buckets.py``), each
 with one stream time. With one bucket stream time is exactly ksqlDB's over one partition.
 
 Spark's own ``groupBy().agg()`` (``physical/spark_aggregate.py``) takes the shapes it computes
@@ -40,12 +40,12 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from streamsql import types as t
+from streamsql.physical.buckets import BUCKET_COL
 
 if TYPE_CHECKING:
     from streamsql.planner.aggregation import AggregatePlan
     from streamsql.runtime.aggregator import Update
 
-BUCKET_COL = "__BUCKET"
 ROW_COL = "__ROW"
 OUT_COL = "__OUT"
 #: previous results of an update (``__OLD__A0``, ...), for HAVING over the old value
@@ -54,31 +54,6 @@ HAD_COL = "__HAD"
 REMOVED_COL = "__REMOVED"
 #: the state namespaces of AggregationProcessor, as one MapState key prefix each
 _SEP = "\x00"
-
-
-def bucket_values(spark: Any, buckets: int) -> list[int]:
-    """One distinct BIGINT per bucket; Spark's hash partitioning (``pmod(hash(v), n)`` over the
-    session's ``n`` shuffle partitions) sends bucket ``i`` to partition ``i mod n``, so the buckets
-    spread over the partitions (and the cores) instead of colliding."""
-    n = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
-    rows = spark.range(0, 64 * n * buckets).selectExpr("id", f"pmod(hash(id), {n}) AS p").collect()
-    free: dict[int, list[int]] = {}
-    for row in rows:
-        free.setdefault(int(row["p"]), []).append(int(row["id"]))
-    return [free[i % n][i // n] for i in range(buckets)]
-
-
-def bucket_expression(key_columns: list[str], values: list[int], partition_column: str | None = None) -> str:
-    """Spark SQL: the bucket value of a row from a hash of its key columns, or from its Kafka
-    partition (``partition_column``) when the input is partitioned by that key already."""
-    from streamsql.planner.expressions import quote
-
-    n = len(values)
-    if n == 1 or not (key_columns or partition_column):
-        return f"CAST({values[0]} AS BIGINT)"
-    index = (f"pmod({quote(partition_column)}, {n})" if partition_column
-             else f"pmod(hash({', '.join(quote(c) for c in key_columns)}), {n})")
-    return f"element_at(array({', '.join(f'CAST({v} AS BIGINT)' for v in values)}), {index} + 1)"
 
 
 def pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -1,7 +1,7 @@
 """The one place that turns physical steps into Spark: DataFrames and streaming writers.
 
-One method per step kind (``_scan``, ``_select``, ``_aggregate``, ``_table_changes``, and the terminal steps in
-:meth:`SparkBuilder.start`). Nothing else in streamsql calls ``readStream``, ``writeStream``,
+One method per step kind (``_scan``, ``_join``, ``_select``, ``_aggregate``, ``_table_changes``, and the terminal
+steps in :meth:`SparkBuilder.start`). Nothing else in streamsql calls ``readStream``, ``writeStream``,
 ``foreachBatch`` or builds a query's DataFrame; the engine asks for a physical plan and starts it.
 """
 
@@ -18,13 +18,15 @@ from streamsql import types as t
 from streamsql.errors import StreamsqlError
 from streamsql.kafka.source import TOMBSTONE_COL
 from streamsql.physical import aggregate as agg
-from streamsql.physical import spark_aggregate
+from streamsql.physical import joins, spark_aggregate
 from streamsql.physical import table_changes as tc
+from streamsql.physical.buckets import BUCKET_COL, bucket_expression, bucket_values, recorded_shuffle_partitions
 from streamsql.physical.steps import (
     STATEFUL_STEPS,
     Aggregate,
     Collect,
     ConnectorSink,
+    Join,
     KafkaSink,
     PhysicalPlan,
     Scan,
@@ -80,11 +82,15 @@ class BuildContext:
 class SparkBuilder:
     def __init__(self, ctx: BuildContext) -> None:
         self.ctx = ctx
+        #: a resumed query's shuffle-partition count (its checkpoint's), which its buckets follow
+        self._shuffle_partitions: int | None = None
 
     # --- DataFrames ------------------------------------------------------------------------
 
-    def dataframe(self, plan: PhysicalPlan, upto: int | None = None) -> DataFrame:
-        """The streaming DataFrame of the plan's steps (all but a terminal one)."""
+    def dataframe(self, plan: PhysicalPlan, upto: int | None = None, checkpoint: Path | None = None) -> DataFrame:
+        """The streaming DataFrame of the plan's steps (all but a terminal one). ``checkpoint``: a
+        resumed query's, whose recorded shuffle-partition count places its state buckets."""
+        self._shuffle_partitions = recorded_shuffle_partitions(checkpoint)
         steps = [s for s in plan.steps if not isinstance(s, (KafkaSink, ConnectorSink, Collect))]
         if upto is not None:
             steps = steps[:upto]
@@ -94,8 +100,8 @@ class SparkBuilder:
         for step in steps:
             if isinstance(step, TopicScan):
                 df = self._topic_scan(step)
-            elif isinstance(step, Scan):
-                df = self._scan(step, 1 if per_record else self.ctx.max_records)
+            elif isinstance(step, (Scan, Join)):
+                df = self._source(step, 1 if per_record else self.ctx.max_records)
             else:
                 df = self._build(step, df)
         return df
@@ -111,25 +117,31 @@ class SparkBuilder:
             return self._table_changes(step, df)
         raise TypeError(f"not a transformation step: {step!r}")
 
-    def _scan(self, step: Scan, max_records: int | None) -> DataFrame:
+    def _source(self, step: Scan | Join, max_records: int | None) -> DataFrame:
         from streamsql.udf import functions as python_functions
 
         ctx = self.ctx
         python_functions.install(ctx.spark, ctx.bootstrap_servers, ctx.processing_log_topic)
-        return self._read(step.source, step.starting_offsets, max_records)
+        return self._join(step, max_records) if isinstance(step, Join) else self._scan(step, max_records)
 
-    def _read(self, source: Any, starting_offsets: str, max_records: int | None) -> DataFrame:
-        join = getattr(source, "join", None)
-        if join is not None:
-            from streamsql.runtime.joins import joined_dataframe
-
-            self._use_rocksdb()
-            return joined_dataframe(join, self._read(join.left.source, starting_offsets, max_records),
-                                    self._read(join.right.source, starting_offsets, max_records))
+    def _scan(self, step: Scan, max_records: int | None) -> DataFrame:
         ctx = self.ctx
-        return io.read_stream(ctx.spark, ctx.bootstrap_servers, source, starting_offsets=starting_offsets,
+        return io.read_stream(ctx.spark, ctx.bootstrap_servers, step.source, starting_offsets=step.starting_offsets,
                               query_id=ctx.query_id, max_records=max_records,
                               processing_log_topic=ctx.processing_log_topic)
+
+    def _join(self, step: Join, max_records: int | None) -> DataFrame:
+        """Both inputs (the left one a join itself in an n-way join), then the join's operators."""
+        self._use_rocksdb()
+        left = self._join(step.left, max_records) if isinstance(step.left, Join) else self._scan(step.left, max_records)
+        right = self._scan(step.right, max_records)
+        if step.spec.foreign_key:
+            return joins.foreign_key_join(step.spec, left, right)
+        bucket = bucket_expression(["__JK"], self._bucket_values(step.buckets), "__PART" if step.by_partition else None)
+        return joins.key_join(step.spec, left, right, bucket)
+
+    def _bucket_values(self, buckets: int) -> list[int]:
+        return bucket_values(self.ctx.spark, buckets, self._shuffle_partitions)
 
     def _topic_scan(self, step: TopicScan) -> DataFrame:
         """The raw records of every topic, one DataFrame (Spark tasks stay one per partition)."""
@@ -158,12 +170,12 @@ class SparkBuilder:
         plan = step.plan
         self._use_rocksdb()
         pre = aggregation.build_dataframe(plan, df)
-        values = agg.bucket_values(self.ctx.spark, step.buckets)
-        keyed = pre.withColumn(agg.BUCKET_COL, _expr(agg.bucket_expression([n for n, _, _ in plan.keys], values)))
-        packed = keyed.mapInArrow(agg.pack, f"{agg.BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
+        values = self._bucket_values(step.buckets)
+        keyed = pre.withColumn(BUCKET_COL, _expr(bucket_expression([n for n, _, _ in plan.keys], values)))
+        packed = keyed.mapInArrow(agg.pack, f"{BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
         operator = agg.AggregateOperator(plan, self.ctx.limits, step.cache, self.ctx.bootstrap_servers,
                                          self.ctx.processing_log_topic, self.ctx.dropped_counter)
-        updates = packed.groupBy(agg.BUCKET_COL).transformWithStateInPandas(
+        updates = packed.groupBy(BUCKET_COL).transformWithStateInPandas(
             statefulProcessor=operator, outputStructType=agg.output_schema(), outputMode="Append", timeMode="None")
         unpack, schema = agg.unpacker(plan)
         typed = updates.mapInArrow(unpack, schema)
@@ -182,10 +194,10 @@ class SparkBuilder:
     def _table_changes(self, step: TableChanges, df: DataFrame) -> DataFrame:
         """change rows → bucket → pack → the present-bit operator → the changelog's rows."""
         self._use_rocksdb()
-        values = agg.bucket_values(self.ctx.spark, step.buckets)
-        keyed = df.withColumn(agg.BUCKET_COL, _expr(agg.bucket_expression(step.key_names, values)))
-        packed = keyed.mapInArrow(agg.pack, f"{agg.BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
-        kept = packed.groupBy(agg.BUCKET_COL).transformWithStateInPandas(
+        values = self._bucket_values(step.buckets)
+        keyed = df.withColumn(BUCKET_COL, _expr(bucket_expression(step.key_names, values)))
+        packed = keyed.mapInArrow(agg.pack, f"{BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
+        kept = packed.groupBy(BUCKET_COL).transformWithStateInPandas(
             statefulProcessor=tc.TableChangesOperator(step.key_names), outputStructType=tc.output_schema(),
             outputMode="Append", timeMode="None")
         unpack, schema = tc.unpacker(df.schema)
@@ -206,14 +218,11 @@ class SparkBuilder:
         terminal = plan.terminal
         if any(isinstance(s, STATEFUL_STEPS) for s in plan.steps):
             check_checkpoint(checkpoint, plan)
-        join = next((getattr(s.source, "join", None) for s in plan.steps
-                     if isinstance(s, Scan) and getattr(s.source, "join", None) is not None), None)
+        join = next((s for s in plan.steps if isinstance(s, Join)), None)
         if join is not None:
-            from streamsql.runtime.joins import join_buckets
-
-            check_join_checkpoint(checkpoint, join_buckets(join))
+            check_join_checkpoint(checkpoint, join.buckets)
         if df is None:
-            df = self.dataframe(plan)
+            df = self.dataframe(plan, checkpoint=checkpoint)
         spark_agg = next((s for s in plan.steps if isinstance(s, SparkAggregate)), None)
         if isinstance(terminal, KafkaSink) and terminal.target.timestamp_column and spark_agg is None:
             # WITH (TIMESTAMP=...) on the sink: its records carry that column's time (ksqlDB's
@@ -362,27 +371,25 @@ def check_checkpoint(checkpoint: Path, plan: PhysicalPlan) -> None:
 
 
 def check_join_checkpoint(checkpoint: Path, buckets: int) -> None:
-    """Refuse a join query's checkpoint whose state is in another layout (runtime/joins.py
+    """Refuse a join query's checkpoint whose state is in another layout (physical/joins.py
     ``JOIN_STATE``: an earlier streamsql's) or spread over another number of buckets (its first
     source's partition count changed), with the way to rebuild; record the layout in a new one.
     Runs after :func:`check_checkpoint`, whose layout a table-table join's file also holds."""
-    from streamsql.runtime.joins import JOIN_STATE
-
     meta = _checkpoint_meta(checkpoint) or {}
-    if meta.get("join_state") == JOIN_STATE and meta.get("join_buckets") == buckets:
+    if meta.get("join_state") == joins.JOIN_STATE and meta.get("join_buckets") == buckets:
         return
     rebuild = ("To rebuild the join from its input topics, stop streamsql, delete that directory and start again "
                "with SET 'auto.offset.reset'='earliest'.")
     if has_committed_batch(checkpoint):
-        if meta.get("join_state") == JOIN_STATE:
+        if meta.get("join_state") == joins.JOIN_STATE:
             raise CheckpointError(
                 f"the checkpoint {checkpoint} holds join state in {meta.get('join_buckets')} bucket(s), one per "
                 f"partition of the join's first source, which now has {buckets}. {rebuild}")
         raise CheckpointError(
             f"the checkpoint {checkpoint} holds join state written by an earlier streamsql (layout "
             f"{meta.get('join_state', 'applyInPandasWithState')}); this version keeps a join's state per bucket in "
-            f"transformWithState (layout {JOIN_STATE}) and cannot resume it. {rebuild}")
+            f"transformWithState (layout {joins.JOIN_STATE}) and cannot resume it. {rebuild}")
     checkpoint.mkdir(parents=True, exist_ok=True)
-    meta["join_state"] = JOIN_STATE
+    meta["join_state"] = joins.JOIN_STATE
     meta["join_buckets"] = buckets
     (checkpoint / CHECKPOINT_META).write_text(json.dumps(meta), encoding="utf-8")

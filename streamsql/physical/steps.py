@@ -9,7 +9,7 @@ steps → one builder per step; sqlglot's planner: a ``Plan`` of ``Step`` s.)
 
 Where each step runs:
 
-* ``Scan``, ``Select``, ``Aggregate``, ``SparkAggregate``, ``TableChanges``, ``KafkaSink``:
+* ``Scan``, ``Join``, ``Select``, ``Aggregate``, ``SparkAggregate``, ``TableChanges``, ``KafkaSink``:
   Spark's executors (the stateful steps' state in Spark's state store, partitioned by key).
   ``SparkAggregate`` is Spark's own operator, for the shapes it computes exactly as ksqlDB;
   ``Aggregate`` runs ksqlDB's semantics in Python for the rest. ``TableChanges`` keeps a
@@ -29,29 +29,78 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from streamsql.catalog import Source
     from streamsql.planner.aggregation import AggregatePlan
+    from streamsql.planner.joins import JoinSpec
     from streamsql.planner.planner import QueryPlan
 
 
 @dataclass
 class Scan:
-    """Read a source's topic, decoded; a joined source reads both sides and joins them."""
+    """Read a source's topic, decoded."""
 
     source: Source
     starting_offsets: str
 
     def describe(self) -> str:
-        join = getattr(self.source, "join", None)
-        if join is not None:
-            return f"{_join_text(join)} (from {self.starting_offsets})"
         return (f"Scan {self.source.kind.lower()} {self.source.name} (topic {self.source.topic}, "
                 f"key {self.source.key_format}, value {self.source.value_format}, from {self.starting_offsets})")
 
 
-def _join_text(join: Any) -> str:
+@dataclass
+class Join:
+    """JOIN two inputs in the executors (``physical/joins.py``): the left input is a scan or, in
+    an n-way join, the join before it; the right input a scan. A key join runs one stateful
+    operator grouped by ``buckets`` state keys, one per Kafka Streams task of ksqlDB's join (a
+    partition of the first source); ``by_partition``: both inputs are partitioned by the join key
+    already, so a bucket is a partition, else a hash of the join key (where ksqlDB repartitions).
+    A foreign-key join runs Kafka Streams' two operators (subscriptions, then by foreign key)."""
+
+    spec: JoinSpec
+    left: Scan | Join
+    right: Scan
+    buckets: int
+    by_partition: bool
+
+    def describe(self) -> str:
+        spec = self.spec
+        if spec.foreign_key:
+            how = "foreign key: subscriptions by the left key, then by foreign key"
+        else:
+            shape = "table-table" if spec.table_table else "stream-table" if spec.stream_table else "stream-stream"
+            how = (f"{shape}; {self.buckets} bucket(s) "
+                   f"{'by partition' if self.by_partition else 'by hash of the join key'}")
+        return f"{_join_text(spec)}: {how}"
+
+    def scans(self) -> list[Scan]:
+        """The scans it reads, in FROM order (a nested join's first)."""
+        left = self.left.scans() if isinstance(self.left, Join) else [self.left]
+        return [*left, self.right]
+
+    def inputs(self) -> list[str]:
+        """The describe lines of its inputs, depth first, indented under the join."""
+        lines: list[str] = []
+        for label, step in (("left", self.left), ("right", self.right)):
+            lines.append(f"{label}: {step.describe()}")
+            if isinstance(step, Join):
+                lines.extend(f"  {line}" for line in step.inputs())
+        return lines
+
+
+def _join_text(join: JoinSpec) -> str:
     """``Join KIND LEFT ⋈ RIGHT``; an n-way join's left side is the join before it, in brackets."""
     nested = getattr(join.left.source, "join", None)
     left = f"({_join_text(nested)})" if nested is not None else join.left.source.name
     return f"Join {join.kind} {left} ⋈ {join.right.source.name}"
+
+
+def source_step(source: Source, starting_offsets: str) -> Scan | Join:
+    """The step that reads ``source``: a scan of its topic, or the join a joined source is."""
+    from streamsql.physical.joins import by_partition, join_buckets
+
+    join = getattr(source, "join", None)
+    if join is None:
+        return Scan(source, starting_offsets)
+    return Join(join, source_step(join.left.source, starting_offsets), Scan(join.right.source, starting_offsets),
+                join_buckets(join), by_partition(join))
 
 
 @dataclass
@@ -178,10 +227,12 @@ class Collect:
         return "Collect rows to the client" + (" (to the topic's current end)" if self.available_now else "")
 
 
-Step = Scan | TopicScan | Select | Aggregate | SparkAggregate | TableChanges | KafkaSink | ConnectorSink | Collect
+Step = (Scan | Join | TopicScan | Select | Aggregate | SparkAggregate | TableChanges | KafkaSink | ConnectorSink
+        | Collect)
 #: the steps that aggregate (their state lives in the checkpoint)
 AGGREGATE_STEPS = (Aggregate, SparkAggregate)
-#: the steps whose state lives in the checkpoint (its layout is recorded there)
+#: the steps whose state lives in the checkpoint (its layout is recorded there); a join's
+#: layout is recorded beside theirs (``physical/builder.check_join_checkpoint``)
 STATEFUL_STEPS = (Aggregate, SparkAggregate, TableChanges)
 
 
@@ -192,7 +243,13 @@ class PhysicalPlan:
     steps: list[Step]
 
     def explain(self) -> str:
-        return "\n".join(f"{'  ' * i}{'> ' if i else ''}[{i + 1}] {s.describe()}" for i, s in enumerate(self.steps))
+        lines: list[str] = []
+        for i, step in enumerate(self.steps):
+            indent = "  " * i
+            lines.append(f"{indent}{'> ' if i else ''}[{i + 1}] {step.describe()}")
+            if isinstance(step, Join):
+                lines.extend(f"{indent}      {line}" for line in step.inputs())
+        return "\n".join(lines)
 
     @property
     def terminal(self) -> Step:
@@ -212,7 +269,7 @@ def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_o
     from streamsql.physical import spark_aggregate
     from streamsql.planner.aggregation import AggregatePlan
 
-    steps: list[Step] = [Scan(logical.source, starting_offsets)]
+    steps: list[Step] = [source_step(logical.source, starting_offsets)]
     if isinstance(logical, AggregatePlan):
         spark = spark_aggregate.unsupported_reason(logical) is None if operator is None else operator == "spark"
         steps.append(SparkAggregate(logical, per_record=not cache) if spark else Aggregate(logical, buckets, cache))

@@ -4,7 +4,7 @@ A query with ``FROM a [alias] [INNER|LEFT] JOIN b [alias] [WITHIN n] ON a.x = b.
 a query over a :class:`JoinedSource`: a synthetic stream whose columns are every column of both
 sides, named ``<ALIAS>_<COLUMN>`` as in ksqlDB (``SELECT *`` over a join shows ``I1_K, I1_ID,
 I2_K, I2_ID``). The rest of the planner (WHERE, projection, GROUP BY, sinks) then runs unchanged
-over it; ``runtime/joins.py`` builds its streaming DataFrame.
+over it; the ``Join`` step (``physical/joins.py``) runs it.
 
 Supported, as in ksqlDB:
 

@@ -38,22 +38,17 @@ class PartitionLag:
 
 def input_topics(plan: PhysicalPlan) -> list[str]:
     """The topics a query reads, in the order Spark lists its sources."""
-    from streamsql.physical.steps import Scan, TopicScan
+    from streamsql.physical.steps import Join, Scan, TopicScan
 
     topics: list[str] = []
     for step in plan.steps:
         if isinstance(step, TopicScan):
             topics += list(step.topics)
+        elif isinstance(step, Join):
+            topics += [scan.source.topic for scan in step.scans()]
         elif isinstance(step, Scan):
-            topics += _source_topics(step.source)
+            topics.append(step.source.topic)
     return topics
-
-
-def _source_topics(source: Any) -> list[str]:
-    join = getattr(source, "join", None)
-    if join is not None:
-        return _source_topics(join.left.source) + _source_topics(join.right.source)
-    return [source.topic]
 
 
 def committed_offsets(progress: Mapping[str, Any] | None, topics: list[str]) -> dict[str, dict[int, int]]:

@@ -70,6 +70,38 @@ def test_restart_mid_aggregation_keeps_counts_exact(bootstrap, spark, tmp_path, 
         second.close()
 
 
+def test_a_query_resumed_under_other_shuffle_partitions_keeps_its_state(bootstrap, spark, tmp_path, topic_name):  # type: ignore[no-untyped-def]
+    """Spark runs a resumed query with the shuffle-partition count its checkpoint recorded; the
+    buckets of streamsql's own operator must follow it, or the state is keyed under other
+    bucket values and the counts restart from zero."""
+    src = topic_name("clicks")
+    sink = topic_name("per_page")
+    data_dir = tmp_path / "state"
+    first = _engine(bootstrap, spark, data_dir)
+    try:
+        first.execute(f"""
+            SET 'streamsql.aggregation.operator'='python';
+            CREATE STREAM clicks (page VARCHAR) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=2);
+            CREATE TABLE per_page WITH (KAFKA_TOPIC='{sink}') AS SELECT page, COUNT(*) AS n FROM clicks GROUP BY page;
+        """)
+        produce(first.admin, src, [(f"k{i}", f'{{"page":"p{i % 2}"}}', 1000 + i) for i in range(10)])
+        first.wait_until_idle()
+    finally:
+        first.close()
+    produce(first.admin, src, [(f"k{i}", f'{{"page":"p{i % 2}"}}', 1000 + i) for i in range(10, 16)])
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(int(before) + 1))
+    try:
+        second = _engine(bootstrap, spark, data_dir)
+        try:
+            second.wait_until_idle()
+            assert _latest(read(second.admin, sink)) == {"p0": {"N": 8}, "p1": {"N": 8}}
+        finally:
+            second.close()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
 def test_record_cache_emits_the_latest_value_per_key_per_batch(engine, topic_name):  # type: ignore[no-untyped-def]
     """ksqlDB's default record cache: one changelog record per changed key per commit (here a
     micro-batch), holding the key's latest value, instead of one per input record."""

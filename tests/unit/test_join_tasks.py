@@ -1,9 +1,9 @@
-"""The join tasks of runtime/joins.py on their own: a bucket's records in, joined rows out, the
+"""The join tasks of physical/joins.py on their own: a bucket's records in, joined rows out, the
 state in a dict between micro-batches (the operator keeps it in Spark's MapState)."""
 
 from __future__ import annotations
 
-from streamsql.runtime.joins import (
+from streamsql.physical.joins import (
     BucketState,
     MemoryStore,
     Record,

@@ -16,6 +16,7 @@ from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.physical import aggregate as agg
 from streamsql.physical import spark_aggregate
+from streamsql.physical.buckets import BUCKET_COL, bucket_expression, recorded_shuffle_partitions
 from streamsql.physical.builder import (
     CHECKPOINT_META,
     STATE_FORMAT,
@@ -29,6 +30,7 @@ from streamsql.physical.builder import (
 from streamsql.physical.steps import (
     Aggregate,
     Collect,
+    Join,
     KafkaSink,
     Scan,
     Select,
@@ -129,9 +131,48 @@ def test_old_having_reads_the_previous_results(catalog: Catalog) -> None:
 
 
 def test_bucket_expression() -> None:
-    assert agg.bucket_expression(["__K0"], [7]) == "CAST(7 AS BIGINT)"
-    assert agg.bucket_expression(["__K0", "__K1"], [3, 9]) == (
+    assert bucket_expression(["__K0"], [7]) == "CAST(7 AS BIGINT)"
+    assert bucket_expression(["__K0", "__K1"], [3, 9]) == (
         "element_at(array(CAST(3 AS BIGINT), CAST(9 AS BIGINT)), pmod(hash(`__K0`, `__K1`), 2) + 1)")
+
+
+def test_a_join_is_its_own_step_with_its_buckets_and_inputs_in_explain() -> None:
+    """A joined source plans as a Join step over scans of its sides (an n-way join's left input is
+    the join before it), with its kind, bucket count and how rows find their bucket."""
+    catalog = Catalog()
+    for name, partitions in (("O", 3), ("C", 3), ("I", 2)):
+        catalog.add(Source(name, "TABLE" if name != "O" else "STREAM",
+                           [t.Column("ID", t.BIGINT, "key"), t.Column("CID", t.BIGINT), t.Column("IID", t.BIGINT)],
+                           topic=f"{name.lower()}_topic", key_format="KAFKA", value_format="JSON",
+                           partitions=partitions))
+    plan = logical(catalog, "CREATE STREAM x AS SELECT * FROM O JOIN C ON O.ID = C.ID LEFT JOIN I ON O.IID = I.ID;")
+    physical = physical_plan(plan, Collect(lambda _df, _id: None), "earliest")
+    outer = physical.steps[0]
+    assert isinstance(outer, Join) and isinstance(outer.left, Join) and isinstance(outer.right, Scan)
+    assert (outer.buckets, outer.by_partition) == (3, False)  # I joins on O's value column IID
+    assert (outer.left.buckets, outer.left.by_partition) == (3, True)  # both on their keys, 3 partitions each
+    assert [s.source.name for s in outer.scans()] == ["O", "C", "I"]
+    assert physical.explain().splitlines()[:6] == [
+        "[1] Join LEFT (Join INNER O ⋈ C) ⋈ I: stream-table; 3 bucket(s) by hash of the join key",
+        "      left: Join INNER O ⋈ C: stream-table; 3 bucket(s) by partition",
+        "        left: Scan stream O (topic o_topic, key KAFKA, value JSON, from earliest)",
+        "        right: Scan table C (topic c_topic, key KAFKA, value JSON, from earliest)",
+        "      right: Scan table I (topic i_topic, key KAFKA, value JSON, from earliest)",
+        "  > [2] Select " + ", ".join(c.name for c in plan.columns),
+    ]
+
+
+def test_a_resumed_query_places_its_buckets_with_its_checkpoints_shuffle_partitions(tmp_path: Path) -> None:
+    """Bucket values depend on the shuffle-partition count, which Spark fixes in a query's
+    offset log and restores on resume whatever the session says; the builder reads it there."""
+    assert recorded_shuffle_partitions(None) is None
+    assert recorded_shuffle_partitions(tmp_path) is None  # a new query: no offset log yet
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    conf = {"spark.sql.shuffle.partitions": "3", "spark.sql.streaming.multipleWatermarkPolicy": "min"}
+    (offsets / "0").write_text('v1\n' + json.dumps({"batchWatermarkMs": 0, "conf": conf}) + '\n{"logOffset":0}')
+    (offsets / "1").write_text("v1\n{truncated")  # a half-written entry is skipped, as Spark does
+    assert recorded_shuffle_partitions(tmp_path) == 3
 
 
 def test_checkpoint_of_an_earlier_version_is_refused_with_the_way_to_rebuild(tmp_path: Path, catalog: Catalog) -> None:
@@ -233,18 +274,18 @@ def test_pack_keeps_each_buckets_rows_with_exact_values() -> None:
     import pyarrow as pa
 
     rows_in = [{"K": "a", "N": None, "BIG": 2**62 + 1, "D": decimal.Decimal("1.10"), "DAY": datetime.date(2020, 1, 2),
-                "S": {"X": 1, "Y": [1, 2]}, agg.BUCKET_COL: 7},
-               {"K": "b", "N": 5, "BIG": None, "D": None, "DAY": None, "S": None, agg.BUCKET_COL: 9},
+                "S": {"X": 1, "Y": [1, 2]}, BUCKET_COL: 7},
+               {"K": "b", "N": 5, "BIG": None, "D": None, "DAY": None, "S": None, BUCKET_COL: 9},
                {"K": "c", "N": 6, "BIG": -1, "D": decimal.Decimal("-0.01"), "DAY": datetime.date(1970, 1, 1),
-                "S": {"X": None, "Y": []}, agg.BUCKET_COL: 7}]
+                "S": {"X": None, "Y": []}, BUCKET_COL: 7}]
     schema = pa.schema([("K", pa.string()), ("N", pa.int64()), ("BIG", pa.int64()), ("D", pa.decimal128(4, 2)),
                         ("DAY", pa.date32()), ("S", pa.struct([("X", pa.int32()), ("Y", pa.list_(pa.int32()))])),
-                        (agg.BUCKET_COL, pa.int64())])
+                        (BUCKET_COL, pa.int64())])
     batch = pa.RecordBatch.from_pylist(rows_in, schema=schema)
     [packed] = list(agg.pack(iter([batch, batch.slice(0, 0)])))  # an empty batch yields nothing
-    assert packed.schema.names == [agg.BUCKET_COL, agg.ROW_COL]
+    assert packed.schema.names == [BUCKET_COL, agg.ROW_COL]
     by_bucket = {b: agg.unpack_rows(blob) for b, blob in zip(packed.column(0).to_pylist(), packed.column(1).to_pylist())}
-    strip = [{k: v for k, v in r.items() if k != agg.BUCKET_COL} for r in rows_in]
+    strip = [{k: v for k, v in r.items() if k != BUCKET_COL} for r in rows_in]
     assert by_bucket == {7: [strip[0], strip[2]], 9: [strip[1]]}
     assert type(by_bucket[7][0]["BIG"]) is int and by_bucket[9][0]["N"] == 5
 
@@ -303,11 +344,11 @@ def test_concurrent_starts_each_snapshot_their_own_allow_multiple() -> None:
 
 
 def test_a_join_checkpoint_in_another_layout_or_bucket_count_is_refused(tmp_path: Path) -> None:
-    """Joins keep their state per bucket in transformWithState (runtime/joins.py): a join query's
+    """Joins keep their state per bucket in transformWithState (physical/joins.py): a join query's
     checkpoint written by an earlier operator (applyInPandasWithState, or one value per join
     key), or over another number of buckets, cannot be resumed; a new one records the layout
     next to any other."""
-    from streamsql.runtime.joins import JOIN_STATE
+    from streamsql.physical.joins import JOIN_STATE
 
     old = tmp_path / "old"
     (old / "commits").mkdir(parents=True)

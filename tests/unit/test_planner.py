@@ -203,7 +203,7 @@ def test_a_join_runs_one_bucket_per_partition_of_its_first_source(join_catalog: 
     repartitions by the join key, a hash of the join key."""
     from dataclasses import replace
 
-    from streamsql.runtime.joins import by_partition, join_buckets
+    from streamsql.physical.joins import by_partition, join_buckets
 
     for name in ("I1", "I2"):
         join_catalog.sources[name] = replace(join_catalog.get(name), partitions=2)

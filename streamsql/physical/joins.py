@@ -1,6 +1,8 @@
-"""The streaming DataFrame of a join (planner/joins.py): two inputs, one stateful operator. An
-input is a Kafka source or, in an n-way join, the DataFrame of the joins before it (one
-``transformWithStateInPandas`` per JOIN, chained in one Spark query).
+"""The join step in Spark's executors (:class:`~streamsql.physical.steps.Join`, planned in
+planner/joins.py): two inputs, one stateful operator. An input is a Kafka source or, in an n-way
+join, the DataFrame of the joins before it (one ``transformWithStateInPandas`` per JOIN, chained in
+one Spark query); the builder (``physical/builder.py``) reads the inputs and calls
+:func:`key_join` or :func:`foreign_key_join`.
 
 Both sides are read in one Spark query and unioned into a narrow shape: which side, the join key
 (as text, so both sides group together), the record's time, partition and offset, whether it is
@@ -9,7 +11,7 @@ exactly, so the stateful step only handles plain strings).
 
 The operator (:class:`JoinOperator`) is grouped by *bucket*, a hash of the join key, not by the
 key: a bucket is a Kafka Streams task of ksqlDB's join (one per partition of the joined sources,
-:func:`join_buckets`), with one stream time, which a stream-stream join's window close needs.
+:func:`join_buckets`; ``physical/buckets.py``), with one stream time, which a stream-stream join's window close needs.
 Each call gets a bucket's new records of the micro-batch, puts them in a task's arrival order
 (:func:`arrival_order`) and runs the join task over them, reading each join key's state from the
 bucket's ``MapState`` once and writing it back at the end (:class:`BucketState`):
@@ -72,24 +74,11 @@ def _row_schema(side: JoinSide, spark_type: Callable[[t.SqlType], str]) -> str:
     return f"struct<{', '.join(fields)}>"
 
 
-def joined_dataframe(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFrame:
-    """The join's rows as a streaming DataFrame in the joined source's shape."""
-    if spec.foreign_key:
-        joined = _foreign_key_join(spec, left_df, right_df)
-    else:
-        joined = _key_join(spec, left_df, right_df)
-    return _joined_rows(spec, joined)
-
-
-def _key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFrame:
-    """Both inputs by bucket of the join key (:func:`join_buckets`), one operator."""
-    from streamsql.physical.aggregate import bucket_expression, bucket_values
-
+def key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame, bucket_sql: str) -> DataFrame:
+    """The join's rows: both inputs by bucket (``bucket_sql``, Spark SQL over the narrow columns:
+    the task of the record's partition, or of a hash of its join key), one :class:`JoinOperator`."""
     union = _narrow(left_df, spec.left, 0).unionByName(_narrow(right_df, spec.right, 1))
-    values = bucket_values(left_df.sparkSession, join_buckets(spec))
-    # the task of the partition both sides' records are in, else of a hash of the join key
-    bucket = bucket_expression(["__JK"], values, "__PART" if by_partition(spec) else None)
-    keyed = union.selectExpr(f"{bucket} AS __BUCKET", *INPUT_COLUMNS)
+    keyed = union.selectExpr(f"{bucket_sql} AS __BUCKET", *INPUT_COLUMNS)
     task: JoinTask
     if spec.table_table:
         task = TableTableJoin(spec.kind)
@@ -97,11 +86,12 @@ def _key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFr
         task = StreamTableJoin(spec.kind)
     else:
         task = WindowJoin.of(spec)
-    return keyed.groupBy("__BUCKET").transformWithStateInPandas(
+    joined = keyed.groupBy("__BUCKET").transformWithStateInPandas(
         statefulProcessor=JoinOperator(task), outputStructType=OUTPUT_SCHEMA, outputMode="Append", timeMode="None")
+    return _joined_rows(spec, joined)
 
 
-def _foreign_key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFrame:
+def foreign_key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -> DataFrame:
     """A foreign-key table-table join, as Kafka Streams runs it with subscription topics: the
     left table's rows, by their primary key, become subscriptions to a foreign key
     (:class:`SubscriptionOperator`: a changed foreign key retracts the old one); subscriptions and
@@ -121,9 +111,10 @@ def _foreign_key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) -
     union = subscriptions.selectExpr(
         "0 AS __SIDE", "__JK", "__PK", "__KIND", "__TS", "__OFF", "__KIND = 'delete' AS __TOMB", "__ROW",
     ).unionByName(rights)
-    return union.groupBy("__JK").transformWithStateInPandas(
+    joined = union.groupBy("__JK").transformWithStateInPandas(
         statefulProcessor=ForeignKeyOperator(spec.kind), outputStructType=OUTPUT_SCHEMA, outputMode="Append",
         timeMode="None")
+    return _joined_rows(spec, joined)
 
 
 def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
