@@ -12,17 +12,17 @@ again from its first record after a restart, which is why sinks write idempotent
 from __future__ import annotations
 
 import base64
-import json
 import logging
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
 
+from streamsql.kafka import processing_log
+from streamsql.kafka.processing_log import LogTarget
+
 log = logging.getLogger("streamsql.connectors")
-processing_log = logging.getLogger("streamsql.processing")
 
 #: the one row each task returns
 RESULT_SCHEMA = "records BIGINT"
@@ -62,15 +62,6 @@ class SinkConfig(Protocol):
     def describe_writes(self) -> str: ...
 
 
-@dataclass(frozen=True)
-class LogTarget:
-    """Where a connector's bad records are reported: the processing-log topic (None: the
-    worker's log only)."""
-
-    bootstrap: str
-    topic: str | None
-
-
 class BadRecords:
     """Collects one task's unwritable records and writes them to the processing log as ksqlDB's
     entries: a record the converter cannot read is a ``deserializationError`` (type 0), one the
@@ -84,36 +75,22 @@ class BadRecords:
     def unreadable(self, record: RawRecord, side: str, reason: str) -> None:
         raw = record.key if side == "key" else record.value
         message = f"Failed to deserialize {side} from topic: {record.topic}. {reason}"
-        self._add(record, 0, {"deserializationError": {
+        self.entries.append(processing_log.entry(self._logger, processing_log.DESERIALIZATION_ERROR, {
             "target": side, "errorMessage": message, "cause": [reason],
             "recordB64": base64.b64encode(raw).decode("ascii") if raw is not None else None,
-            "topic": record.topic, "partition": record.partition, "offset": record.offset}}, message)
+            "topic": record.topic, "partition": record.partition, "offset": record.offset}))
 
     def rejected(self, record: RawRecord, reason: str) -> None:
         message = f"Connector {self.connector} could not write the record at {record.where()}: {reason}"
-        self._add(record, 2, {"productionError": {"errorMessage": message}}, message)
+        self.entries.append(processing_log.entry(self._logger, processing_log.PRODUCTION_ERROR,
+                                                 {"errorMessage": message}))
 
-    def _add(self, record: RawRecord, kind: int, body: dict[str, Any], message: str) -> None:
-        processing_log.error("connector %s: dropped record at %s: %s", self.connector, record.where(), message)
-        entry: dict[str, Any] = {"deserializationError": None, "recordProcessingError": None,
-                                 "productionError": None, "serializationError": None, "kafkaStreamsThreadError": None}
-        entry.update(body)
-        self.entries.append({"level": "ERROR", "logger": f"connector.{self.connector}",
-                             "time": int(time.time() * 1000), "message": {"type": kind, **entry}})
+    @property
+    def _logger(self) -> str:
+        return f"connector.{self.connector}"
 
     def flush(self) -> None:
-        if not self.entries or not self.target.topic:
-            self.entries.clear()
-            return
-        from streamsql.kafka.sink import cached_producer
-
-        try:
-            producer = cached_producer(self.target.bootstrap, {})
-            for e in self.entries:
-                producer.produce(self.target.topic, value=json.dumps(e).encode("utf-8"))
-            producer.flush(30)
-        except Exception as exc:  # noqa: BLE001 - the log must not fail the connector
-            log.error("cannot write to processing log topic '%s': %s", self.target.topic, exc)
+        self.target.publish(self.entries)
         self.entries.clear()
 
 

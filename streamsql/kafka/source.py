@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
@@ -40,6 +41,8 @@ from pyspark.sql.types import (
 
 from streamsql import types as T
 from streamsql.errors import ConfigError, KafkaError
+from streamsql.kafka import processing_log as plog
+from streamsql.kafka.admin import common_settings
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message
@@ -48,7 +51,6 @@ if TYPE_CHECKING:
     from streamsql.kafka.admin import EndOffsets
 
 log = logging.getLogger("streamsql.kafka.source")
-processing_log = logging.getLogger("streamsql.processing_log")
 
 #: Pseudo columns appended after the user's columns in decoded mode.
 HEADERS_COL = "__HEADERS"
@@ -106,6 +108,10 @@ class SourceOptions:
     #: exposed as WINDOWSTART/WINDOWEND; time windows' ends are start + size
     window_type: str | None = None
     window_size_ms: int | None = None
+    #: a BIGINT or TIMESTAMP column that is the record's time (ksqlDB's TIMESTAMP property);
+    #: ``timestamp_throw``: a record without a usable time fails the query instead of being dropped
+    timestamp_column: str | None = None
+    timestamp_throw: bool = False
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> SourceOptions:
@@ -134,6 +140,8 @@ class SourceOptions:
             kafka=kafka_settings(options),
             window_type=(_opt(options, "windowType") or "").upper() or None,
             window_size_ms=int(_opt(options, "windowSizeMs") or 0) or None,
+            timestamp_column=_opt(options, "timestampColumn") or None,
+            timestamp_throw=(_opt(options, "timestampThrowOnInvalid") or "").lower() == "true",
         )
 
     @property
@@ -149,7 +157,7 @@ def _spec(text: str | None) -> FormatSpec:
     return FormatSpec.from_json(text) if text else FormatSpec("NONE", ())
 
 
-def _header_type(role: str) -> T.SqlType:
+def header_type(role: str) -> T.SqlType:
     """Header columns have fixed types, whatever the type text says (ksqlDB enforces them)."""
     if role == "headers":
         return _HEADERS_TYPE
@@ -165,7 +173,7 @@ def source_schema(opts: SourceOptions) -> StructType:
         return RAW_SCHEMA
     fields = [StructField(c.name, T.to_spark(c.type)) for spec in (_spec(opts.key_spec), _spec(opts.value_spec))
               for c in spec.columns]
-    fields += [StructField(n, T.to_spark(_header_type(role))) for n, _t, role, _k in opts.header_columns]
+    fields += [StructField(n, T.to_spark(header_type(role))) for n, _t, role, _k in opts.header_columns]
     if opts.window_type:
         fields += [StructField(T.WINDOWSTART, LongType()), StructField(T.WINDOWEND, LongType())]
     fields += [StructField(T.ROWTIME, LongType()), StructField(T.ROWPARTITION, IntegerType()),
@@ -501,8 +509,36 @@ class BatchBuilder:
         batch = pa.RecordBatch.from_arrays(arrays, schema=s)
         if bad:
             report_bad_records(self.opts, [(msgs[i], *bad[i]) for i in sorted(bad)])
-            batch = batch.filter(pa.array([i not in bad for i in range(n)], pa.bool_()))
+        untimed: dict[int, str] = {}
+        if self.opts.timestamp_column:
+            batch, untimed = self._column_times(batch, [v is None for v in values], bad)
+        if bad or untimed:
+            batch = batch.filter(pa.array([i not in bad and i not in untimed for i in range(n)], pa.bool_()))
         return batch
+
+    def _column_times(self, batch: pa.RecordBatch, tombstones: list[bool], bad: Mapping[int, Any],
+                      ) -> tuple[pa.RecordBatch, dict[int, str]]:
+        """ROWTIME from the TIMESTAMP column; the rows without a usable time (besides the
+        undecodable ones and tombstones, which keep their record's time) go to the processing
+        log (kafka/timestamps.py)."""
+        from streamsql.kafka import timestamps
+
+        column = self.opts.timestamp_column or ""
+        values = batch.column(batch.schema.get_field_index(column))
+        times = timestamps.column_times(values)
+        kept = pa.array(tombstones, pa.bool_())
+        rowtime = batch.schema.get_field_index(T.ROWTIME)
+        times = pc.if_else(kept, batch.column(rowtime), times)
+        untimed = {i: why for i, why in timestamps.problems(times, values, column, None).items() if i not in bad}
+        batch = batch.set_column(rowtime, T.ROWTIME, times)
+        if untimed:
+            entries = timestamps.entries(batch, untimed, self.opts.query_id, at_sink=False)
+            publish(self.opts, entries)
+            if self.opts.timestamp_throw:
+                raise timestamps.TimestampExtractionError(
+                    "Fatal user code error in TimestampExtractor callback for record: "
+                    + entries[0]["message"]["recordProcessingError"]["errorMessage"])
+        return batch, untimed
 
     def _split_compressed(self, msgs: list[Any]) -> list[Any]:
         """Each message becomes one record per line of its decompressed value; messages that
@@ -586,48 +622,21 @@ def headers_array(headers: Sequence[list[tuple[str, bytes | None]] | None], list
 def processing_log_record(opts: SourceOptions, msg: Any, target: str, reason: str) -> dict[str, Any]:
     """ksqlDB's processing-log shape for a deserialization error (research/ksqldb.md §1.10)."""
     raw = msg.key() if target == "key" else msg.value()
-    message = f"Failed to deserialize {target} from topic: {msg.topic()}. {reason}"
-    return {
-        "level": "ERROR",
-        "logger": opts.query_id,
-        "time": int(time.time() * 1000),
-        "message": {
-            "type": 0,
-            "deserializationError": {
-                "target": target,
-                "errorMessage": message,
-                "recordB64": base64.b64encode(raw).decode("ascii") if raw is not None else None,
-                "cause": [reason],
-                "topic": msg.topic(),
-                "partition": msg.partition(),
-                "offset": msg.offset(),
-            },
-            "recordProcessingError": None,
-            "productionError": None,
-            "serializationError": None,
-            "kafkaStreamsThreadError": None,
-        },
-    }
+    return plog.entry(opts.query_id, plog.DESERIALIZATION_ERROR, {
+        "target": target,
+        "errorMessage": f"Failed to deserialize {target} from topic: {msg.topic()}. {reason}",
+        "recordB64": base64.b64encode(raw).decode("ascii") if raw is not None else None,
+        "cause": [reason],
+        "topic": msg.topic(),
+        "partition": msg.partition(),
+        "offset": msg.offset(),
+    })
 
 
 def report_bad_records(opts: SourceOptions, bad: list[tuple[Any, str, str]]) -> None:
-    """Log each undecodable record, and write it to the processing-log topic when configured.
+    """Log each undecodable record, and write it to the processing-log topic when configured."""
+    publish(opts, [processing_log_record(opts, m, target, reason) for m, target, reason in bad])
 
-    A failure to write the log must not fail the query (ksqlDB behaves the same): it is logged."""
-    entries = [processing_log_record(opts, m, target, reason) for m, target, reason in bad]
-    for e in entries:
-        d = e["message"]["deserializationError"]
-        processing_log.error("query %s: dropped record topic=%s partition=%s offset=%s: %s",
-                             opts.query_id, d["topic"], d["partition"], d["offset"], d["errorMessage"])
-    if not opts.processing_log_topic:
-        return
-    from streamsql.kafka.admin import common_settings
-    from streamsql.kafka.sink import cached_producer
 
-    try:
-        producer = cached_producer(opts.bootstrap, common_settings(opts.kafka))
-        for e in entries:
-            producer.produce(opts.processing_log_topic, value=json.dumps(e).encode("utf-8"))
-        producer.flush(30)
-    except Exception as exc:  # noqa: BLE001
-        log.error("cannot write to processing log topic '%s': %s", opts.processing_log_topic, exc)
+def publish(opts: SourceOptions, entries: list[dict[str, Any]]) -> None:
+    plog.LogTarget(opts.bootstrap, opts.processing_log_topic).publish(entries, common_settings(opts.kafka))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamsql import types as t
 from streamsql.errors import StreamsqlError
+from streamsql.kafka.processing_log import LogTarget
 from streamsql.kafka.source import TOMBSTONE_COL
 from streamsql.physical import aggregate as agg
 from streamsql.physical import joins, spark_aggregate
@@ -77,6 +78,8 @@ class BuildContext:
     limits: dict[str, int] = field(default_factory=dict)
     #: a Spark accumulator the aggregate step adds its late (dropped) records to
     dropped_counter: Any = None
+    #: ``ksql.timestamp.throw.on.invalid``: a source record without a usable time fails the query
+    throw_on_invalid_timestamp: bool = False
 
 
 class SparkBuilder:
@@ -128,7 +131,8 @@ class SparkBuilder:
         ctx = self.ctx
         return io.read_stream(ctx.spark, ctx.bootstrap_servers, step.source, starting_offsets=step.starting_offsets,
                               query_id=ctx.query_id, max_records=max_records,
-                              processing_log_topic=ctx.processing_log_topic)
+                              processing_log_topic=ctx.processing_log_topic,
+                              throw_on_invalid_timestamp=ctx.throw_on_invalid_timestamp)
 
     def _join(self, step: Join, max_records: int | None) -> DataFrame:
         """Both inputs (the left one a join itself in an n-way join), then the join's operators."""
@@ -226,8 +230,11 @@ class SparkBuilder:
         spark_agg = next((s for s in plan.steps if isinstance(s, SparkAggregate)), None)
         if isinstance(terminal, KafkaSink) and terminal.target.timestamp_column and spark_agg is None:
             # WITH (TIMESTAMP=...) on the sink: its records carry that column's time (ksqlDB's
-            # sink timestamp); a row without one (a tombstone) keeps its ROWTIME
-            df = df.withColumn(t.ROWTIME, _expr(f"coalesce({io.rowtime_sql(terminal.target)}, {t.ROWTIME})"))
+            # sink timestamp); a tombstone keeps its ROWTIME, a row without a usable time is
+            # dropped to the processing log
+            df = io.checked_times(df, terminal.target, LogTarget(self.ctx.bootstrap_servers,
+                                                                 self.ctx.processing_log_topic),
+                                  self.ctx.query_id, at_sink=True)
         if isinstance(terminal, KafkaSink) and spark_agg is not None:
             sink = spark_aggregate.kafka_sink(io.kafka_options(self.ctx.bootstrap_servers, terminal.target))
             writer = (df.writeStream.foreachBatch(spark_aggregate.batch_writer(spark_agg.plan, checkpoint, sink,
@@ -275,7 +282,7 @@ def _connector_batch(step: ConnectorSink, ctx: BuildContext) -> Callable[[Any, i
     """The ``foreachBatch`` function of a sink connector: the batch's tasks write from the
     executors (``mapInArrow``); the driver only waits for their counts, so Spark commits the
     batch's offsets after every record of it was written."""
-    from streamsql.connectors.sink import RESULT_SCHEMA, LogTarget, partition_task
+    from streamsql.connectors.sink import RESULT_SCHEMA, partition_task
 
     task = partition_task(step.config, LogTarget(ctx.bootstrap_servers, ctx.processing_log_topic))
 

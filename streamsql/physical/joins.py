@@ -124,7 +124,7 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
         return t.to_spark(ty).simpleString()
 
     parsed = joined.selectExpr(
-        "__TS", "__SEQ", "__DEL", "__KEY",
+        "__TS", "__SEQ", "__DEL", "__KEY", "__TRIG",
         f"from_json(__L, '{_row_schema(spec.left, spark_type)}') AS __LROW",
         f"from_json(__R, '{_row_schema(spec.right, spark_type)}') AS __RROW",
     )
@@ -143,7 +143,9 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
         f"coalesce(__LROW.{quote(leftmost_column(spec.left, t.ROWPARTITION))}, __RROW.{t.ROWPARTITION}) "
         f"AS {t.ROWPARTITION}",
         f"coalesce(__LROW.{quote(leftmost_column(spec.left, t.ROWOFFSET))}, __RROW.{t.ROWOFFSET}) AS {t.ROWOFFSET}",
-        f"coalesce(__LROW.{HEADERS_COL}, array()) AS {HEADERS_COL}",
+        # the headers of the record that produced the row (Kafka Streams forwards the current record's)
+        f"coalesce(CASE WHEN __TRIG = 1 THEN __RROW.{HEADERS_COL} ELSE __LROW.{HEADERS_COL} END, array()) "
+        f"AS {HEADERS_COL}",
         f"__DEL AS {TOMBSTONE_COL}",
     ]
     return parsed.selectExpr(*exprs)
@@ -153,7 +155,7 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
 
 #: what the join operator emits per joined row: its time, the input's offset, both sides' rows as
 #: JSON, whether it is a tombstone, and the join key
-OUTPUT_SCHEMA = "__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string"
+OUTPUT_SCHEMA = "__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string, __TRIG int"
 #: the join state's layout in a checkpoint (``physical/builder.check_join_checkpoint``): per
 #: bucket a ``transformWithState`` MapState of pickled values, one per join key and one for the
 #: bucket. Earlier versions kept one value per join key (``transformWithState-value-1``) or used
@@ -274,30 +276,30 @@ class ForeignKeyOperator(StatefulProcessor):
                 right = None if tomb else row
                 for lrow in lefts.values():
                     if right is not None or left_join:
-                        out.append((ts, off, lrow, right, False))
+                        out.append((ts, off, lrow, right, False, 1))
                     else:
-                        out.append((ts, off, lrow, None, True))
+                        out.append((ts, off, lrow, None, True, 1))
                 continue
             if kind == "retract":
                 lefts.pop(pk, None)
             elif kind == "delete":
                 lefts.pop(pk, None)
-                out.append((ts, off, row, None, True))
+                out.append((ts, off, row, None, True, 0))
             else:
                 if key[0] is not None:
                     lefts[pk] = row
                 if key[0] is not None and right is not None:
-                    out.append((ts, off, row, right, False))
+                    out.append((ts, off, row, right, False, 0))
                 elif left_join:
-                    out.append((ts, off, row, None, False))
+                    out.append((ts, off, row, None, False, 0))
                 elif kind == "update":
-                    out.append((ts, off, row, None, True))
+                    out.append((ts, off, row, None, True, 0))
         if right is None and not lefts:
             if st.exists:
                 st.remove()
         else:
             st.update((pickle.dumps((right, lefts)),))
-        yield from _output([(*r, key[0]) for r in out])
+        yield from _output([(ts, off, lrow, rrow, deleted, key[0], side) for ts, off, lrow, rrow, deleted, side in out])
 
     def close(self) -> None:
         pass
@@ -306,8 +308,8 @@ class ForeignKeyOperator(StatefulProcessor):
 # --- key joins: one operator per bucket -----------------------------------------------------------
 
 #: one output row of a join: its time, the input's offset, both sides' rows as JSON, whether it
-#: is a tombstone, and the join key
-Out = tuple[int, int, "str | None", "str | None", bool, "str | None"]
+#: is a tombstone, the join key, and the side (0 left, 1 right) whose record's headers it carries
+Out = tuple[int, int, "str | None", "str | None", bool, "str | None", int]
 #: one input record: side (0 left, 1 right), partition, offset, time, tombstone, join key, row JSON
 Record = tuple[int, int, int, int, bool, "str | None", str]
 
@@ -444,9 +446,9 @@ class StreamTableJoin:
             return
         current = state.key(jk) if jk is not None else None
         if current is not None:
-            out.append((ts, off, row, current, False, jk))
+            out.append((ts, off, row, current, False, jk, 0))
         elif self.kind == "LEFT":
-            out.append((ts, off, row, None, False, jk))
+            out.append((ts, off, row, None, False, jk, 0))
 
 
 class TableTableJoin:
@@ -472,10 +474,10 @@ class TableTableJoin:
         alive = {"INNER": left and right, "LEFT": left, "RIGHT": right, "FULL": left or right}[self.kind]
         if alive:
             when = max(st["lts"], st["rts"]) if left and right else (st["lts"] if left else st["rts"])
-            out.append((when, off, st["L"], st["R"], False, jk))
+            out.append((when, off, st["L"], st["R"], False, jk, side))
             st["emitted"] = True
         elif st["emitted"]:
-            out.append((ts, off, st["lastL"], st["lastR"], True, jk))
+            out.append((ts, off, st["lastL"], st["lastR"], True, jk, side))
             st["emitted"] = False
         state.set_key(jk, st)
 
@@ -517,7 +519,7 @@ class WindowJoin:
 
     @staticmethod
     def _unmatched(side: int, ts: int, off: int, row: str, jk: str | None) -> Out:
-        return (ts, off, row, None, False, jk) if side == 0 else (ts, off, None, row, False, jk)
+        return (ts, off, row, None, False, jk, 0) if side == 0 else (ts, off, None, row, False, jk, 1)
 
     def process(self, rec: Record, state: BucketState, out: list[Out]) -> None:
         side, _part, off, ts, tomb, jk, row = rec
@@ -546,7 +548,7 @@ class WindowJoin:
                 bit = 1 if side == 1 else 0  # the other side's bit: left 1, right 0
                 b["waiting"] = [w for w in b["waiting"] if not (w[0] == other_ts and w[1] == bit and w[2] == jk)]
             left, right = (row, other_row) if side == 0 else (other_row, row)
-            out.append((max(ts, other_ts), off, left, right, False, jk))
+            out.append((max(ts, other_ts), off, left, right, False, jk, side))
         if not matches and outer:
             if not self.hold or high < b["st"]:
                 out.append(self._unmatched(side, ts, off, row, jk))
@@ -643,6 +645,6 @@ def _output(out: list[Out]) -> Iterator[Any]:
     import pandas as pd
 
     if out:
-        ts, seq, left, right, deleted, key = zip(*out)
+        ts, seq, left, right, deleted, key, trigger = zip(*out)
         yield pd.DataFrame({"__TS": list(ts), "__SEQ": list(seq), "__L": list(left), "__R": list(right),
-                            "__DEL": list(deleted), "__KEY": list(key)})
+                            "__DEL": list(deleted), "__KEY": list(key), "__TRIG": list(trigger)})

@@ -321,8 +321,7 @@ def _joined_scope(joined: Source) -> Scope:
     scope_cols: list[ScopeColumn] = []
     for side in spec.leaves():
         for c in side.source.columns:
-            if c.role in ("key", "value"):
-                scope_cols.append(ScopeColumn(c.name, c.type, quote(side.column_name(c.name)), side.alias))
+            scope_cols.append(ScopeColumn(c.name, c.type, quote(side.column_name(c.name)), side.alias))
         for name in SIDE_PSEUDO:
             scope_cols.append(ScopeColumn(name, t.PSEUDO_COLUMNS[name], quote(side.column_name(name)), side.alias))
     for name, ty in t.PSEUDO_COLUMNS.items():  # unqualified: the joined record's own
@@ -366,12 +365,13 @@ def _owner(column: str, tree: _Tree) -> str | None:
 
 
 def side_value_columns(side: JoinSide) -> list[tuple[str, t.SqlType]]:
-    """(joined name, type) of the key and value columns a side adds to the join's rows (a joined
-    side's synthetic ROWKEY stays behind: only the outermost join's is addressable)."""
+    """(joined name, type) of the columns a side adds to the join's rows: its key, value and
+    header columns (a header column is a value column of the join, as in ksqlDB); a joined
+    side's synthetic ROWKEY stays behind: only the outermost join's is addressable."""
     spec = getattr(side.source, "join", None)
     if spec is None:
-        return [(side.column_name(c.name), c.type) for c in side.source.columns if c.role in ("key", "value")]
-    return [(c.name, c.type) for c in side.source.columns if c.role in ("key", "value") and c.name != SYNTHETIC_KEY]
+        return [(side.column_name(c.name), c.type) for c in side.source.columns]
+    return [(c.name, c.type) for c in side.source.columns if c.name != SYNTHETIC_KEY]
 
 
 def side_columns(side: JoinSide) -> list[tuple[str, t.SqlType, str]]:
@@ -379,7 +379,7 @@ def side_columns(side: JoinSide) -> list[tuple[str, t.SqlType, str]]:
     a source's columns and pseudo columns, renamed ``ALIAS_NAME``; a joined side's, already so named."""
     spec = getattr(side.source, "join", None)
     if spec is None:
-        out = [(c.name, c.type, side.column_name(c.name)) for c in side.source.columns if c.role in ("key", "value")]
+        out = [(c.name, c.type, side.column_name(c.name)) for c in side.source.columns]
         out += [(name, t.PSEUDO_COLUMNS[name], side.column_name(name)) for name in SIDE_PSEUDO]
         return out
     out = [(name, ty, name) for name, ty in side_value_columns(side)]

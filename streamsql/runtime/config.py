@@ -29,6 +29,7 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "ksql.streams.max.records.per.batch": "100000",
     "ksql.query.pull.table.scan.enabled": "true",
     "ksql.query.pull.range.scan.enabled": "true",
+    "ksql.timestamp.throw.on.invalid": "false",
 }
 VALID_OFFSET_RESETS = {"earliest", "latest"}
 

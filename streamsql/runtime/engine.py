@@ -365,6 +365,8 @@ class Engine:
             self._start_persistent(query_id, plan, query, table)
 
     def _source_from_ddl(self, stmt: ast.CreateSource) -> Source:
+        for column in stmt.columns:
+            _check_header_type(column)
         props = stmt.properties
         topic = props.get("KAFKA_TOPIC")
         if not topic:
@@ -452,7 +454,8 @@ class Engine:
         match = next((c for c in columns if c.name == name), None) or next(
             (c for c in columns if c.name.upper() == name.upper()), None)
         if match is None:
-            raise AnalysisError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: '{name}'")
+            raise AnalysisError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: "
+                                f"'{name.upper()}'")
         if match.type.kind not in (t.Kind.BIGINT, t.Kind.TIMESTAMP, t.Kind.STRING):
             raise AnalysisError(f"Timestamp column, {match.name}, should be LONG(INT64), TIMESTAMP, or a String "
                                 f"with a timestamp_format specified.")
@@ -629,6 +632,7 @@ class Engine:
         read = self.catalog.find(stmt.query.source.name)
         if read is not None and read.window_type and read.is_table:
             raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
+        _check_timestamp_projected(stmt)
         plan = self.planner.plan_query(stmt.query, persistent=True, sink_name=stmt.name)
         produces_table = isinstance(plan, AggregatePlan) or plan.source.is_table
         if produces_table and stmt.kind == "STREAM":
@@ -711,6 +715,9 @@ class Engine:
             raise AnalysisError(f"INSERT INTO can only be used to insert into a stream. {target.name} is a table.")
         if target.is_source:
             raise AnalysisError(f"Cannot insert into read-only stream: {target.name}")
+        if any(c.role in ("headers", "header") for c in target.columns):
+            # a query cannot write a record's headers (ksqlDB's rule)
+            raise AnalysisError(f"Cannot insert into {target.name} because it has header columns")
         plan = self.planner.plan_query(stmt.query, persistent=True, sink_name=target.name)
         df = self._plan_dataframe(plan, "planning")
         produced = Planner.output_types(plan, df)
@@ -854,6 +861,7 @@ class Engine:
             spark=self.spark, bootstrap_servers=self.bootstrap_servers, planner=self.planner,
             processing_log_topic=self.processing_log_topic,
             max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
+            throw_on_invalid_timestamp=self.prop("ksql.timestamp.throw.on.invalid").strip().lower() == "true",
             query_id=query_id, limits=self._collection_limits())
 
     def _buckets(self, plan: AggregatePlan) -> int:
@@ -951,6 +959,9 @@ class Engine:
         # without a column list, values go to the key columns first, then the value columns
         # (ksqlDB's logical schema order, whatever order the DDL declared them in)
         writable = [c for c in target.columns if c.role == "key"] + [c for c in target.columns if c.role == "value"]
+        headers = [c.name for c in target.columns if c.role in ("headers", "header")]
+        if not stmt.columns and headers:  # the implicit column list names them too
+            raise AnalysisError(f"Cannot insert into HEADER columns: {', '.join(headers)}")
         names = stmt.columns or [c.name for c in writable]
         if len(names) != len(stmt.values):
             if stmt.columns:
@@ -1487,6 +1498,41 @@ class Engine:
 #: ksqlDB's default ``ksql.streams.cache.max.bytes.buffering`` (10 MB)
 RECORD_CACHE_DEFAULT = "10485760"
 CACHE_PROPERTY = "ksql.streams.cache.max.bytes.buffering"
+def _check_header_type(column: t.Column) -> None:
+    """A HEADER('k') column is BYTES and a HEADERS column ARRAY<STRUCT<KEY STRING, VALUE BYTES>>:
+    the types Kafka's headers have (ksqlDB's messages)."""
+    from streamsql.kafka.source import header_type
+
+    if column.role not in ("headers", "header"):
+        return
+    expected = header_type(column.role)
+    if str(column.type).upper() != str(expected).upper():
+        what = f"HEADER('{column.header_key}')" if column.role == "header" else "HEADERS"
+        raise AnalysisError(f"Invalid type for {what} column: expected {expected}, got {column.type}")
+
+
+def _check_timestamp_projected(stmt: ast.CreateAsSelect) -> None:
+    """A sink's TIMESTAMP column must be one of the query's columns; ksqlDB checks it when it
+    analyses the statement, before the projection's key rules, so its message comes first. Only
+    a projection of named columns is checked here (``*`` and unnamed expressions get their names
+    from the planner; ``Engine._timestamp_column`` checks them after planning)."""
+    name = stmt.properties.get("TIMESTAMP")
+    if name is None:
+        return
+    names = set()
+    for item in stmt.query.select:
+        if item.alias is not None:
+            names.add(item.alias.upper())
+        elif (not item.star and isinstance(item.expression, exp.Column)
+              and not isinstance(item.expression.this, exp.Star)):
+            names.add(item.expression.name.upper())
+        else:
+            return
+    if str(name).upper() not in names:  # ksqlDB names the column as it resolves it: upper case
+        raise AnalysisError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: "
+                            f"'{str(name).upper()}'")
+
+
 BUCKETS_PROPERTY = "streamsql.aggregation.buckets"
 #: ``auto`` (default: Spark's own aggregation where it is exact, else the Python operator) or
 #: ``python`` (always the Python operator: to compare the two, or to keep a query on it)

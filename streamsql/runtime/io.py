@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from streamsql import types as t
 from streamsql.catalog import Source
 from streamsql.formats import FormatSpec
+from streamsql.kafka.processing_log import LogTarget as PLogTarget
 from streamsql.planner.expressions import quote, string_literal
 
 if TYPE_CHECKING:
@@ -58,9 +59,11 @@ def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
 
 def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, starting_offsets: str,
                 query_id: str, max_records: int | None = None, processing_log_topic: str | None = None,
-                ) -> DataFrame:
+                throw_on_invalid_timestamp: bool = False) -> DataFrame:
     """The streaming DataFrame of ``source``: its columns plus ROWTIME/ROWPARTITION/ROWOFFSET and
-    the internal ``__HEADERS``/``__TOMBSTONE``. With a TIMESTAMP column, ROWTIME is that column."""
+    the internal ``__HEADERS``/``__TOMBSTONE``. With a TIMESTAMP column, ROWTIME is that column
+    (a BIGINT or TIMESTAMP one read by the Kafka reader, a string one parsed here); records
+    without a usable time go to the processing log (``kafka/timestamps.py``)."""
     reader = spark.readStream.format(DATA_SOURCE)
     options = kafka_options(bootstrap_servers, source)
     options["startingOffsets"] = starting_offsets
@@ -73,12 +76,35 @@ def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, 
 
     if processing_log_topic:
         options["processingLogTopic"] = processing_log_topic
+    parsed = _parsed_timestamp(source)
+    if source.timestamp_column and not parsed:
+        options["timestampColumn"] = source.timestamp_column
+        options["timestampThrowOnInvalid"] = str(throw_on_invalid_timestamp).lower()
     df = reader.options(**options).load()
-    if source.timestamp_column:
-        from pyspark.sql import functions as F
-
-        df = df.withColumn(t.ROWTIME, F.expr(rowtime_sql(source)))
+    if parsed:
+        df = checked_times(df, source, PLogTarget(bootstrap_servers, processing_log_topic), query_id,
+                           at_sink=False, throw_on_invalid=throw_on_invalid_timestamp)
     return df
+
+
+def _parsed_timestamp(source: Source) -> bool:
+    """Whether ``source``'s TIMESTAMP column is text parsed with its TIMESTAMP_FORMAT."""
+    col = source.column(source.timestamp_column or "")
+    return col is not None and col.type.kind == t.Kind.STRING
+
+
+def checked_times(df: DataFrame, table: Source, log: PLogTarget, query_id: str, *, at_sink: bool,
+                  throw_on_invalid: bool = False) -> DataFrame:
+    """``df`` with ROWTIME from ``table``'s TIMESTAMP column (:func:`rowtime_sql`) and the rows
+    without a usable time dropped to the processing log (``kafka/timestamps.CheckedTimes``)."""
+    from pyspark.sql import functions as F
+
+    from streamsql.kafka.timestamps import COMPUTED_TIME, CheckedTimes
+
+    column = table.column(table.timestamp_column or "")
+    assert column is not None
+    check = CheckedTimes(column.name, table.timestamp_format, at_sink, query_id, log, throw_on_invalid)
+    return df.withColumn(COMPUTED_TIME, F.expr(rowtime_sql(table))).mapInArrow(check, df.schema)
 
 
 def rowtime_sql(source: Source) -> str:

@@ -22,20 +22,18 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from streamsql import types as t
+from streamsql.kafka.processing_log import LogTarget, record_processing_error
 from streamsql.udf.api import AGGREGATE, TABLE, FunctionSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-processing_log = logging.getLogger("streamsql.processing_log")
-RECORD_PROCESSING_ERROR = 1
 
 
 @dataclass(frozen=True)
@@ -46,19 +44,7 @@ class ErrorLog:
     topic: str | None = None
 
     def report(self, function: str, error: BaseException, args: Sequence[Any]) -> None:
-        entry = processing_log_entry(function, error, args)
-        processing_log.error("function %s failed: %s", function,
-                             entry["message"]["recordProcessingError"]["errorMessage"])
-        if not (self.bootstrap and self.topic):
-            return
-        try:
-            from streamsql.kafka.sink import cached_producer
-
-            producer = cached_producer(self.bootstrap)
-            producer.produce(self.topic, value=json.dumps(entry).encode("utf-8"))
-            producer.flush(10)
-        except Exception as exc:  # noqa: BLE001 - the log failing must not fail the query
-            log.error("cannot write to processing log topic '%s': %s", self.topic, exc)
+        LogTarget(self.bootstrap, self.topic).publish([processing_log_entry(function, error, args)])
 
 
 def _jsonable(v: Any) -> Any:
@@ -78,23 +64,8 @@ def _jsonable(v: Any) -> Any:
 def processing_log_entry(function: str, error: BaseException, args: Sequence[Any]) -> dict[str, Any]:
     """ksqlDB's processing-log record for an error while processing a row (type 1)."""
     reason = f"{type(error).__name__}: {error}"
-    return {
-        "level": "ERROR",
-        "logger": f"streamsql.function.{function}",
-        "time": int(time.time() * 1000),
-        "message": {
-            "type": RECORD_PROCESSING_ERROR,
-            "deserializationError": None,
-            "recordProcessingError": {
-                "errorMessage": f"Error in function {function}: {reason}",
-                "record": json.dumps(_jsonable(list(args))),
-                "cause": [reason],
-            },
-            "productionError": None,
-            "serializationError": None,
-            "kafkaStreamsThreadError": None,
-        },
-    }
+    return record_processing_error(f"streamsql.function.{function}", f"Error in function {function}: {reason}",
+                                   json.dumps(_jsonable(list(args))), reason)
 
 
 # --- wrappers (these run in Spark's Python workers) -----------------------------------------------

@@ -17,7 +17,8 @@ import pytest
 
 from streamsql.connectors.config import parse_sink
 from streamsql.connectors.elasticsearch import ElasticsearchSinkConfig, WriteFailed
-from streamsql.connectors.sink import BadRecords, LogTarget, RawRecord, write_all
+from streamsql.connectors.sink import BadRecords, RawRecord, write_all
+from streamsql.kafka.processing_log import LogTarget
 
 pytestmark = pytest.mark.integration
 

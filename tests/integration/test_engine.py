@@ -418,6 +418,48 @@ def test_a_sinks_timestamp_column_sets_its_records_time(engine, topic_name):  # 
     assert engine.catalog.get("EVENTS_AT").timestamp_column == "HAPPENED"
 
 
+def test_records_without_a_usable_time_are_dropped_to_the_processing_log(engine, topic_name):  # type: ignore[no-untyped-def]
+    """A TIMESTAMP column that is null, unparsable or negative gives no time: ksqlDB drops the
+    record (timestampformat and timestamp-extractor cases) and the records around it flow. Here
+    at a BIGINT source column, a string source column with a format, and a sink's column; each
+    dropped record has a processing-log entry naming the column, the value and its offset."""
+    nums, texts = topic_name("tnum"), topic_name("ttext")
+    engine.execute(f"""
+        CREATE STREAM tnum (k VARCHAR KEY, id BIGINT, ts BIGINT) WITH (KAFKA_TOPIC='{nums}', VALUE_FORMAT='JSON',
+          TIMESTAMP='ts', PARTITIONS=1);
+        CREATE STREAM ttext (k VARCHAR KEY, id BIGINT, ts VARCHAR) WITH (KAFKA_TOPIC='{texts}', VALUE_FORMAT='JSON',
+          TIMESTAMP='ts', TIMESTAMP_FORMAT='yy-MM-dd HH:mm:ssX', PARTITIONS=1);
+        CREATE STREAM tnum_out AS SELECT k, id FROM tnum;
+        CREATE STREAM ttext_out AS SELECT k, id FROM ttext;
+        CREATE STREAM tsink WITH (TIMESTAMP='ID') AS SELECT k, id FROM tnum;
+    """)
+    produce(engine.admin, nums, [("a", '{"id": 1, "ts": 1526075913000}', 5), ("b", '{"id": -2, "ts": -1}', 6),
+                                 ("c", '{"id": 3, "ts": null}', 7), ("d", '{"id": -4, "ts": 1589234313000}', 8)])
+    produce(engine.admin, texts, [("a", '{"id": 1, "ts": "10-04-19 12:00:17Z"}', 5),
+                                  ("b", '{"id": 2, "ts": "!!!!!!!!!!!!!!!!!"}', 6),
+                                  ("c", '{"id": 3, "ts": "10-04-19 12:00:17Z"}', 7)])
+    engine.wait_until_idle()
+    assert [(k, v, ts) for k, v, ts in read(engine.admin, "TNUM_OUT")] == [
+        ("a", {"ID": 1}, 1526075913000), ("d", {"ID": -4}, 1589234313000)]
+    assert [(k, v, ts) for k, v, ts in read(engine.admin, "TTEXT_OUT")] == [
+        ("a", {"ID": 1}, 1271678417000), ("c", {"ID": 3}, 1271678417000)]
+    assert [(k, v, ts) for k, v, ts in read(engine.admin, "TSINK")] == [("a", {"ID": 1}, 1)]  # d's ID is -4
+    entries = [v for _, v, _ in read(engine.admin, engine.processing_log_topic) if isinstance(v, dict)]
+    errors = {(e["logger"], e["message"]["recordProcessingError"]["errorMessage"]) for e in entries
+              if e["message"]["type"] == 1 and "TIMESTAMP column" in e["message"]["recordProcessingError"]["errorMessage"]}
+    by_query = {q.sink: q.id for q in engine.catalog.queries.values()}
+    assert {(by_query["TNUM_OUT"], "Failed to extract timestamp from row (partition 0, offset 1): the TIMESTAMP "
+             "column TS value -1 is before 1970 (a record's time is milliseconds since 1970, never negative)"),
+            (by_query["TNUM_OUT"], "Failed to extract timestamp from row (partition 0, offset 2): the TIMESTAMP "
+             "column TS is null"),
+            (by_query["TTEXT_OUT"], "Failed to extract timestamp from row (partition 0, offset 1): the TIMESTAMP "
+             "column TS value '!!!!!!!!!!!!!!!!!' does not match TIMESTAMP_FORMAT 'yy-MM-dd HH:mm:ssX'"),
+            # a query's output row has no input position; the entry's record holds its columns
+            (by_query["TSINK"], "Error writing row with extracted timestamp: the TIMESTAMP column ID value -4 is "
+             "before 1970 (a record's time is milliseconds since 1970, never negative)"),
+            } <= errors, errors
+
+
 def test_show_and_describe_functions(engine):  # type: ignore[no-untyped-def]
     [listing] = engine.execute("SHOW FUNCTIONS;")
     by_name = {f.name: f for f in listing.functions}

@@ -18,7 +18,8 @@ import pytest
 
 from streamsql.connectors.config import parse_sink
 from streamsql.connectors.s3 import S3SinkConfig, WriteFailed
-from streamsql.connectors.sink import BadRecords, LogTarget, RawRecord, write_all
+from streamsql.connectors.sink import BadRecords, RawRecord, write_all
+from streamsql.kafka.processing_log import LogTarget
 from streamsql.sql import parse
 
 pytestmark = pytest.mark.integration

@@ -30,7 +30,7 @@ def feed(task, records: list[Record], store: MemoryStore | None = None, batch: i
         state = BucketState(store)
         out += run(task, records[i:i + batch], state)
         state.flush()
-    return [(ts, left, right, key) for ts, _seq, left, right, _deleted, key in out]
+    return [(ts, left, right, key) for ts, _seq, left, right, _deleted, key, _side in out]
 
 
 def out_of_order(second_left_ts: int) -> list[Record]:
@@ -126,5 +126,16 @@ def test_a_table_table_join_emits_each_change_and_a_tombstone_when_the_row_goes(
     store = MemoryStore()
     state = BucketState(store)
     out = run(join, [rec(0, "k", 1, "l1"), rec(1, "k", 2, "r1", off=0), rec(0, "k", 3, "", off=1, tomb=True)], state)
-    assert [(ts, left, right, deleted) for ts, _s, left, right, deleted, _k in out] == [
-        (2, "l1", "r1", False), (3, "l1", "r1", True)]
+    # each row carries the headers of the record that produced it: the right update, then the left delete
+    assert [(ts, left, right, deleted, side) for ts, _s, left, right, deleted, _k, side in out] == [
+        (2, "l1", "r1", False, 1), (3, "l1", "r1", True, 0)]
+
+
+def test_a_windowed_join_row_carries_the_headers_of_the_record_that_produced_it() -> None:
+    """ksqlDB's headers case: the left record, then the right one joins it; the row carries the
+    right record's headers (Kafka Streams forwards the current record's), an unmatched row its own."""
+    state = BucketState(MemoryStore())
+    out = run(WindowJoin("LEFT", 10_000, 10_000, None), [rec(0, "0", 10, "L"), rec(1, "0", 11, "R", off=0),
+                                                        rec(0, "1", 12, "M", off=1)], state)
+    assert [(ts, left, right, side) for ts, _s, left, right, _d, _k, side in out] == [
+        (10, "L", None, 0), (11, "L", "R", 1), (12, "M", None, 0)]
