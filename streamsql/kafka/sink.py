@@ -91,6 +91,9 @@ class SinkOptions:
     kafka: dict[str, str] = field(default_factory=dict)
     #: TUMBLING/HOPPING/SESSION: keys are windowed (bounds in ``__WINDOWSTART``/``__WINDOWEND``)
     window_type: str | None = None
+    #: the key is computed by the query (PARTITION BY): a multi-column key whose columns are all
+    #: null is still an object of nulls; a key passed through from the source that was null stays null
+    computed_key: bool = False
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> SinkOptions:
@@ -102,7 +105,8 @@ class SinkOptions:
             raise ConfigError("the Kafka sink needs option 'topic'")
         window = _opt(options, "windowType")
         return SinkOptions(bootstrap, topic, _opt(options, "keySpec"), _opt(options, "valueSpec"),
-                           kafka_settings(options), window.upper() if window else None)
+                           kafka_settings(options), window.upper() if window else None,
+                           (_opt(options, "computedKey") or "").lower() == "true")
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -152,8 +156,9 @@ class RecordEncoder:
             cols.append(arr)
         sub = pa.RecordBatch.from_arrays(cols, names=[c.name for c in spec.columns])
         encoded = serde.encode(sub)
-        if raw == "key" and len(cols) > 1:
-            # ksqlDB writes a null key, not an object of nulls, when every key column is null
+        if raw == "key" and len(cols) > 1 and not self.opts.computed_key:
+            # ksqlDB writes a null key, not an object of nulls, when a source's null key passes
+            # through (every key column null); a PARTITION BY key is an object even of nulls
             all_null = functools.reduce(pc.and_, [pc.is_null(c) for c in cols]).to_pylist()
             encoded = [None if null else k for k, null in zip(encoded, all_null)]
         return encoded

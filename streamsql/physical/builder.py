@@ -241,8 +241,10 @@ class SparkBuilder:
                                                                             spark_agg.per_record))
                       .outputMode(spark_aggregate.output_mode(spark_agg.plan)))
         elif isinstance(terminal, KafkaSink):
-            writer = (df.writeStream.format(io.DATA_SOURCE)
-                      .options(**io.kafka_options(self.ctx.bootstrap_servers, terminal.target)).outputMode("append"))
+            options = io.kafka_options(self.ctx.bootstrap_servers, terminal.target)
+            if any(isinstance(s, Select) and s.plan.repartitioned for s in plan.steps):
+                options["computedKey"] = "true"  # PARTITION BY: a key of nulls is still a key
+            writer = df.writeStream.format(io.DATA_SOURCE).options(**options).outputMode("append")
         elif isinstance(terminal, ConnectorSink):
             writer = df.writeStream.foreachBatch(_connector_batch(terminal, self.ctx)).outputMode("append")
         elif isinstance(terminal, Collect):

@@ -142,6 +142,14 @@ def literal_number(text: str) -> Compiled:
                     t.Decimal(precision, scale))
 
 
+def _equatable(value: Compiled) -> str:
+    """Spark SQL of a value ``=``/``<=>`` can compare: a MAP (which Spark cannot compare) as its
+    entries sorted by key, so two maps are equal when they hold the same entries (ksqlDB)."""
+    if value.type is not None and value.type.kind == t.Kind.MAP:
+        return f"array_sort(map_entries({value.sql}))"
+    return value.sql
+
+
 def iso_to_millis(text: str) -> int:
     """ksqlDB lets ROWTIME/WINDOWSTART be compared with ISO-8601 text; partial strings are
     zero-padded and UTC is assumed."""
@@ -252,7 +260,7 @@ class ExpressionCompiler:
         right = self._time_aware(node.expression, node.this)
         self._check_comparable(node, left, right, name)
         # ksqlDB: a comparison with a null operand is false, never null
-        return Compiled(f"coalesce(({left.sql} {op} {right.sql}), FALSE)", t.BOOLEAN)
+        return Compiled(f"coalesce(({_equatable(left)} {op} {_equatable(right)}), FALSE)", t.BOOLEAN)
 
     def _nullsafeeq(self, node: exp.NullSafeEQ) -> Compiled:
         """``a IS NOT DISTINCT FROM b``: equal, or both null."""
@@ -266,7 +274,7 @@ class ExpressionCompiler:
         left = self._time_aware(node.this, node.expression)
         right = self._time_aware(node.expression, node.this)
         self._check_comparable(node, left, right, "IS_DISTINCT_FROM" if negate else "IS_NOT_DISTINCT_FROM")
-        test = f"({left.sql} <=> {right.sql})"
+        test = f"({_equatable(left)} <=> {_equatable(right)})"
         return Compiled(f"(NOT {test})" if negate else test, t.BOOLEAN)
 
     def _time_aware(self, node: exp.Expr, other: exp.Expr) -> Compiled:
@@ -296,7 +304,8 @@ class ExpressionCompiler:
             return
         lc, rc = _category(left.type), _category(right.type)
         comparable = lc == rc or {lc, rc} == {"time", "STRING"}
-        if lc in ("ARRAY", "MAP", "STRUCT") and name not in ("EQUAL", "NOT_EQUAL"):
+        if lc in ("ARRAY", "MAP", "STRUCT") and name not in ("EQUAL", "NOT_EQUAL", "IS_DISTINCT_FROM",
+                                                            "IS_NOT_DISTINCT_FROM"):
             comparable = False
         if not comparable:
             self._comparison_error(node, f"Cannot compare {node.this.sql()} ({left.type}) to {node.expression.sql()} "

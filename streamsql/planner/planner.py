@@ -346,12 +346,9 @@ class Planner:
         if plan.where:
             df = df.where(f"(NOT {TOMBSTONE_COL}) AND ({plan.where})")
         df = tf.explode(df, plan.table_functions)
-        exprs = []
-        for c in plan.columns:
-            sql = c.sql
-            if c.is_key and plan.repartitioned:
-                sql = f"CASE WHEN {TOMBSTONE_COL} THEN NULL ELSE {c.sql} END"
-            exprs.append(f"{sql} AS {quote(c.name)}")
+        # a null-valued record keeps its key: PARTITION BY evaluates its expressions on it (its
+        # value columns are null), as ksqlDB does
+        exprs = [f"{c.sql} AS {quote(c.name)}" for c in plan.columns]
         if not any(c.name == t.ROWTIME for c in plan.columns):  # a transient query may select ROWTIME itself
             exprs.append(f"{plan.rowtime_sql} AS {t.ROWTIME}")
         exprs += [HEADERS_COL, TOMBSTONE_COL]

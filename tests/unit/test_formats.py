@@ -730,3 +730,18 @@ def test_compression_option_is_checked_at_statement_time(codec: str, fmt: str, s
 
     with pytest.raises(ConfigError, match=message):
         check_compression(codec, fmt, side)
+
+
+def test_a_multi_column_key_of_nulls_is_null_when_passed_through_and_an_object_when_computed() -> None:
+    """ksqlDB writes a source's null key through as null, but a PARTITION BY key whose columns are
+    all null as an object of nulls (partition-by 'multiple columns' cases)."""
+    from streamsql.kafka.sink import RecordEncoder, SinkOptions
+
+    key = FormatSpec("JSON", (Column("ID", T.INTEGER, "key"), Column("AGE", T.INTEGER, "key")))
+    value = FormatSpec("JSON", (Column("NAME", T.STRING),))
+    batch = pa.RecordBatch.from_pydict({"ID": pa.array([10, None], pa.int32()), "AGE": pa.array([30, None], pa.int32()),
+                                        "NAME": ["bob", "ann"]})
+    passed = RecordEncoder(SinkOptions("b:9092", "t", key.to_json(), value.to_json()))
+    computed = RecordEncoder(SinkOptions("b:9092", "t", key.to_json(), value.to_json(), computed_key=True))
+    assert passed.encode(batch)[0] == [b'{"ID":10,"AGE":30}', None]
+    assert computed.encode(batch)[0] == [b'{"ID":10,"AGE":30}', b'{"ID":null,"AGE":null}']

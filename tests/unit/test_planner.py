@@ -121,6 +121,18 @@ def test_comparisons_with_a_bare_null_are_rejected(catalog: Catalog) -> None:
         compile_expr(catalog, "NULL <> NULL")
 
 
+def test_collections_compare_for_equality_and_distinctness(catalog: Catalog) -> None:
+    """ksqlDB's binary-comparison cases: arrays, maps and structs take =, <>, IS [NOT] DISTINCT
+    FROM (not ordering); Spark cannot compare maps, so a map compares as its entries sorted by key."""
+    assert compile_expr(catalog, "attrs = attrs").sql == (
+        "coalesce((array_sort(map_entries(`ATTRS`)) = array_sort(map_entries(`ATTRS`))), FALSE)")
+    assert compile_expr(catalog, "tags IS DISTINCT FROM tags").sql == "(NOT (`TAGS` <=> `TAGS`))"
+    assert compile_expr(catalog, "addr IS NOT DISTINCT FROM addr").sql == "(`ADDR` <=> `ADDR`)"
+    with pytest.raises(AnalysisError, match=r"Cannot compare TAGS \(ARRAY<STRING>\) to TAGS \(ARRAY<STRING>\) "
+                                            r"with LESS_THAN\."):
+        compile_expr(catalog, "tags < tags")
+
+
 def test_type_errors_name_operands(catalog: Catalog) -> None:
     with pytest.raises(AnalysisError, match=r"Cannot compare N \(INTEGER\) to 'x' \(STRING\) with GREATER_THAN\."):
         compile_expr(catalog, "n > 'x'")
