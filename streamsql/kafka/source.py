@@ -535,9 +535,7 @@ class BatchBuilder:
             entries = timestamps.entries(batch, untimed, self.opts.query_id, at_sink=False)
             publish(self.opts, entries)
             if self.opts.timestamp_throw:
-                raise timestamps.TimestampExtractionError(
-                    "Fatal user code error in TimestampExtractor callback for record: "
-                    + entries[0]["message"]["recordProcessingError"]["errorMessage"])
+                timestamps.fail_if_unextractable(times, untimed, entries)
         return batch, untimed
 
     def _split_compressed(self, msgs: list[Any]) -> list[Any]:

@@ -14,9 +14,10 @@ value is negative (Kafka has no times before 1970) — drops that record (a tomb
 record's time), writes a
 ``recordProcessingError`` naming the column, the value and the record's partition and offset to
 the processing log, and the query goes on with the records around it, as ksqlDB. With
-``ksql.timestamp.throw.on.invalid`` the query fails on such a source record instead, as ksqlDB's.
-A negative time at a source is only skipped by Kafka Streams (a warning, no processing-log entry);
-streamsql logs it too (docs/differences.md).
+``ksql.timestamp.throw.on.invalid`` the query fails on a source record whose column is null or
+unparsable instead, as ksqlDB's. A negative time at a source is only skipped by Kafka Streams (a
+warning, no processing-log entry, whatever that setting); streamsql logs it too
+(docs/differences.md).
 """
 
 from __future__ import annotations
@@ -68,6 +69,17 @@ def problems(times: pa.Array, values: pa.Array, column: str, fmt: str | None) ->
             out[i] = (f"the TIMESTAMP column {column} value {value} is before 1970 "
                       f"(a record's time is milliseconds since 1970, never negative)")
     return out
+
+
+def fail_if_unextractable(times: pa.Array, bad: dict[int, str], logged: list[dict[str, Any]]) -> None:
+    """``ksql.timestamp.throw.on.invalid`` at a source: fail the query on the first record whose
+    time could not be extracted (the column null or its text unparsable; ``logged`` are the
+    entries of ``bad``'s rows in row order). A negative time is skipped even then, as Kafka
+    Streams skips it whatever the extractor's setting."""
+    for row, entry in zip(sorted(bad), logged):
+        if times[row].as_py() is None:
+            raise TimestampExtractionError("Fatal user code error in TimestampExtractor callback for record: "
+                                           + entry["message"]["recordProcessingError"]["errorMessage"])
 
 
 def _jsonable(value: Any) -> Any:
@@ -126,9 +138,7 @@ class CheckedTimes:
                 logged = entries(rest, bad, self.logger, self.at_sink)
                 self.log.publish(logged)
                 if self.throw_on_invalid and not self.at_sink:
-                    raise TimestampExtractionError(
-                        f"Fatal user code error in TimestampExtractor callback for record: "
-                        f"{logged[0]['message']['recordProcessingError']['errorMessage']}")
+                    fail_if_unextractable(times, bad, logged)
                 out = out.filter(pa.array([i not in bad for i in range(batch.num_rows)], pa.bool_()))
             if out.num_rows:
                 yield out

@@ -68,9 +68,14 @@ def _narrow(df: DataFrame, side: JoinSide, tag: int) -> DataFrame:
     )
 
 
+_HEADERS_TYPE = "array<struct<KEY: string, VALUE: binary>>"
+#: the part of a row's JSON the joined row takes from the record that produced it
+_HEADERS_ONLY = f"struct<{HEADERS_COL}: {_HEADERS_TYPE}>"
+
+
 def _row_schema(side: JoinSide, spark_type: Callable[[t.SqlType], str]) -> str:
     fields = [f"{quote(name)}: {spark_type(ty)}" for name, ty, _joined in side_columns(side)]
-    fields.append(f"{HEADERS_COL}: array<struct<KEY: string, VALUE: binary>>")
+    fields.append(f"{HEADERS_COL}: {_HEADERS_TYPE}")
     return f"struct<{', '.join(fields)}>"
 
 
@@ -143,9 +148,9 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
         f"coalesce(__LROW.{quote(leftmost_column(spec.left, t.ROWPARTITION))}, __RROW.{t.ROWPARTITION}) "
         f"AS {t.ROWPARTITION}",
         f"coalesce(__LROW.{quote(leftmost_column(spec.left, t.ROWOFFSET))}, __RROW.{t.ROWOFFSET}) AS {t.ROWOFFSET}",
-        # the headers of the record that produced the row (Kafka Streams forwards the current record's)
-        f"coalesce(CASE WHEN __TRIG = 1 THEN __RROW.{HEADERS_COL} ELSE __LROW.{HEADERS_COL} END, array()) "
-        f"AS {HEADERS_COL}",
+        # the headers of the record that produced the row (Kafka Streams forwards the current
+        # record's: a delete's own, a closed window's row those of the record that closed it)
+        f"coalesce(from_json(__TRIG, '{_HEADERS_ONLY}').{HEADERS_COL}, array()) AS {HEADERS_COL}",
         f"__DEL AS {TOMBSTONE_COL}",
     ]
     return parsed.selectExpr(*exprs)
@@ -154,8 +159,8 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
 # --- the stateful steps (run in Spark's Python workers) -------------------------------------------
 
 #: what the join operator emits per joined row: its time, the input's offset, both sides' rows as
-#: JSON, whether it is a tombstone, and the join key
-OUTPUT_SCHEMA = "__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string, __TRIG int"
+#: JSON, whether it is a tombstone, the join key, and the row JSON of the record that produced it
+OUTPUT_SCHEMA = "__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string, __TRIG string"
 #: the join state's layout in a checkpoint (``physical/builder.check_join_checkpoint``): per
 #: bucket a ``transformWithState`` MapState of pickled values, one per join key and one for the
 #: bucket. Earlier versions kept one value per join key (``transformWithState-value-1``) or used
@@ -276,30 +281,31 @@ class ForeignKeyOperator(StatefulProcessor):
                 right = None if tomb else row
                 for lrow in lefts.values():
                     if right is not None or left_join:
-                        out.append((ts, off, lrow, right, False, 1))
+                        out.append((ts, off, lrow, right, False, row))
                     else:
-                        out.append((ts, off, lrow, None, True, 1))
+                        out.append((ts, off, lrow, None, True, row))
                 continue
             if kind == "retract":
                 lefts.pop(pk, None)
             elif kind == "delete":
                 lefts.pop(pk, None)
-                out.append((ts, off, row, None, True, 0))
+                out.append((ts, off, row, None, True, row))
             else:
                 if key[0] is not None:
                     lefts[pk] = row
                 if key[0] is not None and right is not None:
-                    out.append((ts, off, row, right, False, 0))
+                    out.append((ts, off, row, right, False, row))
                 elif left_join:
-                    out.append((ts, off, row, None, False, 0))
+                    out.append((ts, off, row, None, False, row))
                 elif kind == "update":
-                    out.append((ts, off, row, None, True, 0))
+                    out.append((ts, off, row, None, True, row))
         if right is None and not lefts:
             if st.exists:
                 st.remove()
         else:
             st.update((pickle.dumps((right, lefts)),))
-        yield from _output([(ts, off, lrow, rrow, deleted, key[0], side) for ts, off, lrow, rrow, deleted, side in out])
+        yield from _output([(ts, off, lrow, rrow, deleted, key[0], trigger)
+                            for ts, off, lrow, rrow, deleted, trigger in out])
 
     def close(self) -> None:
         pass
@@ -308,8 +314,9 @@ class ForeignKeyOperator(StatefulProcessor):
 # --- key joins: one operator per bucket -----------------------------------------------------------
 
 #: one output row of a join: its time, the input's offset, both sides' rows as JSON, whether it
-#: is a tombstone, the join key, and the side (0 left, 1 right) whose record's headers it carries
-Out = tuple[int, int, "str | None", "str | None", bool, "str | None", int]
+#: is a tombstone, the join key, and the row JSON of the record that produced it (its headers
+#: are the joined row's)
+Out = tuple[int, int, "str | None", "str | None", bool, "str | None", "str | None"]
 #: one input record: side (0 left, 1 right), partition, offset, time, tombstone, join key, row JSON
 Record = tuple[int, int, int, int, bool, "str | None", str]
 
@@ -446,9 +453,9 @@ class StreamTableJoin:
             return
         current = state.key(jk) if jk is not None else None
         if current is not None:
-            out.append((ts, off, row, current, False, jk, 0))
+            out.append((ts, off, row, current, False, jk, row))
         elif self.kind == "LEFT":
-            out.append((ts, off, row, None, False, jk, 0))
+            out.append((ts, off, row, None, False, jk, row))
 
 
 class TableTableJoin:
@@ -474,10 +481,10 @@ class TableTableJoin:
         alive = {"INNER": left and right, "LEFT": left, "RIGHT": right, "FULL": left or right}[self.kind]
         if alive:
             when = max(st["lts"], st["rts"]) if left and right else (st["lts"] if left else st["rts"])
-            out.append((when, off, st["L"], st["R"], False, jk, side))
+            out.append((when, off, st["L"], st["R"], False, jk, row))
             st["emitted"] = True
         elif st["emitted"]:
-            out.append((ts, off, st["lastL"], st["lastR"], True, jk, side))
+            out.append((ts, off, st["lastL"], st["lastR"], True, jk, row))
             st["emitted"] = False
         state.set_key(jk, st)
 
@@ -518,8 +525,10 @@ class WindowJoin:
         return {"st": None, "seen": [None, None], "waiting": [], "min": None, "n": 0, "newest": {}}
 
     @staticmethod
-    def _unmatched(side: int, ts: int, off: int, row: str, jk: str | None) -> Out:
-        return (ts, off, row, None, False, jk, 0) if side == 0 else (ts, off, None, row, False, jk, 1)
+    def _unmatched(side: int, ts: int, off: int, row: str, jk: str | None, trigger: str) -> Out:
+        """A row with nulls for the other side; ``trigger`` the record that emits it (the row's own,
+        or the one whose time closed its window)."""
+        return (ts, off, row, None, False, jk, trigger) if side == 0 else (ts, off, None, row, False, jk, trigger)
 
     def process(self, rec: Record, state: BucketState, out: list[Out]) -> None:
         side, _part, off, ts, tomb, jk, row = rec
@@ -528,7 +537,7 @@ class WindowJoin:
         outer = side in self.outer_sides
         if jk is None or tomb:  # not joinable; an outer side's keyless record joins nothing
             if outer and jk is None and not tomb:
-                out.append(self._unmatched(side, ts, off, row, jk))
+                out.append(self._unmatched(side, ts, off, row, jk, row))
             return
         seen = b["seen"]
         seen[side] = ts if seen[side] is None else max(seen[side], ts)
@@ -537,7 +546,7 @@ class WindowJoin:
         if ts > expired:
             windows[side].append((ts, off, row))
         if self.hold and ts == b["st"]:
-            self._emit_closed(b, side, out)
+            self._emit_closed(b, side, row, out)
         before, after = (self.before, self.after) if side == 0 else (self.after, self.before)
         low, high = max(0, ts - before), max(0, ts + after)
         if seen[1 - side] is not None:
@@ -548,10 +557,10 @@ class WindowJoin:
                 bit = 1 if side == 1 else 0  # the other side's bit: left 1, right 0
                 b["waiting"] = [w for w in b["waiting"] if not (w[0] == other_ts and w[1] == bit and w[2] == jk)]
             left, right = (row, other_row) if side == 0 else (other_row, row)
-            out.append((max(ts, other_ts), off, left, right, False, jk, side))
+            out.append((max(ts, other_ts), off, left, right, False, jk, row))
         if not matches and outer:
             if not self.hold or high < b["st"]:
-                out.append(self._unmatched(side, ts, off, row, jk))
+                out.append(self._unmatched(side, ts, off, row, jk, row))
             else:
                 b["min"] = ts if b["min"] is None else min(b["min"], ts)
                 b["n"] += 1
@@ -561,7 +570,7 @@ class WindowJoin:
         state.set_key(jk, windows)
         b["newest"][jk] = max(ts, b["newest"].get(jk, ts))
 
-    def _emit_closed(self, b: dict[str, Any], side: int, out: list[Out]) -> None:
+    def _emit_closed(self, b: dict[str, Any], side: int, trigger: str, out: list[Out]) -> None:
         """Emit the waiting records whose window has closed, as Kafka Streams does when a record
         moves stream time: skipped while the earliest it tracks is still open, then every
         waiting record checked in store order (its tracked time ends as the last one seen)."""
@@ -577,7 +586,7 @@ class WindowJoin:
             if ts + look_back + self.grace >= b["st"]:
                 keep.append(entry)
             else:
-                out.append(self._unmatched(entry_side, ts, off, row, jk))
+                out.append(self._unmatched(entry_side, ts, off, row, jk, trigger))
         b["waiting"] = keep
 
     def expire(self, state: BucketState) -> None:

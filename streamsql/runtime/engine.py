@@ -322,6 +322,9 @@ class Engine:
             if not stmt.or_replace:
                 raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': A {existing.kind.lower()} "
                                    f"with the same name already exists")
+        if replay_seq is None:  # a command an earlier version accepted replays as it ran then
+            for column in stmt.columns:
+                _check_header_type(column)
         source = self._source_from_ddl(stmt)
         if stmt.kind == "TABLE" and not source.key_columns:
             raise AnalysisError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.")
@@ -365,8 +368,6 @@ class Engine:
             self._start_persistent(query_id, plan, query, table)
 
     def _source_from_ddl(self, stmt: ast.CreateSource) -> Source:
-        for column in stmt.columns:
-            _check_header_type(column)
         props = stmt.properties
         topic = props.get("KAFKA_TOPIC")
         if not topic:
@@ -713,11 +714,11 @@ class Engine:
                                        query_id=q.id)
         if target.is_table:
             raise AnalysisError(f"INSERT INTO can only be used to insert into a stream. {target.name} is a table.")
+        if any(c.role in ("headers", "header") for c in target.columns):
+            # a query cannot write a record's headers (ksqlDB's rule, checked before read-only)
+            raise AnalysisError(f"Cannot insert into {target.name} because it has header columns")
         if target.is_source:
             raise AnalysisError(f"Cannot insert into read-only stream: {target.name}")
-        if any(c.role in ("headers", "header") for c in target.columns):
-            # a query cannot write a record's headers (ksqlDB's rule)
-            raise AnalysisError(f"Cannot insert into {target.name} because it has header columns")
         plan = self.planner.plan_query(stmt.query, persistent=True, sink_name=target.name)
         df = self._plan_dataframe(plan, "planning")
         produced = Planner.output_types(plan, df)
@@ -1506,7 +1507,7 @@ def _check_header_type(column: t.Column) -> None:
     if column.role not in ("headers", "header"):
         return
     expected = header_type(column.role)
-    if str(column.type).upper() != str(expected).upper():
+    if str(column.type) != str(expected):  # field names as written: `key` is not KEY
         what = f"HEADER('{column.header_key}')" if column.role == "header" else "HEADERS"
         raise AnalysisError(f"Invalid type for {what} column: expected {expected}, got {column.type}")
 
@@ -1514,8 +1515,9 @@ def _check_header_type(column: t.Column) -> None:
 def _check_timestamp_projected(stmt: ast.CreateAsSelect) -> None:
     """A sink's TIMESTAMP column must be one of the query's columns; ksqlDB checks it when it
     analyses the statement, before the projection's key rules, so its message comes first. Only
-    a projection of named columns is checked here (``*`` and unnamed expressions get their names
-    from the planner; ``Engine._timestamp_column`` checks them after planning)."""
+    a projection of named columns is checked here (``*``, unnamed expressions and a join's
+    qualified columns get their names from the planner; ``Engine._timestamp_column`` checks them
+    after planning)."""
     name = stmt.properties.get("TIMESTAMP")
     if name is None:
         return
@@ -1524,7 +1526,8 @@ def _check_timestamp_projected(stmt: ast.CreateAsSelect) -> None:
         if item.alias is not None:
             names.add(item.alias.upper())
         elif (not item.star and isinstance(item.expression, exp.Column)
-              and not isinstance(item.expression.this, exp.Star)):
+              and not isinstance(item.expression.this, exp.Star)
+              and not (stmt.query.joins and item.expression.table)):  # a join names A.X as A_X when both have X
             names.add(item.expression.name.upper())
         else:
             return

@@ -319,6 +319,21 @@ def test_errors_name_the_culprit(engine, topic_name):  # type: ignore[no-untyped
     assert isinstance(listing, r.SourceList) and [s.name for s in listing.sources] == ["E"]
 
 
+def test_insert_into_names_header_columns_before_a_read_only_target(engine, topic_name):  # type: ignore[no-untyped-def]
+    """ksqlDB checks that a query cannot write headers before that the target is writable."""
+    src = topic_name("ins")
+    engine.execute(f"CREATE STREAM ins_in (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', "
+                   f"PARTITIONS=1);")
+    engine.execute(f"CREATE SOURCE STREAM ins_h (k VARCHAR KEY, n INT, h ARRAY<STRUCT<key STRING, value BYTES>> "
+                   f"HEADERS) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON');")
+    engine.execute(f"CREATE SOURCE STREAM ins_ro (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', "
+                   f"VALUE_FORMAT='JSON');")
+    with pytest.raises(AnalysisError, match="^Cannot insert into INS_H because it has header columns$"):
+        engine.execute("INSERT INTO ins_h SELECT * FROM ins_in;")
+    with pytest.raises(AnalysisError, match="^Cannot insert into read-only stream: INS_RO$"):
+        engine.execute("INSERT INTO ins_ro SELECT * FROM ins_in;")
+
+
 def test_default_formats_come_from_properties_and_bad_ones_are_named(engine, topic_name):  # type: ignore[no-untyped-def]
     src = topic_name("d")
     with pytest.raises(AnalysisError, match='Missing required property "VALUE_FORMAT"'):

@@ -26,6 +26,10 @@ def test_header_columns_have_the_types_kafka_headers_have() -> None:
     [_, ok, bad] = columns("CREATE STREAM S (K STRING KEY, H ARRAY<STRUCT<key STRING, value BYTES>> HEADERS, "
                            "B ARRAY<STRING> HEADERS) WITH (kafka_topic='s', value_format='json');")
     _check_header_type(ok)
+    [quoted] = columns("CREATE STREAM S (H ARRAY<STRUCT<`key` STRING, `VALUE` BYTES>> HEADERS) "
+                       "WITH (kafka_topic='s', value_format='json');")
+    with pytest.raises(AnalysisError, match=r"got ARRAY<STRUCT<`key` STRING, `VALUE` BYTES>>$"):
+        _check_header_type(quoted)  # a quoted lower-case field name is another field
     with pytest.raises(AnalysisError, match=r"^Invalid type for HEADERS column: expected "
                                             r"ARRAY<STRUCT<`KEY` STRING, `VALUE` BYTES>>, got ARRAY<STRING>$"):
         _check_header_type(bad)

@@ -125,10 +125,12 @@ def test_a_table_table_join_emits_each_change_and_a_tombstone_when_the_row_goes(
     join = TableTableJoin("INNER")
     store = MemoryStore()
     state = BucketState(store)
-    out = run(join, [rec(0, "k", 1, "l1"), rec(1, "k", 2, "r1", off=0), rec(0, "k", 3, "", off=1, tomb=True)], state)
-    # each row carries the headers of the record that produced it: the right update, then the left delete
-    assert [(ts, left, right, deleted, side) for ts, _s, left, right, deleted, _k, side in out] == [
-        (2, "l1", "r1", False, 1), (3, "l1", "r1", True, 0)]
+    out = run(join, [rec(0, "k", 1, "l1"), rec(1, "k", 2, "r1", off=0), rec(0, "k", 3, "del", off=1, tomb=True)],
+              state)
+    # each row carries the headers of the record that produced it: the right update, then the left
+    # delete's own (not those of the last left row)
+    assert [(ts, left, right, deleted, trigger) for ts, _s, left, right, deleted, _k, trigger in out] == [
+        (2, "l1", "r1", False, "r1"), (3, "l1", "r1", True, "del")]
 
 
 def test_a_windowed_join_row_carries_the_headers_of_the_record_that_produced_it() -> None:
@@ -137,5 +139,14 @@ def test_a_windowed_join_row_carries_the_headers_of_the_record_that_produced_it(
     state = BucketState(MemoryStore())
     out = run(WindowJoin("LEFT", 10_000, 10_000, None), [rec(0, "0", 10, "L"), rec(1, "0", 11, "R", off=0),
                                                         rec(0, "1", 12, "M", off=1)], state)
-    assert [(ts, left, right, side) for ts, _s, left, right, _d, _k, side in out] == [
-        (10, "L", None, 0), (11, "L", "R", 1), (12, "M", None, 0)]
+    assert [(ts, left, right, trigger) for ts, _s, left, right, _d, _k, trigger in out] == [
+        (10, "L", None, "L"), (11, "L", "R", "R"), (12, "M", None, "M")]
+
+
+def test_a_row_emitted_when_its_window_closes_carries_the_headers_of_the_record_that_closed_it() -> None:
+    """Kafka Streams emits the waiting outer rows while processing the record that moved stream
+    time past their window, and forwards them with that record's headers."""
+    state = BucketState(MemoryStore())
+    out = run(WindowJoin("LEFT", MINUTE, MINUTE, MINUTE), [rec(0, "k", 0, "L0"), rec(1, "x", 3 * MINUTE, "late")],
+              state)
+    assert [(ts, left, right, trigger) for ts, _s, left, right, _d, _k, trigger in out] == [(0, "L0", None, "late")]

@@ -95,6 +95,18 @@ def test_a_batch_of_only_bad_rows_yields_nothing_and_throw_on_invalid_fails_a_so
         list(throwing(iter([_batch([None], [1])])))
 
 
+def test_throw_on_invalid_skips_a_negative_time_as_kafka_streams_does() -> None:
+    """ksqlDB fails the query only when the extractor cannot give a time; a negative one is
+    skipped (and logged) even with ksql.timestamp.throw.on.invalid."""
+    log = Recorder()
+    throwing = timestamps.CheckedTimes("SINK_TS", None, False, "q", log, throw_on_invalid=True)
+    [out] = list(throwing(iter([_batch([-5, 7], [1, 2])])))
+    assert out.column("ID").to_pylist() == [2] and len(log.published) == 1  # type: ignore[attr-defined]
+    with pytest.raises(timestamps.TimestampExtractionError,
+                       match=r"offset 102\): the TIMESTAMP column SINK_TS is null"):
+        list(throwing(iter([_batch([-5, None], [1, 2])])))
+
+
 def test_a_sinks_timestamp_column_missing_from_the_projection_is_named_before_the_key_rules() -> None:
     """ksqlDB's timestampformat case: the projection lacks the stream's key (a key error too), but
     the TIMESTAMP column's message comes first; a projection it cannot name yet is left to the
@@ -109,6 +121,9 @@ def test_a_sinks_timestamp_column_missing_from_the_projection_is_named_before_th
         _check_timestamp_projected(missing)  # type: ignore[arg-type]
     for text in ("CREATE STREAM TS WITH (timestamp='ets') AS SELECT k, event_ts AS ets FROM test;",
                  "CREATE STREAM TS WITH (timestamp='nope') AS SELECT * FROM test;",
-                 "CREATE STREAM TS WITH (timestamp='nope') AS SELECT k, id + 1 FROM test;"):
+                 "CREATE STREAM TS WITH (timestamp='nope') AS SELECT k, id + 1 FROM test;",
+                 # a join names B.TS B_TS when both sides have a TS column: only the planner knows
+                 "CREATE STREAM J WITH (timestamp='B_TS') AS SELECT A.ID, B.TS FROM A JOIN B WITHIN 1 SECOND "
+                 "ON A.ID = B.ID;"):
         [stmt] = parse(text)
         _check_timestamp_projected(stmt)  # type: ignore[arg-type]
