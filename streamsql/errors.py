@@ -31,6 +31,13 @@ class ParseError(StreamsqlError):
         self.reason = message
 
 
+def located(node: object) -> str:
+    """``Line: 3, Col: 38: `` for a parsed expression whose script position the parser recorded
+    (sql/parser.py), as ksqlDB starts the messages about a column it cannot use; else ``""``."""
+    position = getattr(node, "meta", {}).get("position")
+    return f"Line: {position[0]}, Col: {position[1]}: " if position else ""
+
+
 class AnalysisError(StreamsqlError):
     """A well-formed statement that cannot run: unknown source or column, type mismatch, ..."""
 
@@ -45,3 +52,9 @@ class KafkaError(StreamsqlError):
 
 class ConfigError(StreamsqlError):
     """A bad property, option or command-line setting."""
+
+
+class UnsupportedSchemaError(ConfigError):
+    """A format cannot hold a source's columns (a type or a number of fields it does not support);
+    the engine names the format, the columns and this reason, as ksqlDB's "Key format does not
+    support schema" message."""

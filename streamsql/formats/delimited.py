@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from streamsql.errors import ConfigError
+from streamsql.errors import ConfigError, UnsupportedSchemaError
 from streamsql.formats.base import DecodeResult, FormatSpec
 from streamsql.formats.coerce import (
     INT_MAX,
@@ -62,7 +62,7 @@ class DelimitedSerde:
             )
         for column in spec.columns:
             if column.type.kind not in _TEXTS:
-                raise ConfigError(
+                raise UnsupportedSchemaError(
                     f"The 'DELIMITED' format does not support type '{column.type.kind.value}', "
                     f"column: `{column.name}`"
                 )

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from streamsql.errors import ConfigError
+from streamsql.errors import UnsupportedSchemaError
 from streamsql.formats.base import DecodeResult, FormatSpec
 from streamsql.formats.columns import arrow_types, column_values
 from streamsql.types import Kind
@@ -48,10 +48,10 @@ class KafkaSerde:
     def __init__(self, spec: FormatSpec) -> None:
         if len(spec.columns) != 1:
             got = ", ".join(c.sql() for c in spec.columns)
-            raise ConfigError(f"The 'KAFKA' format only supports a single field. Got: [{got}]")
+            raise UnsupportedSchemaError(f"The 'KAFKA' format only supports a single field. Got: [{got}]")
         column = spec.columns[0]
         if column.type.kind not in _CODECS:
-            raise ConfigError(
+            raise UnsupportedSchemaError(
                 f"The 'KAFKA' format does not support type '{column.type.kind.value}'"
             )
         self._name = column.name

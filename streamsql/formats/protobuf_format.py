@@ -388,6 +388,16 @@ class ProtoSchema:
             desc = desc.nested_types[i]
         return desc
 
+    def message_path(self, full_name: str | None) -> tuple[int, ...]:
+        """The message-index path of the top-level message named ``full_name`` (with or without
+        the file's package; ksqlDB's ``*_SCHEMA_FULL_NAME``), or the first message's."""
+        if full_name:
+            package = self.file.package
+            for i, md in enumerate(self.file.message_type):
+                if full_name.strip() in (md.name, f"{package}.{md.name}" if package else md.name):
+                    return (i,)
+        return (0,)
+
     def message_class(self, indexes: Sequence[int] = (0,)) -> Any:
         from google.protobuf import message_factory
 
@@ -401,6 +411,21 @@ def _repeated(f: Any) -> bool:
 
         return bool(f.label == FD.LABEL_REPEATED)
     return bool(flag() if callable(flag) else flag)
+
+
+def _index_prefix(path: Sequence[int]) -> bytes:
+    """Confluent's message-index prefix of ``path`` (zig-zag varints: count, then indexes; the
+    first message, ``[0]``, is the single byte 0)."""
+    if tuple(path) == (0,):
+        return b"\x00"
+    out = bytearray()
+    for n in (len(path), *path):
+        z = (n << 1) ^ (n >> 63)
+        while z > 0x7F:
+            out.append((z & 0x7F) | 0x80)
+            z >>= 7
+        out.append(z)
+    return bytes(out)
 
 
 def _message_indexes(payload: memoryview) -> tuple[list[int], int]:
@@ -427,9 +452,10 @@ def _message_indexes(payload: memoryview) -> tuple[list[int], int]:
 # --- SQL types of a message (inference) ----------------------------------------------------------
 
 
-def columns_from_proto(text: str, *, role: str) -> list[t.Column]:
+def columns_from_proto(text: str, *, role: str, full_name: str | None = None) -> list[t.Column]:
+    """The columns of the schema's message ``full_name`` (its first message by default)."""
     schema = ProtoSchema(text)
-    desc = schema.message()
+    desc = schema.message(schema.message_path(full_name))
     return [t.Column(f.name.upper(), _sql_type(schema, desc, f), role) for f in desc.fields]
 
 
@@ -637,6 +663,7 @@ class ProtobufSerde:
         self._own: ProtoSchema | None = None
         self._writers = WriterSchemas(spec.options, ProtoSchema)
         self._writer_id = spec.options.get("writerId")
+        self._full_name = spec.options.get("fullName")
         self._readers: dict[tuple[Any, ...], Any] = {}
         self._null_row = (None,) * len(spec.columns)
         # a key whose columns are all null is a null key (not a message of defaults), as in ksqlDB
@@ -690,9 +717,12 @@ class ProtobufSerde:
             if self._writer_id is None:
                 raise ConfigError("PROTOBUF output needs a Schema Registry: set 'ksql.schema.registry.url'")
             writer_id = int(self._writer_id)
-            cls = self._reader(writer_id, (0,))
+            path = self._writers.get(writer_id).message_path(self._full_name)
+            cls = self._reader(writer_id, path)
         else:
-            cls = self._reader(None, (0,))
+            path = (0,)
+            cls = self._reader(None, path)
+        prefix = _index_prefix(path)
         columns = [column_values(batch, c.name) for c in self._columns]
         out: list[bytes | None] = []
         for r in range(batch.num_rows):
@@ -706,7 +736,7 @@ class ProtobufSerde:
             except FieldError as e:
                 raise RecordError(str(e)) from None
             body = msg.SerializeToString()
-            out.append(frame(writer_id, b"\x00" + body) if self._registry else body)
+            out.append(frame(writer_id, prefix + body) if self._registry else body)
         return out
 
 

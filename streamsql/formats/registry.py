@@ -70,11 +70,13 @@ def registry_schema(fmt: str, columns: tuple[Column, ...] | list[Column], *, unw
     raise ConfigError(f"The '{fmt}' format does not use a Schema Registry")
 
 
-def columns_from_registry(fmt: str, text: str, *, role: str, unwrapped: bool) -> list[Column]:
+def columns_from_registry(fmt: str, text: str, *, role: str, unwrapped: bool,
+                          full_name: str | None = None) -> list[Column]:
     """Schema inference: the columns of a registered schema (one ROWKEY/ROWVAL column when
-    ``unwrapped`` or the schema is not a record/object)."""
+    ``unwrapped`` or the schema is not a record/object; a Protobuf schema's message
+    ``full_name``, by default its first)."""
     if fmt == "PROTOBUF":  # always a message: its fields are the columns
-        return protobuf_format.columns_from_proto(text, role=role)
+        return protobuf_format.columns_from_proto(text, role=role, full_name=full_name)
     data = json.loads(text)
     if fmt == "AVRO":
         if unwrapped:

@@ -163,8 +163,9 @@ class SparkBuilder:
 
     def _select(self, step: Select, df: DataFrame) -> DataFrame:
         if step.changelog:
-            # records without a key are not table rows (ksqlDB ignores them)
-            keyed = " AND ".join(f"{quote(c.name)} IS NOT NULL" for c in step.plan.source.key_columns)
+            # records without a key are not table rows (ksqlDB ignores them); a multi-column key
+            # with some null columns is still a key
+            keyed = " OR ".join(f"{quote(c.name)} IS NOT NULL" for c in step.plan.source.key_columns)
             return self.ctx.planner.to_changelog_dataframe(step.plan, df.where(keyed) if keyed else df)
         return self.ctx.planner.to_dataframe(step.plan, df)
 

@@ -37,12 +37,15 @@ from streamsql.planner import aggregates
 from streamsql.planner.aggregates import BoundAggregate
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
 from streamsql.sql import ast
+from streamsql.sql.dialect import to_ksql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 #: ksqlDB's grace period when a window declares none (ksql 0.x: 24 hours).
 DEFAULT_GRACE_MS = 24 * 60 * 60 * 1000
+#: the second line of ksqlDB's message for a SELECT expression that is neither grouped nor aggregated
+NON_AGGREGATE_HINT = "\nEither add the column(s) to the GROUP BY or remove them from the SELECT."
 #: pre-aggregation columns the processor reads besides keys and arguments
 MATCH_COL = "__MATCH"  # over a table: the row exists and passes WHERE (else only its old value is retracted)
 SOURCE_KEY_PREFIX = "__SK"
@@ -217,6 +220,8 @@ class AggregationPlanner:
             _reject_window_bounds(query.having)
         for i, expr in enumerate(query.group_by):
             compiled = ExpressionCompiler(self.scope.with_clause("GROUP BY")).compile(expr)
+            if any(sql == compiled.sql for _name, sql, _ty in self.keys):
+                raise AnalysisError(f"Duplicate GROUP BY expression: {to_ksql(expr).upper()}")
             self.key_exprs.append(expr)
             self.keys.append((f"__K{i}", compiled.sql, compiled.type))
         columns: list[AggregateColumn] = []
@@ -243,7 +248,8 @@ class AggregationPlanner:
             _reject_unknown_functions([i.expression for i in query.select] + [query.having])
             raise AnalysisError("GROUP BY requires aggregate functions in either the SELECT or HAVING clause.")
         if non_aggregate:
-            raise AnalysisError("Non-aggregate SELECT expression(s) not part of GROUP BY: " + ", ".join(non_aggregate))
+            raise AnalysisError("Non-aggregate SELECT expression(s) not part of GROUP BY: " + ", ".join(non_aggregate)
+                                + NON_AGGREGATE_HINT)
         if query.having is not None:
             if bad:
                 raise AnalysisError("Non-aggregate HAVING expression not part of GROUP BY: " + ", ".join(bad))
@@ -337,7 +343,13 @@ class AggregationPlanner:
             if is_aggregate_call(a):
                 raise AnalysisError(f"Aggregate functions can not be nested: {call.sql()}")
             compiled.append(self.compiler.compile(a))
-        params = [_literal_value(a) for a in args[n_columns:]]
+        params = []
+        for position, a in enumerate(args[n_columns:], start=n_columns + 1):
+            try:
+                params.append(_literal_value(a))
+            except AnalysisError:
+                raise AnalysisError(f"Parameter {position} passed to function {fn.name.upper()} must be a literal "
+                                    f"constant, but was expression: '{_shown_expression(a)}'") from None
         text = f"{fn.name}({', '.join(c.sql for c in compiled)}{''.join(', ' + repr(p) for p in params)})"
         if text in self._call_index:
             return self._call_index[text]

@@ -63,6 +63,10 @@ def cast_value(sql: str, source: t.SqlType | None, target: t.SqlType) -> str:
         return _to_time(sql, source)
     if target.kind == K.STRING and source is not None and source.kind == K.TIME:
         return time_text(sql)
+    if target.kind == K.STRING and source is not None and source.kind == K.TIMESTAMP:
+        # ksqlDB prints a TIMESTAMP as ISO-8601 in UTC with milliseconds (Spark's CAST drops the
+        # 'T' and trailing zeros)
+        return f"date_format({sql}, \"yyyy-MM-dd'T'HH:mm:ss.SSS\")"
     return f"CAST({sql} AS {_spark(target)})"
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from streamsql import types as t
-from streamsql.errors import AnalysisError
+from streamsql.errors import AnalysisError, located
 
 if TYPE_CHECKING:
     from streamsql.planner.functions import FunctionRegistry
@@ -59,7 +59,8 @@ class Scope:
     qualifiers: set[str] = field(default_factory=set)
     clause: str = "SELECT"  # used in messages: "WHERE column 'X' cannot be resolved."
 
-    def resolve(self, name: str, qualifier: str | None) -> ScopeColumn:
+    def resolve(self, name: str, qualifier: str | None, node: exp.Expr | None = None) -> ScopeColumn:
+        """The column ``qualifier.name`` stands for; an error names ``node``'s position."""
         if qualifier is not None and qualifier not in self.qualifiers:
             raise AnalysisError(f"'{qualifier}' is not a valid stream/table name or alias.")
         matches = [c for c in self.columns if c.name == name and (qualifier is None or c.qualifier == qualifier)]
@@ -68,15 +69,18 @@ class Scope:
             if self.clause == "WHERE" and name in (t.WINDOWSTART, t.WINDOWEND):
                 # the window of a windowed aggregation is made after WHERE runs (ksqlDB's wording)
                 raise AnalysisError(f"Error in WHERE expression: Unknown column {name}.")
-            raise AnalysisError(f"{self.clause} column '{shown}' cannot be resolved.")
+            hint = ""
+            if self.clause == "PARTITION BY":
+                hint = f" '{shown}' must be a column in the source schema since PARTITION BY is applied on the input."
+            raise AnalysisError(f"{located(node)}{self.clause} column '{shown}' cannot be resolved.{hint}")
         if len(matches) > 1 and qualifier is None:
             own = [c for c in matches if c.qualifier is None]  # a join's own ROWTIME etc.
             if len(own) == 1:
                 return own[0]
             if len(matches) == 2:
-                raise AnalysisError(f"Column '{name}' is ambiguous. Could be {matches[0].qualifier}.{name} or "
-                                    f"{matches[1].qualifier}.{name}.")
-            raise AnalysisError(f"Column '{name}' is ambiguous. Could be any of: "
+                raise AnalysisError(f"{located(node)}Column '{name}' is ambiguous. Could be "
+                                    f"{matches[0].qualifier}.{name} or {matches[1].qualifier}.{name}.")
+            raise AnalysisError(f"{located(node)}Column '{name}' is ambiguous. Could be any of: "
                                 + ", ".join(f"{c.qualifier}.{c.name}" for c in matches))
         return matches[0]
 
@@ -210,7 +214,7 @@ class ExpressionCompiler:
     def _column(self, node: exp.Column) -> Compiled:
         if isinstance(node.this, exp.Star):
             raise AnalysisError("'*' is only allowed in the SELECT list or COUNT(*)")
-        col = self.scope.resolve(node.name, node.table or None)
+        col = self.scope.resolve(node.name, node.table or None, node)
         return Compiled(col.ref, col.type)
 
     def _identifier(self, node: exp.Identifier) -> Compiled:

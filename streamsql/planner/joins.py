@@ -37,7 +37,7 @@ from sqlglot import exp
 
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
-from streamsql.errors import AnalysisError
+from streamsql.errors import AnalysisError, located
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, quote
 from streamsql.sql import ast
 from streamsql.sql.dialect import to_ksql
@@ -429,14 +429,14 @@ def _aliases(node: exp.Expr, tree: _Tree) -> list[str]:
             if alias is None:
                 raise AnalysisError(f"'{q}' is not a valid stream/table name or alias.")
             if tree.leaf(alias).column(col.name) is None and col.name not in t.PSEUDO_COLUMNS:
-                raise AnalysisError(f"JOIN ON column '{q}.{col.name}' cannot be resolved.")
+                raise AnalysisError(f"{located(col)}JOIN ON column '{q}.{col.name}' cannot be resolved.")
         else:
             owners = [a for a, src in tree.leaves if src.column(col.name) is not None]
-            if len(owners) > 1:
-                raise AnalysisError(f"Column '{col.name}' is ambiguous. Could be "
-                                    + " or ".join(f"{a}.{col.name}" for a in owners) + ".")
+            if len(owners) > 1:  # ksqlDB finds it while preparing the statement, and says so
+                raise AnalysisError(f"Exception while preparing statement: {located(col)}Column '{col.name}' is "
+                                    f"ambiguous. Could be " + " or ".join(f"{a}.{col.name}" for a in owners) + ".")
             if not owners:
-                raise AnalysisError(f"JOIN ON column '{col.name}' cannot be resolved.")
+                raise AnalysisError(f"{located(col)}JOIN ON column '{col.name}' cannot be resolved.")
             alias = owners[0]
         if alias not in out:
             out.append(alias)
@@ -447,6 +447,9 @@ def _split_condition(on: exp.Expr, both: _Tree, right_alias: str) -> tuple[exp.E
     """The (left side, right side) expressions of ``ON a = b``, whichever order they are written,
     and the alias of the source the left one reads. The left side reads the tree so far, the right
     side the joined source."""
+    if isinstance(on, exp.And):
+        raise AnalysisError(f"Invalid join condition: joins on multiple conditions are not yet supported. "
+                            f"Got ({to_ksql(on)}).")
     if not isinstance(on, exp.EQ):
         raise AnalysisError(f"Unsupported join expression: {on.sql()}. Only equality joins of the form "
                             f"`a.x = b.y` are supported.")

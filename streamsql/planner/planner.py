@@ -24,7 +24,7 @@ from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
 from streamsql.planner import table_functions as tf
-from streamsql.planner.aggregation import AggregatePlan, AggregationPlanner
+from streamsql.planner.aggregation import NON_AGGREGATE_HINT, AggregatePlan, AggregationPlanner
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
 from streamsql.planner.functions import REGISTRY
 from streamsql.planner.joins import SYNTHETIC_KEY, JoinedSource, plan_join
@@ -61,6 +61,10 @@ class QueryPlan:
     notes: list[str] = field(default_factory=list)
     #: arrays of the SELECT's table functions (EXPLODE ...), see planner/table_functions.py
     table_functions: list[str] = field(default_factory=list)
+    #: the new key columns (by their Spark SQL) whose PARTITION BY expression reads more than the
+    #: old key (a value column, ROWTIME): ksqlDB evaluates those on the record's value, so a
+    #: null-valued record gets null there (one of key columns only is evaluated on the key)
+    keys_from_value: frozenset[str] = frozenset()
 
     @property
     def key_columns(self) -> list[OutputColumn]:
@@ -122,6 +126,7 @@ class Planner:
             alias = query.source.alias or source.name
             scope = source_scope(source, alias)
         self._reject_unsupported(query, source)
+        _reject_reserved_aliases(query)
         if query.group_by or self._has_aggregates(query):
             if tf.uses_table_functions(query, REGISTRY):
                 raise AnalysisError(tf.WITH_AGGREGATION)
@@ -129,7 +134,8 @@ class Planner:
                 bare = [e.sql() for item in query.select if item.expression is not None
                         for e in [item.expression] if isinstance(e, exp.Column)]
                 if bare:
-                    raise AnalysisError("Non-aggregate SELECT expression(s) not part of GROUP BY: " + ", ".join(bare))
+                    raise AnalysisError("Non-aggregate SELECT expression(s) not part of GROUP BY: " + ", ".join(bare)
+                                      + NON_AGGREGATE_HINT)
                 if persistent:
                     raise AnalysisError("Not supported yet: aggregate functions without GROUP BY "
                                         "in a persistent query (GROUP BY a column)")
@@ -162,15 +168,19 @@ class Planner:
             self._require_keys_projected(source, query, columns, sink_name)
 
         if persistent:
+            computed = {item.alias for item in query.select
+                        if item.alias and not isinstance(item.expression, exp.Column)}
+            self._check_key_projected_once(columns, computed)
             for c in columns:
-                if c.name in RESERVED_OUTPUT_NAMES:
+                if c.name in RESERVED_OUTPUT_NAMES and not (repartitioned and c.is_key and c.sql == quote(c.name)):
                     raise AnalysisError(f"Reserved column name in select: `{c.name}`. "
                                         f"Please remove or alias the column.")
             if not any(not c.is_key for c in columns):
                 raise AnalysisError("The projection contains no value columns.")
         self._check_duplicates(columns)
         return QueryPlan(source, alias, where, columns, repartitioned=repartitioned,
-                         limit=query.limit, emit=query.emit, table_functions=generators.arrays)
+                         limit=query.limit, emit=query.emit, table_functions=generators.arrays,
+                         keys_from_value=self._keys_from_value(query, source, scope) if repartitioned else frozenset())
 
     @staticmethod
     def _reject_unsupported(query: ast.Query, source: Source) -> None:
@@ -203,6 +213,9 @@ class Planner:
                 continue
             assert item.expression is not None
             self._reject_aggregates(item.expression)
+            if isinstance(item.expression, exp.Null):
+                raise AnalysisError("Can't infer a type of null. Please explicitly cast it to a required type, "
+                                    "e.g. CAST(null AS VARCHAR).")
             compiled = compiler.compile(item.expression)
             name = item.alias or self._implicit_name(item.expression)
             if (item.alias is None and isinstance(source, JoinedSource) and source.join is not None
@@ -268,6 +281,8 @@ class Planner:
         compiler = ExpressionCompiler(scope.with_clause("PARTITION BY"))
         keys = [compiler.compile(e) for e in query.partition_by]
         key_sql = {k.sql for k in keys}
+        if len(query.select) == 1 and query.select[0].star and query.select[0].expression is None:
+            return self._repartitioned_star(query, columns, keys)
         result = [OutputColumn(c.name, c.sql, c.type, c.sql in key_sql) for c in columns]
         projected = {c.sql for c in result if c.is_key}
         missing = [e.sql() for e, k in zip(query.partition_by, keys) if k.sql not in projected]
@@ -277,6 +292,35 @@ class Planner:
         order = {k.sql: i for i, k in enumerate(keys)}
         result.sort(key=lambda c: (not c.is_key, order.get(c.sql, 0) if c.is_key else 0))
         return result
+
+    @staticmethod
+    def _keys_from_value(query: ast.Query, source: Source, scope: Scope) -> frozenset[str]:
+        """The Spark SQL of the PARTITION BY expressions that read a column besides the key."""
+        key_names = {c.name for c in source.key_columns}
+        compiler = ExpressionCompiler(scope.with_clause("PARTITION BY"))
+        return frozenset(compiler.compile(e).sql for e in query.partition_by
+                         if any(col.name not in key_names for col in e.find_all(exp.Column)))
+
+    @staticmethod
+    def _repartitioned_star(query: ast.Query, columns: list[OutputColumn],
+                            keys: list[Compiled]) -> list[OutputColumn]:
+        """``SELECT * … PARTITION BY``: the columns of the repartitioned stream, as ksqlDB's
+        PARTITION BY step builds them: the new key columns (a column keeps its name, a struct
+        field takes the field's, any other expression a ``KSQL_COL_<n>`` name), then the value
+        columns, then the old key columns, each once (a column that became the key is not
+        repeated in the value)."""
+        key_sql = {k.sql for k in keys}
+        taken = {c.name for c in columns}
+        generated = 0
+        out: list[OutputColumn] = []
+        for node, key in zip(query.partition_by, keys):
+            name = Planner._implicit_name(node)
+            if name is None:
+                name, generated = generated_name(generated, taken)
+            out.append(OutputColumn(name, key.sql, key.type, True))
+        out += [OutputColumn(c.name, c.sql, c.type, False) for c in columns if not c.is_key and c.sql not in key_sql]
+        out += [OutputColumn(c.name, c.sql, c.type, False) for c in columns if c.is_key and c.sql not in key_sql]
+        return out
 
     @staticmethod
     def _join_key(source: JoinedSource, columns: list[OutputColumn], persistent: bool,
@@ -330,6 +374,18 @@ class Planner:
                                     f"{key.name} in its projection (eg, SELECT {key.name}...).")
 
     @staticmethod
+    def _check_key_projected_once(columns: list[OutputColumn], computed: set[str]) -> None:
+        """A sink's key column is one column: referencing it twice (``ID, ID AS ID2``) would make
+        a second key column (ksqlDB's message lists the aliases, sorted). A computed copy
+        (``AS_VALUE(ID) AS ID2``, named in ``computed``) is a value."""
+        for key in (c for c in columns if c.is_key):
+            same = sorted(c.name for c in columns if c.sql == key.sql and (c is key or c.name not in computed))
+            if len(same) > 1:
+                name = key.sql[1:-1].replace("``", "`") if key.sql.startswith("`") else key.name
+                raise AnalysisError(f"The projection contains a key column (`{name}`) more than once, aliased as: "
+                                    + ", ".join(same[:-1]) + " and " + same[-1] + ".")
+
+    @staticmethod
     def _check_duplicates(columns: list[OutputColumn]) -> None:
         seen: set[str] = set()
         for c in columns:
@@ -346,9 +402,10 @@ class Planner:
         if plan.where:
             df = df.where(f"(NOT {TOMBSTONE_COL}) AND ({plan.where})")
         df = tf.explode(df, plan.table_functions)
-        # a null-valued record keeps its key: PARTITION BY evaluates its expressions on it (its
-        # value columns are null), as ksqlDB does
-        exprs = [f"{c.sql} AS {quote(c.name)}" for c in plan.columns]
+        # a null-valued record keeps its key, and a PARTITION BY of key columns only is evaluated
+        # on it; one reading its value gives it a null key (ksqlDB's PartitionByParamsFactory)
+        exprs = [f"{_null_for_tombstones(c.sql) if c.is_key and c.sql in plan.keys_from_value else c.sql} "
+                 f"AS {quote(c.name)}" for c in plan.columns]
         if not any(c.name == t.ROWTIME for c in plan.columns):  # a transient query may select ROWTIME itself
             exprs.append(f"{plan.rowtime_sql} AS {t.ROWTIME}")
         exprs += [HEADERS_COL, TOMBSTONE_COL]
@@ -375,3 +432,17 @@ class Planner:
 def compile_constant(node: exp.Expr) -> Compiled:
     """Compile an expression with no columns in scope (INSERT VALUES)."""
     return ExpressionCompiler(Scope([], set(), "VALUES")).compile(node)
+
+
+def _null_for_tombstones(sql: str) -> str:
+    return f"CASE WHEN {TOMBSTONE_COL} THEN NULL ELSE {sql} END"
+
+
+def _reject_reserved_aliases(query: ast.Query) -> None:
+    """An alias may not be a system column's name (ROWTIME, WINDOWSTART, ...) unless it names
+    that column itself (``ROWTIME AS ROWTIME``), as ksqlDB's rule."""
+    for item in query.select:
+        alias = (item.alias or "").upper()
+        if alias in RESERVED_OUTPUT_NAMES and not (
+                isinstance(item.expression, exp.Column) and item.expression.name.upper() == alias):
+            raise AnalysisError(f"`{alias}` is a reserved column name. You cannot use it as an alias for a column.")

@@ -30,7 +30,14 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.catalog import Catalog, FileCommandLog, QueryInfo, Source
 from streamsql.catalog.commands import CommandLog
-from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaError, StreamsqlError
+from streamsql.errors import (
+    AnalysisError,
+    CatalogError,
+    ConfigError,
+    KafkaError,
+    StreamsqlError,
+    UnsupportedSchemaError,
+)
 from streamsql.formats import FormatSpec, compression, schema_registry, serde_for
 from streamsql.formats import registry as format_registry
 from streamsql.physical.builder import (
@@ -63,6 +70,7 @@ from streamsql.runtime.materialized import TableStore
 from streamsql.runtime.pull import check_access_path, lookup_for
 from streamsql.runtime.topology import Topology
 from streamsql.sql import ast, parse
+from streamsql.sql.dialect import to_ksql
 
 if TYPE_CHECKING:
     from pyspark import Accumulator
@@ -389,6 +397,7 @@ class Engine:
                                     f"provided. Current format is {str(fmt).upper()}.")
             if any(c.is_key == is_key and c.role in ("key", "value") for c in columns):
                 raise AnalysisError(f"Table elements and {side}_SCHEMA_ID cannot both exist for create statement.")
+        _check_delimiters(props, key_format, value_format)
         inferred: dict[bool, Any] = {}
         columns = self._infer_columns(props, columns, str(topic), key_format, value_format, inferred)
         source = Source(
@@ -444,6 +453,9 @@ class Engine:
             raise AnalysisError("'WRAP_SINGLE_VALUE' is only valid for single-field value schemas")
         if isinstance(wrap, str):
             wrap = wrap.strip().lower() == "true"
+        if wrap and str(value_format).upper() not in _WRAPPING_FORMATS:  # KAFKA, DELIMITED: always bare
+            raise ConfigError(f"Format '{str(value_format).upper()}' does not support 'WRAP_SINGLE_VALUE' set to "
+                              f"'true'.")
         return bool(wrap)
 
     @staticmethod
@@ -483,14 +495,15 @@ class Engine:
             if found is not None:
                 unwrapped = str(props.get("WRAP_SINGLE_VALUE", "true")).lower() == "false"
                 out += format_registry.columns_from_registry(value_format, found.text, role="value",
-                                                             unwrapped=unwrapped)
+                                                             unwrapped=unwrapped,
+                                                             full_name=_schema_full_name(props, "VALUE"))
                 inferred_from[False] = found
         if key_format in REGISTRY_FORMATS and not any(c.is_key for c in columns):
             url = self._registry_url(key_format)
             found = self._schema_to_infer(url, topic, True, props.get("KEY_SCHEMA_ID"))
             if found is not None:
-                out = format_registry.columns_from_registry(key_format, found.text, role="key",
-                                                            unwrapped=True) + out
+                out = format_registry.columns_from_registry(key_format, found.text, role="key", unwrapped=True,
+                                                            full_name=_schema_full_name(props, "KEY")) + out
                 inferred_from[True] = found
         return out
 
@@ -521,6 +534,8 @@ class Engine:
                 writer_id, known[inferred[is_key].id] = inferred[is_key].id, inferred[is_key].text
             elif schema_id is not None:
                 found = schema_registry.by_id(url, int(schema_id))
+                if not is_key:
+                    _check_registry_columns(fmt, found.text, cols, unwrapped, options.get("fullName"))
                 writer_id, known[found.id] = found.id, found.text
             else:
                 try:
@@ -541,8 +556,14 @@ class Engine:
     def _validate_formats(source: Source) -> None:
         """Fail at statement time when a format cannot hold the columns (ksqlDB does too)."""
         Engine._check_key_types(source)
-        for spec in (io.key_spec(source), io.value_spec(source)):
-            serde_for(spec)
+        for part, spec in (("Key", io.key_spec(source)), ("Value", io.value_spec(source))):
+            try:
+                serde_for(spec)
+            except UnsupportedSchemaError as e:  # ksqlDB's message: the format, the columns, why
+                columns = ", ".join(c.sql() for c in spec.columns)
+                raise UnsupportedSchemaError(f"{part} format does not support schema.\nformat: {spec.name}\n"
+                                             f"schema: Persistence{{columns=[{columns}], features=[]}}\n"
+                                             f"reason: {e.message}") from None
 
     @staticmethod
     def _check_key_types(source: Source) -> None:
@@ -634,6 +655,7 @@ class Engine:
         if read is not None and read.window_type and read.is_table:
             raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
         _check_timestamp_projected(stmt)
+        _check_table_is_grouped(stmt)
         plan = self.planner.plan_query(stmt.query, persistent=True, sink_name=stmt.name)
         produces_table = isinstance(plan, AggregatePlan) or plan.source.is_table
         if produces_table and stmt.kind == "STREAM":
@@ -678,12 +700,15 @@ class Engine:
         props = stmt.properties
         src = plan.source
         default_key = src.key_format if src.key_format != "NONE" else (src.declared_key_format or "KAFKA")
-        if default_key == "NONE":
-            default_key = "KAFKA"
+        if default_key == "NONE":  # a keyless source's new key takes the server's default key format
+            default_key = self.prop("ksql.persistence.default.format.key") or "KAFKA"
         key_format, value_format = self._formats(props, default_key=default_key,
                                                  default_value=src.value_format)
+        _check_delimiters(props, key_format, value_format)
         topic = str(props.get("KAFKA_TOPIC") or (self.prop("ksql.output.topic.name.prefix") + stmt.name))
         has_key = bool(plan.key_columns)
+        if not has_key and str(props.get("KEY_FORMAT") or "NONE").upper() != "NONE" and stmt.kind == "STREAM":
+            raise AnalysisError("Key format specified for stream without key columns.")
         window_type, window_size_ms = None, None
         if isinstance(plan, AggregatePlan):
             if plan.window:
@@ -707,7 +732,10 @@ class Engine:
 
     def _do_InsertInto(self, stmt: ast.InsertInto, replay_seq: int | None = None,
                        deferred: Deferred | None = None) -> r.Result:
-        target = self.catalog.get(stmt.target)
+        target = self.catalog.find(stmt.target)
+        if target is None:
+            where = f"Line: {stmt.target_position[0]}, Col: {stmt.target_position[1]}: " if stmt.target_position else ""
+            raise CatalogError(f"{where}Source `{stmt.target}` does not exist.")
         for q in self.catalog.queries_writing(target.name):
             if _normalize(q.statement) == _normalize(stmt.text):
                 return r.CommandStatus(stmt.text, f"Query {q.id} already runs this statement (unchanged)",
@@ -723,6 +751,10 @@ class Engine:
         df = self._plan_dataframe(plan, "planning")
         produced = Planner.output_types(plan, df)
         expected = [c for c in target.columns if c.role in ("key", "value")]
+        if isinstance(plan, QueryPlan) and _widened(plan, produced, expected):
+            # ksqlDB casts numbers up to the sink's types (INT → BIGINT → DECIMAL → DOUBLE)
+            df = self._plan_dataframe(plan, "planning")
+            produced = Planner.output_types(plan, df)
         if [(c.name, str(c.type), c.role) for c in produced] != [(c.name, str(c.type), c.role) for c in expected]:
             raise AnalysisError(
                 f"Incompatible schema between results and sink.\nResult schema is "
@@ -954,7 +986,9 @@ class Engine:
     # --- INSERT VALUES -------------------------------------------------------------------------
 
     def _do_InsertValues(self, stmt: ast.InsertValues) -> r.Result:
-        target = self.catalog.get(stmt.target)
+        target = self.catalog.find(stmt.target)
+        if target is None:
+            raise CatalogError(_unknown_insert_target(stmt.target, list(self.catalog.sources)))
         if target.is_source:
             raise AnalysisError(f"Cannot insert values into read-only {target.kind.lower()}: {target.name}")
         # without a column list, values go to the key columns first, then the value columns
@@ -1499,6 +1533,31 @@ class Engine:
 #: ksqlDB's default ``ksql.streams.cache.max.bytes.buffering`` (10 MB)
 RECORD_CACHE_DEFAULT = "10485760"
 CACHE_PROPERTY = "ksql.streams.cache.max.bytes.buffering"
+#: formats whose single value column may be wrapped in a record or left bare
+_WRAPPING_FORMATS = {"JSON", "JSON_SR", "AVRO", "PROTOBUF", "PROTOBUF_NOSR"}
+
+
+def _check_delimiters(props: dict[str, Any], key_format: str, value_format: str) -> None:
+    """KEY_/VALUE_DELIMITER: one character, or TAB or SPACE, and only for a DELIMITED part
+    (ksqlDB's property validation, then its format's supported configs)."""
+    for side, fmt in (("KEY", key_format), ("VALUE", value_format)):
+        value = props.get(f"{side}_DELIMITER")
+        if value is None:
+            continue
+        text = str(value)
+        reason = None
+        if not text.strip():
+            reason = ("Delimiter cannot be empty, if you meant to have a tab or space for delimiter, please use "
+                      "the special values 'TAB' or 'SPACE'")
+        elif len(text) != 1 and text.upper() not in ("TAB", "SPACE"):
+            reason = f"Invalid delimiter value: '{text}'. Delimiter must be a single character or TAB,SPACE"
+        if reason is not None:
+            raise ConfigError(f"Failed to prepare statement: Configuration {side}_DELIMITER is invalid: {reason}\n"
+                              f"Example valid value: ';'")
+        if str(fmt).upper() != "DELIMITED":
+            raise ConfigError(f"{str(fmt).upper()} does not support the following configs: [delimiter]")
+
+
 def _check_header_type(column: t.Column) -> None:
     """A HEADER('k') column is BYTES and a HEADERS column ARRAY<STRUCT<KEY STRING, VALUE BYTES>>:
     the types Kafka's headers have (ksqlDB's messages)."""
@@ -1510,6 +1569,56 @@ def _check_header_type(column: t.Column) -> None:
     if str(column.type) != str(expected):  # field names as written: `key` is not KEY
         what = f"HEADER('{column.header_key}')" if column.role == "header" else "HEADERS"
         raise AnalysisError(f"Invalid type for {what} column: expected {expected}, got {column.type}")
+
+
+_NUMERIC_RANK = {t.Kind.INTEGER: 0, t.Kind.BIGINT: 1, t.Kind.DECIMAL: 2, t.Kind.DOUBLE: 3}
+
+
+def _widened(plan: QueryPlan, produced: list[t.Column], expected: list[t.Column]) -> bool:
+    """Cast the plan's numeric columns up to the sink's wider numeric types, in place, when that
+    is all that differs (ksqlDB's implicit casts for INSERT INTO); whether any was cast."""
+    if [(c.name, c.role) for c in produced] != [(c.name, c.role) for c in expected]:
+        return False
+    casts: dict[str, t.SqlType] = {}
+    for have, want in zip(produced, expected):
+        if str(have.type) == str(want.type):
+            continue
+        lo, hi = _NUMERIC_RANK.get(have.type.kind), _NUMERIC_RANK.get(want.type.kind)
+        if lo is None or hi is None or lo > hi:
+            return False
+        casts[have.name] = want.type
+    if not casts:
+        return False
+    types = {c.name: c.type for c in produced}
+    plan.columns = [replace(c, sql=cast_value(c.sql, types[c.name], casts[c.name]), type=casts[c.name])
+                    if c.name in casts else c for c in plan.columns]
+    return True
+
+
+def _unknown_insert_target(name: str, known: list[str]) -> str:
+    """ksqlDB's message for INSERT VALUES into a missing source, with a hint when only the case
+    differs (a quoted name keeps its case, an unquoted one is upper-cased)."""
+    message = f"Cannot insert values into an unknown stream/table: `{name}`"
+    other = next((k for k in known if k.upper() == name.upper()), None)
+    if other is None:
+        return message
+    if other == other.upper():
+        return f"{message}\nDid you mean {other}? Hint: try removing double quotes from the source name."
+    return f'{message}\nDid you mean "{other}"? Hint: wrap the source name in double quotes to make it case-sensitive.'
+
+
+def _check_table_is_grouped(stmt: ast.CreateAsSelect) -> None:
+    """CREATE TABLE AS SELECT with aggregates needs a GROUP BY (ksqlDB's message lists the calls,
+    COUNT(*) as it rewrites it: COUNT(ROWTIME))."""
+    if stmt.kind != "TABLE" or stmt.query.group_by:
+        return
+    per_item = [[call for call in item.expression.find_all(exp.Anonymous) if REGISTRY.is_aggregate(str(call.this))]
+                for item in stmt.query.select if item.expression is not None]
+    calls = [call for item_calls in per_item for call in item_calls]
+    if calls and all(per_item):  # a bare column is reported first (the planner's non-aggregate message)
+        shown = [to_ksql(call).upper().replace("(*)", "(ROWTIME)") for call in calls]
+        raise AnalysisError(f"CREATE TABLE AS SELECT statement does not support aggregate function "
+                            f"[{', '.join(shown)}] without a GROUP BY clause.")
 
 
 def _check_timestamp_projected(stmt: ast.CreateAsSelect) -> None:
@@ -1688,15 +1797,43 @@ def _input_names(source: Source) -> list[str]:
     return [source.name]
 
 
+def _check_registry_columns(fmt: str, text: str, columns: list[t.Column], unwrapped: bool,
+                            full_name: str | None) -> None:
+    """A query writing its values with a given ``VALUE_SCHEMA_ID``: its columns must be the
+    schema's first columns, in order and of the same types (the schema may have more: optional
+    ones or ones with defaults are filled in), as ksqlDB checks. Names compare in any case
+    (Protobuf inference upper-cases them)."""
+    registered = format_registry.columns_from_registry(fmt, text, role="value", unwrapped=unwrapped,
+                                                       full_name=full_name)
+    def same(a: t.Column, b: t.Column) -> bool:
+        return (a.name.upper(), str(a.type).upper()) == (b.name.upper(), str(b.type).upper())
+
+    changed = [c for i, c in enumerate(columns) if i >= len(registered) or not same(registered[i], c)]
+    if changed:
+        raise AnalysisError(f"The following value columns are changed, missing or reordered: "
+                            f"[{', '.join(_plain_sql(c) for c in changed)}]. Schema from schema registry is "
+                            f"[{', '.join(_plain_sql(c) for c in registered)}]")
+
+
+def _plain_sql(column: t.Column) -> str:
+    return f"`{column.name}` {column.type}"
+
+
+def _schema_full_name(props: dict[str, Any], side: str) -> str | None:
+    """``{side}_SCHEMA_FULL_NAME`` (or the older ``{side}_AVRO_SCHEMA_FULL_NAME``)."""
+    name = props.get(f"{side}_SCHEMA_FULL_NAME", props.get(f"{side}_AVRO_SCHEMA_FULL_NAME"))
+    return None if name is None else str(name)
+
+
 def _format_options(props: dict[str, Any], side: str, fmt: str) -> dict[str, str]:
     """The WITH-clause options a side's serde needs: the schema's full name
     (``{side}_SCHEMA_FULL_NAME``, or ``{side}_AVRO_SCHEMA_FULL_NAME``) and Protobuf's null
     representation (``{side}_PROTOBUF_NULLABLE_REPRESENTATION``), and our ``VALUE_COMPRESSION``
     (gzipped batches of lines, ``formats/compression.py``)."""
     out: dict[str, str] = {}
-    name = props.get(f"{side}_SCHEMA_FULL_NAME", props.get(f"{side}_AVRO_SCHEMA_FULL_NAME"))
+    name = _schema_full_name(props, side)
     if name is not None:
-        out["fullName"] = str(name)
+        out["fullName"] = name
     nullable = props.get(f"{side}_PROTOBUF_NULLABLE_REPRESENTATION")
     if nullable is not None:
         if not fmt.startswith("PROTOBUF"):

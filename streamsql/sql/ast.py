@@ -138,6 +138,8 @@ class InsertInto(Statement):
     target: str
     query: Query
     properties: dict[str, Any] = field(default_factory=dict)
+    #: where the target's name is in the script (line, column): ksqlDB's message for a missing one
+    target_position: tuple[int, int] | None = None
 
 
 @dataclass

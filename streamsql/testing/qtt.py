@@ -240,6 +240,8 @@ def register_topic_schemas(case: QttCase, prefix: str, url: str,
             return schema_registry.register(url, subject, text, schema_type, wanted)
 
     out: dict[str, dict[str, tuple[int, str]]] = {}
+    for subject, text, schema_type in ddl_schemas(case, prefix):
+        register(subject, text, schema_type, None)
     for entry in case.topics:
         for side in ("key", "value"):
             schema = entry.get(f"{side}Schema")
@@ -255,6 +257,52 @@ def register_topic_schemas(case: QttCase, prefix: str, url: str,
             schema_id = register(schema_registry.subject_for(topic, side == "key"), text, schema_type,
                                  int(wanted) if wanted is not None else None)
             out.setdefault(topic, {})[side] = (schema_id, text)
+    return out
+
+
+_SCHEMA_ID = re.compile(r"\b(?:KEY|VALUE)_SCHEMA_ID\b", re.IGNORECASE)
+
+
+def ddl_schemas(case: QttCase, prefix: str) -> list[tuple[str, str, str]]:
+    """(subject, schema text, schema type) of the schemas the case's CREATE STREAM/TABLE
+    statements with columns register, in statement order (key, then value). ksqlDB's harness
+    registers these before the ``topics``' schemas, so the ids a case names in ``*_SCHEMA_ID``
+    count them; only a case naming ids needs them ahead (the engine registers the same text
+    again when it runs the statement, which the registry keeps as one version)."""
+    from streamsql.formats import registry as format_registry
+    from streamsql.formats import schema_registry
+    from streamsql.sql import ast, parse
+
+    if not any(_SCHEMA_ID.search(stmt) for stmt in case.statements):
+        return []
+    defaults = {k.lower(): str(v) for k, v in case.properties.items()}
+    out = []
+    for text in case.statements:
+        try:
+            [stmt] = parse(rewrite_statement(text, prefix))
+        except Exception:  # noqa: BLE001 - the engine reports it when the case runs
+            continue
+        if not isinstance(stmt, ast.CreateSource) or not stmt.columns:
+            continue
+        props = stmt.properties
+        for side, is_key in (("KEY", True), ("VALUE", False)):
+            fmt = str(props.get(f"{side}_FORMAT") or props.get("FORMAT")
+                      or defaults.get(f"ksql.persistence.default.format.{side.lower()}")
+                      or ("KAFKA" if is_key else "")).upper()
+            cols = [c for c in stmt.columns if c.role == ("key" if is_key else "value")]
+            if fmt not in format_registry.REGISTRY_SCHEMA_TYPES or not cols:
+                continue
+            wrap = str(props.get("WRAP_SINGLE_VALUE", "true")).lower() != "false"
+            unwrapped = len(cols) == 1 and (is_key or not wrap)
+            try:
+                schema = format_registry.registry_schema(
+                    fmt, cols, unwrapped=unwrapped, full_name=props.get(f"{side}_SCHEMA_FULL_NAME"),
+                    nullable=props.get(f"{side}_PROTOBUF_NULLABLE_REPRESENTATION"))
+            except StreamsqlError:
+                continue
+            topic = str(props.get("KAFKA_TOPIC"))
+            out.append((schema_registry.subject_for(topic, is_key), schema,
+                        format_registry.REGISTRY_SCHEMA_TYPES[fmt]))
     return out
 
 
@@ -375,10 +423,12 @@ def _encode_protobuf(spec: Any, value: Any, schema: tuple[int, str] | None) -> b
     else:
         text = pf.proto_schema(spec.columns, full_name=spec.options.get("fullName"),
                                nullable=spec.options.get("nullable"))
-    msg = pf.ProtoSchema(text).message_class()()
+    parsed = pf.ProtoSchema(text)
+    path = parsed.message_path(spec.options.get("fullName")) if registry else (0,)
+    msg = parsed.message_class(path)()
     pf.fill_message(msg, value if isinstance(value, dict) else {spec.columns[0].name: value})
     body = msg.SerializeToString()
-    return schema_registry.frame(schema_id, b"\x00" + body) if registry else body
+    return schema_registry.frame(schema_id, pf._index_prefix(path) + body) if registry else body
 
 
 def _decode_protobuf(spec: Any, raw: bytes) -> Any:
@@ -990,9 +1040,12 @@ class QttRunner:
             engine.admin.create_topic(prefix + name, partitions)
         state["schemas"] = register_topic_schemas(case, prefix, state["registry"])
 
-        # statements
+        # statements: each at its line of the script ksqlDB's harness makes of them (one after
+        # the other), so the positions in messages are the same
+        line = 0
         for i, stmt in enumerate(case.statements):
-            text = rewrite_statement(stmt, prefix)
+            text = "\n" * line + rewrite_statement(stmt, prefix)
+            line += stmt.count("\n") + 1
             try:
                 results = engine.execute(text)
             except StreamsqlError as e:

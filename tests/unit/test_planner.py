@@ -412,3 +412,68 @@ def test_foreign_key_join_errors(enrichment_catalog: Catalog, sql: str, message:
                                   topic="ot", key_format="KAFKA", value_format="JSON"))
     with pytest.raises(AnalysisError, match=re.escape(message)):
         plan(enrichment_catalog, sql)
+
+
+# --- ksqlDB's statement rules and messages (session 17) ---------------------------------------------
+
+def test_select_star_partition_by_builds_ksqldbs_repartitioned_columns(catalog: Catalog) -> None:
+    """The new key (a column keeps its name, a struct field takes the field's, another expression
+    KSQL_COL_0), then the value columns, then the old key; a key read from the value is null for
+    a null-valued record, one of key columns only is not."""
+    p = plan(catalog, "CREATE STREAM o AS SELECT * FROM pay PARTITION BY name;")
+    assert [(c.name, c.is_key) for c in p.columns][:3] == [("NAME", True), ("AMOUNT", False), ("N", False)]
+    assert p.columns[-1].name == "ID" and not p.columns[-1].is_key and p.keys_from_value == {"`NAME`"}
+    town = plan(catalog, "CREATE STREAM o AS SELECT * FROM pay PARTITION BY addr->city;")
+    assert (town.columns[0].name, town.columns[0].is_key) == ("CITY", True)
+    cast = plan(catalog, "CREATE STREAM o AS SELECT * FROM pay PARTITION BY CAST(n AS BIGINT), ROWTIME;")
+    assert [(c.name, c.type) for c in cast.columns if c.is_key] == [("KSQL_COL_0", t.BIGINT), ("ROWTIME", t.BIGINT)]
+    assert not plan(catalog, "CREATE STREAM o AS SELECT * FROM pay PARTITION BY id;").keys_from_value
+    mixed = plan(catalog, "CREATE STREAM o AS SELECT * FROM pay PARTITION BY id, name;")
+    assert mixed.keys_from_value == {"`NAME`"}  # each expression on its own, as ksqlDB
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("CREATE STREAM o AS SELECT id, n AS rowtime FROM pay;",
+     "`ROWTIME` is a reserved column name. You cannot use it as an alias for a column."),
+    ("CREATE STREAM o AS SELECT id, id AS id2, name FROM pay;",
+     "The projection contains a key column (`ID`) more than once, aliased as: ID and ID2."),
+    ("CREATE STREAM o AS SELECT name, name AS name2, id FROM pay PARTITION BY name;",
+     "The projection contains a key column (`NAME`) more than once, aliased as: NAME and NAME2."),
+    ("CREATE STREAM o AS SELECT * FROM pay PARTITION BY nope;",
+     "Line: 1, Col: 51: PARTITION BY column 'NOPE' cannot be resolved. 'NOPE' must be a column in the source "
+     "schema since PARTITION BY is applied on the input."),
+    ("CREATE STREAM o AS SELECT id, null AS x FROM pay;",
+     "Can't infer a type of null. Please explicitly cast it to a required type, e.g. CAST(null AS VARCHAR)."),
+    ("CREATE TABLE o AS SELECT id, COUNT(*) FROM pay GROUP BY id, pay.id;", "Duplicate GROUP BY expression: PAY.ID"),
+    ("CREATE TABLE o AS SELECT id, EARLIEST_BY_OFFSET(n, n) FROM pay GROUP BY id;",
+     "Parameter 2 passed to function EARLIEST_BY_OFFSET must be a literal constant, but was expression: "
+     "'N'"),
+    ("CREATE TABLE o AS SELECT id, n * SUM(big) FROM pay GROUP BY id;",
+     "Non-aggregate SELECT expression(s) not part of GROUP BY: (N * SUM(BIG))\n"
+     "Either add the column(s) to the GROUP BY or remove them from the SELECT."),
+])
+def test_statement_rules_use_ksqldbs_messages(catalog: Catalog, sql: str, message: str) -> None:
+    with pytest.raises(AnalysisError) as err:
+        plan(catalog, sql)
+    assert str(err.value) == message
+
+
+def test_column_errors_name_the_line_and_column_in_the_script(join_catalog: Catalog) -> None:
+    """ksqlDB starts a message about a column with where it is: ``Line: 3, Col: 38:``."""
+    [_, _, stmt] = parse("SHOW STREAMS;\nSHOW TABLES;\nCREATE STREAM O AS SELECT I1.K, F0 FROM I1 JOIN I2 WITHIN "
+                         "10 SECONDS ON I1.K = I2.K;")
+    with pytest.raises(AnalysisError) as err:
+        Planner(join_catalog).plan_query(stmt.query, persistent=True, sink_name="O")  # type: ignore[attr-defined]
+    assert str(err.value) == "Line: 3, Col: 33: Column 'F0' is ambiguous. Could be I1.F0 or I2.F0."
+    with pytest.raises(AnalysisError, match=re.escape("Line: 1, Col: 52: JOIN ON column 'I2.NOPE' cannot be "
+                                                      "resolved.")):
+        plan(join_catalog, "SELECT * FROM I1 JOIN I2 WITHIN 1 SECOND ON I1.K = I2.NOPE EMIT CHANGES;", persistent=False)
+    with pytest.raises(AnalysisError, match=re.escape("Invalid join condition: joins on multiple conditions are not "
+                                                      "yet supported. Got ((I1.K = I2.K) AND (I1.ID = I2.ID)).")):
+        plan(join_catalog, "SELECT * FROM I1 JOIN I2 WITHIN 1 SECOND ON I1.K = I2.K AND I1.ID = I2.ID EMIT CHANGES;",
+             persistent=False)
+
+
+def test_a_computed_copy_of_the_key_is_a_value_column(catalog: Catalog) -> None:
+    p = plan(catalog, "CREATE STREAM o AS SELECT id, name, AS_VALUE(id) AS id2 FROM pay;")
+    assert [(c.name, c.is_key) for c in p.columns] == [("ID", True), ("NAME", False), ("ID2", False)]

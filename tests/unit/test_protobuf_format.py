@@ -114,3 +114,16 @@ def test_format_options_are_checked_at_statement_time() -> None:
         _format_options({"VALUE_PROTOBUF_NULLABLE_REPRESENTATION": "maybe"}, "VALUE", "PROTOBUF")
     with pytest.raises(AnalysisError, match="only valid for the PROTOBUF formats"):
         _format_options({"VALUE_PROTOBUF_NULLABLE_REPRESENTATION": "OPTIONAL"}, "VALUE", "JSON")
+
+
+def test_a_schema_full_name_picks_one_of_several_messages() -> None:
+    """ksqlDB's KEY_/VALUE_SCHEMA_FULL_NAME with a schema of several messages: inference reads
+    that message, and records written with it carry its message index (Confluent's zig-zag
+    varints: count 1, index 1)."""
+    text = ('syntax = "proto3"; message ProtobufValue1 {float c1 = 1; uint32 c2 = 2;} '
+            'message ProtobufValue2 {uint64 A = 1; string B = 2;}')
+    assert [(c.name, c.type) for c in pf.columns_from_proto(text, role="value", full_name="ProtobufValue2")] == [
+        ("A", T.BIGINT), ("B", T.STRING)]
+    assert [c.name for c in pf.columns_from_proto(text, role="value")] == ["C1", "C2"]
+    assert pf._index_prefix((0,)) == b"\x00" and pf._index_prefix((1,)) == b"\x02\x02"
+    assert pf._message_indexes(memoryview(b"\x02\x02rest")) == ([1], 2)

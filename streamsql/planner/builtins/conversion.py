@@ -26,9 +26,10 @@ def to_binary(s: str, enc: str) -> str:
     return f"unbase64({s})"
 
 
-def from_binary(b: str, enc: str) -> str:
+def from_binary(b: str, enc: str, upper_hex: bool = False) -> str:
+    """Bytes as text in ``enc``; hex digits lower-case (ENCODE's) or upper-case (FROM_BYTES')."""
     if enc == "hex":
-        return f"lower(hex({b}))"
+        return f"hex({b})" if upper_hex else f"lower(hex({b}))"
     if enc == "utf8":
         return f"decode({b}, 'UTF-8')"
     if enc == "ascii":
@@ -55,7 +56,8 @@ def _swap(b: str, order: Compiled | None) -> str:
 def register(reg: FunctionRegistry) -> None:
     add(reg, "TO_BYTES", lambda cs: _by_encoding(cs[0], cs[1], to_binary, t.BYTES), lo=2, hi=2, category="STRING",
         description="Encodes a string as bytes (hex, utf8, ascii or base64).", accepts=sig("str", "str"))
-    add(reg, "FROM_BYTES", lambda cs: _by_encoding(cs[0], cs[1], from_binary, t.STRING), lo=2, hi=2,
+    add(reg, "FROM_BYTES", lambda cs: _by_encoding(cs[0], cs[1], lambda b, e: from_binary(b, e, upper_hex=True),
+                                                   t.STRING), lo=2, hi=2,
         category="STRING", description="Decodes bytes into a string (hex, utf8, ascii or base64).",
         accepts=sig("bytes", "str"))
 

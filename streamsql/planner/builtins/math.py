@@ -84,10 +84,9 @@ def register(reg: FunctionRegistry) -> None:
             x = _d(cs[0])
             return c(java_ln(x), t.DOUBLE)  # ksqlDB's one-argument LOG is the natural logarithm
         b, v = _d(cs[0]), _d(cs[1])
-        return c(f"(CASE WHEN {b} IS NULL OR {v} IS NULL THEN NULL WHEN {b} <= 0 OR {v} < 0 THEN {NAN} "
-                 f"WHEN {b} = 1 THEN (CASE WHEN {v} > 1 THEN {INF} WHEN {v} < 1 THEN {NEG_INF} ELSE {NAN} END) "
-                 f"WHEN {b} = 0 THEN (CASE WHEN {v} = 0 THEN {NAN} WHEN {v} > 1 THEN CAST(-0.0 AS DOUBLE) "
-                 "ELSE 0.0D END) "
+        # ksqlDB's LOG(base, value): NaN for a base that is not positive or is 1, or a negative
+        # value; otherwise ln(value) / ln(base) with Java's infinities for a value of 0
+        return c(f"(CASE WHEN {b} IS NULL OR {v} IS NULL THEN NULL WHEN {b} <= 0 OR {b} = 1 OR {v} < 0 THEN {NAN} "
                  f"WHEN {v} = 0 THEN (CASE WHEN {b} > 1 THEN {NEG_INF} ELSE {INF} END) "
                  f"ELSE ln({v}) / ln({b}) END)", t.DOUBLE)
 
