@@ -174,17 +174,17 @@ def register(reg: FunctionRegistry) -> None:
         if all(isinstance(v, exp.Null) for _, v in pairs):
             raise AnalysisError("Cannot construct a map with all NULL values")
         vt = common_with_literals(vals)
-        # keys that are all non-string expressions keep their type (MAP<INTEGER, ...>: a sink's
-        # format then rejects it, as ksqlDB's); otherwise keys are strings
-        kt = common_type([k.type for k in keys]) if all(
-            k.type is not None and k.type.kind != K.STRING and literal_text(k) is None
-            and not isinstance(node, exp.Literal) for k, (node, _v) in zip(keys, pairs)) else None
+        # keys that are all non-string, non-literal expressions keep their type (MAP<INTEGER, ...>:
+        # a sink's format then rejects it, as ksqlDB's); otherwise keys are strings
+        typed = all(k.type is not None and k.type.kind != K.STRING and not isinstance(node, exp.Literal)
+                    for k, (node, _v) in zip(keys, pairs))
+        kt = common_type([k.type for k in keys]) if typed else None
         if kt is not None and kt.kind != K.STRING:
-            body = ", ".join(f"{k}, {v}" for k, v in zip(coerce(keys, kt), coerce(vals, vt)))
-            return c(f"map({body})", t.Map(kt, vt) if vt else None)
-        key_sql = [f"coalesce(CAST({k.sql} AS STRING), 'null')" for k in keys]
+            key_sql = coerce(keys, kt)
+        else:
+            kt, key_sql = t.STRING, [f"coalesce(CAST({k.sql} AS STRING), 'null')" for k in keys]
         body = ", ".join(f"{k}, {v}" for k, v in zip(key_sql, coerce(vals, vt)))
-        return c(f"map({body})", t.Map(t.STRING, vt) if vt else None)
+        return c(f"map({body})", t.Map(kt, vt) if vt else None)
 
     add_raw(reg, "MAP", map_, lo=0, hi=None, category=MAP, listed=False,
             description="MAP(k := v, ...): a map of the pairs (keys as strings).")
