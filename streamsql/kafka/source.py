@@ -342,6 +342,8 @@ class KafkaBatchReader(_OffsetsMixin, DataSourceReader):
 
 _CONSUMERS: dict[tuple[str, tuple[tuple[str, str], ...]], Consumer] = {}
 _CONSUMERS_LOCK = threading.Lock()
+#: topics whose metadata each cached consumer has (by ``id`` of the consumer)
+_KNOWN_TOPICS: dict[int, set[str]] = {}
 
 
 def _consumer(opts: SourceOptions) -> Consumer:
@@ -357,6 +359,15 @@ def _consumer(opts: SourceOptions) -> Consumer:
         if c is None:
             c = Consumer(consumer_config(opts.bootstrap, opts.kafka))
             _CONSUMERS[key] = c
+        known = _KNOWN_TOPICS.setdefault(id(c), set())
+        if opts.topic not in known:
+            # A long-lived consumer learns a topic assigned after its start only at its next
+            # periodic metadata scan (~1 s in librdkafka): ask for the topic's metadata now.
+            try:
+                c.list_topics(opts.topic, timeout=opts.poll_timeout_s)
+                known.add(opts.topic)
+            except Exception:  # noqa: BLE001 - the read itself reports an unreachable broker
+                pass
         return c
 
 

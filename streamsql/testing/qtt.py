@@ -17,6 +17,12 @@ over one shared broker and one shared SparkSession:
   write into the same topic (``INSERT INTO``) their interleaving depends on feeding one record at a
   time, so such cases produce one record, wait until idle, and repeat; so do cases with a join
   (which side's record comes first decides what it emits).
+* **Fed first.** A join processes the records of a micro-batch in the order a Kafka Streams task
+  would (:func:`streamsql.physical.joins.arrival_order`: by timestamp across topics). When that
+  order is the inputs' order (:func:`merge_order_is_input_order`), the inputs are produced before
+  the first query starts, so its first batch holds them all: one micro-batch instead of one per
+  record, same results. A case whose queries turn out not to allow it (a join reading another
+  query's output, two queries writing one topic) is run again record at a time.
 * **Comparison** per expected topic, in order: key, value (JSON as data; numbers numerically),
   timestamp, window start/end. Topics with several partitions are compared per partition (Kafka
   orders records only within a partition).
@@ -847,10 +853,12 @@ class CaseResult:
     duration_s: float = 0.0
     #: runs it took: more than 1 when an infrastructure failure made the runner run it again
     attempts: int = 1
+    #: its inputs were produced before its queries started (see the module docstring)
+    fed_first: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "file": self.file, "status": self.status, "reason": self.reason,
-                "duration_s": round(self.duration_s, 3), "attempts": self.attempts}
+                "duration_s": round(self.duration_s, 3), "attempts": self.attempts, "fed_first": self.fed_first}
 
 
 class MemoryCommandLog:
@@ -888,6 +896,60 @@ QTT_ENGINE_PROPERTIES = {"ksql.extension.dir": str(Path(__file__).with_name("qtt
 
 class _Failure(Exception):
     """A case failed (reason = message)."""
+
+
+class _FeedRecordAtATime(Exception):
+    """Feeding the inputs first did not apply to this case's queries: run it record at a time."""
+
+
+def merge_order_is_input_order(inputs: Sequence[dict[str, Any]]) -> bool:
+    """True when merging the inputs' topics by timestamp (each topic in input order; always the
+    topic whose next record is earliest, as a Kafka Streams task picks) gives the input order,
+    with no tie between two topics to break."""
+    queues: dict[str, list[tuple[int, int]]] = {}
+    for i, rec in enumerate(inputs):
+        queues.setdefault(str(rec.get("topic")), []).append((int(rec.get("timestamp", 0) or 0), i))
+    heads = {topic: 0 for topic in queues}
+    expected = 0
+    while True:
+        candidates = [(queue[heads[topic]][0], topic) for topic, queue in queues.items() if heads[topic] < len(queue)]
+        if not candidates:
+            return True
+        earliest = min(ts for ts, _ in candidates)
+        tied = [topic for ts, topic in candidates if ts == earliest]
+        if len(tied) > 1:
+            return False
+        topic = tied[0]
+        if queues[topic][heads[topic]][1] != expected:
+            return False
+        heads[topic] += 1
+        expected += 1
+
+
+def _statement_is(statement: str, *kinds: type) -> bool:
+    """Whether ``statement`` parses to one of ``kinds`` (one that does not parse here is left to
+    the engine to reject)."""
+    from streamsql.sql.parser import parse
+
+    try:
+        parsed = parse(statement)
+    except Exception:  # noqa: BLE001
+        return False
+    return any(isinstance(node, kinds) for node in parsed)
+
+
+def _starts_query(statement: str) -> bool:
+    """CREATE ... AS SELECT or INSERT INTO ... SELECT."""
+    from streamsql.sql import ast
+
+    return _statement_is(statement, ast.CreateAsSelect, ast.InsertInto)
+
+
+def _inserts_values(statement: str) -> bool:
+    """INSERT INTO ... VALUES: records the statements write, before the inputs when fed after."""
+    from streamsql.sql import ast
+
+    return _statement_is(statement, ast.InsertValues)
 
 
 class QttRunner:
@@ -958,14 +1020,18 @@ class QttRunner:
         :attr:`INFRA_ATTEMPTS` in all), and the result says how many attempts it took, so a
         retried case is counted and reported (``summary_line``, the JSON report), never passed
         silently."""
+        feed_first = True
         for attempt in range(1, self.INFRA_ATTEMPTS + 1):
-            result = self._run_case_once(case)
+            result = self._run_case_once(case, feed_first)
+            if result.status == "rerun":  # not an attempt: the same case in the other feeding mode
+                feed_first = False
+                result = self._run_case_once(case, feed_first)
             result.attempts = attempt
             if self.INFRA_FAILURE not in result.reason:
                 break
         return result
 
-    def _run_case_once(self, case: QttCase) -> CaseResult:
+    def _run_case_once(self, case: QttCase, feed_first: bool = True) -> CaseResult:
         if case.skip_reason:
             return CaseResult(case.id, case.file, "skipped", case.skip_reason)
         with self._seq_lock:
@@ -979,8 +1045,10 @@ class QttRunner:
         def body() -> None:
             try:
                 _activate(self.spark)
-                self._execute(case, prefix, state)
+                self._execute(case, prefix, state, feed_first)
                 box["result"] = ("passed", "")
+            except _FeedRecordAtATime:
+                box["result"] = ("rerun", "")
             except _Failure as f:
                 box["result"] = ("failed", str(f))
             except BaseException as e:  # noqa: BLE001 - one case's crash never stops the run
@@ -1003,7 +1071,8 @@ class QttRunner:
             status, reason = box.get("result", ("failed", "crash: no result"))
         self._cleanup(state, prefix)
         reason = reason.replace(prefix, "")
-        return CaseResult(case.id, case.file, status, reason, time.monotonic() - started)
+        return CaseResult(case.id, case.file, status, reason, time.monotonic() - started,
+                          fed_first="fed_first" in state and status != "rerun")
 
     def close(self) -> None:
         if self._producer is not None:
@@ -1013,7 +1082,7 @@ class QttRunner:
 
     # -- one case ------------------------------------------------------------------------------
 
-    def _execute(self, case: QttCase, prefix: str, state: dict[str, Any]) -> None:
+    def _execute(self, case: QttCase, prefix: str, state: dict[str, Any], feed_first: bool = True) -> None:
         from streamsql.runtime.config import EngineConfig
         from streamsql.runtime.engine import Engine
 
@@ -1040,10 +1109,16 @@ class QttRunner:
             engine.admin.create_topic(prefix + name, partitions)
         state["schemas"] = register_topic_schemas(case, prefix, state["registry"])
 
+        feed_first = (feed_first and bool(case.inputs) and props.get("auto.offset.reset") == "earliest"
+                      and len({str(r.get("topic")) for r in case.inputs}) > 1
+                      and merge_order_is_input_order(case.inputs)
+                      and not any(_inserts_values(stmt) for stmt in case.statements))
         # statements: each at its line of the script ksqlDB's harness makes of them (one after
         # the other), so the positions in messages are the same
         line = 0
         for i, stmt in enumerate(case.statements):
+            if feed_first and "fed_first" not in state and _starts_query(stmt):
+                feed_first = self._feed_first(engine, case, prefix, state)
             text = "\n" * line + rewrite_statement(stmt, prefix)
             line += stmt.count("\n") + 1
             try:
@@ -1067,7 +1142,7 @@ class QttRunner:
 
         # inputs
         try:
-            self._feed(engine, case, prefix, state.get("schemas") or {})
+            self._feed(engine, case, prefix, state)
         except StreamsqlError as e:
             msg = str(e).replace(prefix, "")
             if expected_exc is not None:
@@ -1101,20 +1176,67 @@ class QttRunner:
                 self._producer = RawProducer(self.bootstrap)
             return self._producer
 
-    def _feed(self, engine: Engine, case: QttCase, prefix: str, schemas: dict[str, dict[str, tuple[int, str]]]) -> None:
-        from streamsql.runtime import io
-        from streamsql.testing.rawproduce import partition_for
+    def _feed_first(self, engine: Engine, case: QttCase, prefix: str, state: dict[str, Any]) -> bool:
+        """Produce every input now, before the first query starts, if each input topic is declared
+        by a source and has one partition (one join task, so one arrival order). Returns whether
+        it did; ``state["fed_first"]`` keeps the queries already running."""
+        topics = {prefix + str(r.get("topic")) for r in case.inputs}
+        for topic in topics:
+            if _source_for_topic(engine.catalog, topic, prefer_declared=True) is None:
+                return False
+            if engine.admin.partitions(topic) != 1:
+                return False
+        self._produce(engine, case, prefix, state.get("schemas") or {}, after_each=None)
+        state["fed_first"] = set(engine.queries)
+        return True
 
+    def _check_fed_first(self, engine: Engine, case: QttCase, prefix: str, running_before: set[str]) -> None:
+        """Raises :class:`_FeedRecordAtATime` unless the queries give the same results fed first:
+        every query reading several topics started after the inputs were in, and reads only input
+        topics; no query writes an input topic; no topic has two writers."""
+        catalog = engine.catalog
+        inputs = {prefix + str(r.get("topic")) for r in case.inputs}
+
+        def topic_of(name: str) -> str | None:
+            src = catalog.sources.get(name)
+            return src.topic if src is not None else None
+
+        sinks = [topic_of(q.sink) for q in catalog.queries.values()]
+        if len(sinks) != len(set(sinks)) or inputs & set(sinks):
+            raise _FeedRecordAtATime()
+        for qid, q in catalog.queries.items():
+            if len(q.sources) > 1 and (qid in running_before or not {topic_of(s) for s in q.sources} <= inputs):
+                raise _FeedRecordAtATime()
+
+    def _feed(self, engine: Engine, case: QttCase, prefix: str, state: dict[str, Any]) -> None:
+        schemas: dict[str, dict[str, tuple[int, str]]] = state.get("schemas") or {}
         if not case.inputs:
             if engine.queries:
                 engine.wait_until_idle()
             return
-        writers: dict[str, int] = {}
-        for q in engine.catalog.queries.values():
-            writers[q.sink] = writers.get(q.sink, 0) + 1
-        # a join reads two topics: what it emits depends on which side's record came first
-        one_at_a_time = any(n > 1 for n in writers.values()) or any(
-            len(q.sources) > 1 for q in engine.catalog.queries.values())
+        if "fed_first" in state:
+            self._check_fed_first(engine, case, prefix, state["fed_first"])
+        else:
+            writers: dict[str, int] = {}
+            for q in engine.catalog.queries.values():
+                writers[q.sink] = writers.get(q.sink, 0) + 1
+            # a join reads two topics: what it emits depends on which side's record came first
+            one_at_a_time = any(n > 1 for n in writers.values()) or any(
+                len(q.sources) > 1 for q in engine.catalog.queries.values())
+            self._produce(engine, case, prefix, schemas, after_each=engine.wait_until_idle if one_at_a_time else None)
+        engine.wait_until_idle()
+        if engine.queries:
+            self._warm = True
+        failed = engine.failed_queries()
+        if failed:
+            raise StreamsqlError(f"Query {failed[0][0]} failed: {failed[0][1]}")
+
+    def _produce(self, engine: Engine, case: QttCase, prefix: str, schemas: dict[str, dict[str, tuple[int, str]]],
+                 after_each: Callable[[], None] | None) -> None:
+        """Encode and write every input record, in order; ``after_each`` runs after each one."""
+        from streamsql.runtime import io
+        from streamsql.testing.rawproduce import partition_for
+
         partitions: dict[str, int] = {}
         producer = self._raw()
         for rec in case.inputs:
@@ -1137,14 +1259,8 @@ class QttRunner:
                 producer.produce(topic, part, key, value, int(rec.get("timestamp", 0) or 0), headers)
             except Exception as e:  # noqa: BLE001
                 raise _Failure(f"cannot produce input to topic '{rec.get('topic')}': {e}") from None
-            if one_at_a_time:
-                engine.wait_until_idle()
-        engine.wait_until_idle()
-        if engine.queries:
-            self._warm = True
-        failed = engine.failed_queries()
-        if failed:
-            raise StreamsqlError(f"Query {failed[0][0]} failed: {failed[0][1]}")
+            if after_each is not None:
+                after_each()
 
     def _check_no_outputs(self, engine: Engine, prefix: str) -> str | None:
         """A case with no expected output records expects its queries to write none: every topic a

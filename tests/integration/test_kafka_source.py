@@ -262,3 +262,26 @@ def test_rate_limit_is_exact_proportional_and_never_stalls() -> None:
     assert rate_limit({0: 5, 1: 0, 2: 0}, {0: 6, 1: 1, 2: 1}, 1) == {0: 6, 1: 0, 2: 0}  # 1 row, not 3
     spread = rate_limit({p: 0 for p in range(7)}, {p: 1000 for p in range(7)}, 10)
     assert sum(spread.values()) == 10 and max(spread.values()) - min(spread.values()) <= 1
+
+
+def test_a_reused_consumer_learns_a_new_topic_at_its_first_read(admin, bootstrap, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """Python workers keep one consumer across tasks; a topic created after it started is looked
+    up when first read (librdkafka would otherwise learn it at its next periodic metadata scan,
+    about a second later, stalling the micro-batch)."""
+    from streamsql.kafka import source
+    from streamsql.kafka.source import SourceOptions, read_range, source_schema
+
+    first, second = topic_name("reuse1"), topic_name("reuse2")
+    admin.create_topic(first)
+    admin.produce(first, None, b"x")
+    opts = SourceOptions.parse(options(bootstrap, first))
+    assert [r["value"] for b in read_range(opts, source_schema(opts), 0, 0, 1) for r in b.to_pylist()] == [b"x"]
+    admin.create_topic(second)
+    admin.produce(second, None, b"y")
+    admin.produce(second, None, b"z")
+    opts2 = SourceOptions.parse(options(bootstrap, second))
+    consumer = source._consumer(opts2)
+    assert consumer is source._consumer(opts)  # the same cached consumer
+    assert second in source._KNOWN_TOPICS[id(consumer)]
+    rows = [r["value"] for b in read_range(opts2, source_schema(opts2), 0, 0, 2) for r in b.to_pylist()]
+    assert rows == [b"y", b"z"]

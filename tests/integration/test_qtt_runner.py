@@ -63,6 +63,27 @@ TESTS = {"tests": [
      "inputs": [{"topic": "test_topic", "key": 1, "value": {"V": 1}, "timestamp": 1},
                 {"topic": "test_topic", "key": 2, "value": {"V": 2}, "timestamp": 2}],
      "outputs": []},
+    # a join whose inputs are in timestamp order across its topics: produced before its query
+    # starts, all in its first micro-batch (the results as record at a time)
+    {"name": "join fed first", "statements": [
+        "CREATE TABLE T (ID INT PRIMARY KEY, NAME STRING) WITH (kafka_topic='t', value_format='JSON');",
+        "CREATE STREAM S (ID INT KEY, AMOUNT INT) WITH (kafka_topic='s', value_format='JSON');",
+        "CREATE STREAM J AS SELECT S.ID, AMOUNT, NAME FROM S LEFT JOIN T ON S.ID = T.ID;"],
+     "inputs": [{"topic": "s", "key": 1, "value": {"AMOUNT": 5}, "timestamp": 10},
+                {"topic": "t", "key": 1, "value": {"NAME": "a"}, "timestamp": 20},
+                {"topic": "s", "key": 1, "value": {"AMOUNT": 6}, "timestamp": 30}],
+     "outputs": [{"topic": "J", "key": 1, "value": {"AMOUNT": 5, "NAME": None}, "timestamp": 10},
+                 {"topic": "J", "key": 1, "value": {"AMOUNT": 6, "NAME": "a"}, "timestamp": 30}]},
+    # the same join over a table another query derives: fed first, its first batch could miss the
+    # table's rows, so the case is run again record at a time
+    {"name": "join of a query's output", "statements": [
+        "CREATE STREAM R (ID INT KEY, NAME STRING) WITH (kafka_topic='r', value_format='JSON');",
+        "CREATE STREAM S (ID INT KEY, AMOUNT INT) WITH (kafka_topic='s', value_format='JSON');",
+        "CREATE TABLE T AS SELECT ID, LATEST_BY_OFFSET(NAME) AS NAME FROM R GROUP BY ID;",
+        "CREATE STREAM J AS SELECT S.ID, AMOUNT, NAME FROM S LEFT JOIN T ON S.ID = T.ID;"],
+     "inputs": [{"topic": "r", "key": 1, "value": {"NAME": "a"}, "timestamp": 10},
+                {"topic": "s", "key": 1, "value": {"AMOUNT": 5}, "timestamp": 20}],
+     "outputs": [{"topic": "J", "key": 1, "value": {"AMOUNT": 5, "NAME": "a"}, "timestamp": 20}]},
     {"name": "runtime failure expected but statement rejected", "statements": [
         "CREATE STREAM TEST (ID INT KEY, V INT) WITH (kafka_topic='test_topic', value_format='JSON');",
         "CREATE STREAM OUTPUT AS SELECT ID, NOPE FROM TEST;"],
@@ -121,6 +142,16 @@ def test_templated_formats(results) -> None:  # type: ignore[no-untyped-def]
     for fmt in ("JSON", "DELIMITED"):
         r = results[f"handmade/templated - {fmt}"]
         assert r.status == "passed", (fmt, r.reason)
+
+
+def test_a_join_in_timestamp_order_is_fed_first(results) -> None:  # type: ignore[no-untyped-def]
+    r = results["handmade/join fed first"]
+    assert r.status == "passed" and r.fed_first, (r.reason, r.fed_first)
+
+
+def test_a_join_of_a_query_output_runs_record_at_a_time(results) -> None:  # type: ignore[no-untyped-def]
+    r = results["handmade/join of a query's output"]
+    assert r.status == "passed" and not r.fed_first, (r.reason, r.fed_first)
 
 
 def test_unsupported_feature_is_reported_not_crashed(results) -> None:  # type: ignore[no-untyped-def]

@@ -336,7 +336,7 @@ def test_a_case_run_again_after_an_infrastructure_failure_is_counted_and_reporte
         def __init__(self) -> None:  # no broker or Spark: _run_case_once is replaced
             self.parallel = 1
 
-        def _run_case_once(self, case: qtt.QttCase) -> qtt.CaseResult:
+        def _run_case_once(self, case: qtt.QttCase, feed_first: bool = True) -> qtt.CaseResult:
             runs.append(case.id)
             if case.id == "flaky" and runs.count("flaky") == 1:
                 return qtt.CaseResult(case.id, case.file, "failed", f"crash: {qtt.QttRunner.INFRA_FAILURE}")
@@ -360,3 +360,19 @@ def test_a_statement_decides_the_partitions_of_a_listed_topic_without_a_count() 
     assert qtt.topics_to_create(case) == {}
     case = qtt.QttCase("t/b", "t.json", "b", [stmt], topics=[{"name": "left_topic", "partitions": 2}])
     assert qtt.topics_to_create(case) == {"left_topic": 2}
+
+
+def test_merge_order_is_input_order_only_without_ties() -> None:
+    """Inputs can be fed first when a Kafka Streams task, taking the earliest next record across
+    topics, would process them in their listed order."""
+    def rec(topic: str, ts: int) -> dict[str, object]:
+        return {"topic": topic, "timestamp": ts}
+
+    assert qtt.merge_order_is_input_order([rec("a", 1), rec("b", 2), rec("a", 3)])
+    # a topic's own records keep their order whatever their timestamps
+    assert qtt.merge_order_is_input_order([rec("a", 5), rec("a", 1), rec("b", 6)])
+    assert not qtt.merge_order_is_input_order([rec("a", 2), rec("b", 1)])
+    # equal timestamps on two topics: which comes first is not the timestamps' to say
+    assert not qtt.merge_order_is_input_order([rec("a", 1), rec("b", 1)])
+    # a later topic's earlier record is taken before the first topic's later one
+    assert not qtt.merge_order_is_input_order([rec("a", 1), rec("a", 9), rec("b", 5)])
