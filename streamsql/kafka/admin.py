@@ -60,11 +60,6 @@ def consumer_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = No
       end (or on a transaction marker) terminates without a timeout.
     * ``auto.offset.reset=earliest``: a start offset that retention already deleted resumes at
       the oldest record still there instead of jumping to the end.
-    * ``fetch.wait.max.ms=5``: a range that ends at the log end leaves a fetch waiting at the
-      broker for new data; the next ``assign`` of a reused consumer waits for that fetch to
-      return, so this bounds the wait between two ranges (at 100 ms, a micro-batch of a few
-      records spent most of its read there). A backlog is unaffected: the broker answers a fetch
-      as soon as it has data.
     """
     base = {
         "group.id": "streamsql-reader",  # required by librdkafka; never joined (assign() only)
@@ -74,7 +69,7 @@ def consumer_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = No
         "auto.offset.reset": "earliest",
         "fetch.queue.backoff.ms": 0,
         "queued.min.messages": 200000,
-        "fetch.wait.max.ms": 5,
+        "fetch.wait.max.ms": 100,
     }
     base.update(extra or {})
     return client_config(bootstrap_servers, base)

@@ -22,7 +22,8 @@ over one shared broker and one shared SparkSession:
   order is the inputs' order (:func:`merge_order_is_input_order`), the inputs are produced before
   the first query starts, so its first batch holds them all: one micro-batch instead of one per
   record, same results. A case whose queries turn out not to allow it (a join reading another
-  query's output, two queries writing one topic) is run again record at a time.
+  query's output, two queries writing one topic, a foreign-key join) is run again record at a
+  time.
 * **Comparison** per expected topic, in order: key, value (JSON as data; numbers numerically),
   timestamp, window start/end. Topics with several partitions are compared per partition (Kafka
   orders records only within a partition).
@@ -926,6 +927,17 @@ def merge_order_is_input_order(inputs: Sequence[dict[str, Any]]) -> bool:
         expected += 1
 
 
+def _has_foreign_key_join(steps: Sequence[Any]) -> bool:
+    """A foreign-key join runs two operators (subscriptions, then by foreign key): records of one
+    batch reach the second in another order than one at a time."""
+    from streamsql.physical.steps import Join
+
+    def foreign(step: Any) -> bool:
+        return isinstance(step, Join) and (bool(step.spec.foreign_key) or foreign(step.left))
+
+    return any(foreign(step) for step in steps)
+
+
 def _statement_is(statement: str, *kinds: type) -> bool:
     """Whether ``statement`` parses to one of ``kinds`` (one that does not parse here is left to
     the engine to reject)."""
@@ -1206,6 +1218,9 @@ class QttRunner:
             raise _FeedRecordAtATime()
         for qid, q in catalog.queries.items():
             if len(q.sources) > 1 and (qid in running_before or not {topic_of(s) for s in q.sources} <= inputs):
+                raise _FeedRecordAtATime()
+            plan = engine.physical_plans.get(qid)
+            if plan is not None and _has_foreign_key_join(plan.steps):
                 raise _FeedRecordAtATime()
 
     def _feed(self, engine: Engine, case: QttCase, prefix: str, state: dict[str, Any]) -> None:
