@@ -22,8 +22,8 @@ over one shared broker and one shared SparkSession:
   order is the inputs' order (:func:`merge_order_is_input_order`), the inputs are produced before
   the first query starts, so its first batch holds them all: one micro-batch instead of one per
   record, same results. A case whose queries turn out not to allow it (a join reading another
-  query's output, two queries writing one topic, a foreign-key join) is run again record at a
-  time.
+  query's output, two queries writing one topic, a foreign-key join, a source with a TIMESTAMP
+  column) is run again record at a time.
 * **Comparison** per expected topic, in order: key, value (JSON as data; numbers numerically),
   timestamp, window start/end. Topics with several partitions are compared per partition (Kafka
   orders records only within a partition).
@@ -1194,7 +1194,9 @@ class QttRunner:
         it did; ``state["fed_first"]`` keeps the queries already running."""
         topics = {prefix + str(r.get("topic")) for r in case.inputs}
         for topic in topics:
-            if _source_for_topic(engine.catalog, topic, prefer_declared=True) is None:
+            source = _source_for_topic(engine.catalog, topic, prefer_declared=True)
+            # a TIMESTAMP column orders the join's records by a value, not by the inputs' times
+            if source is None or source.timestamp_column:
                 return False
             if engine.admin.partitions(topic) != 1:
                 return False
@@ -1217,7 +1219,9 @@ class QttRunner:
         if len(sinks) != len(set(sinks)) or inputs & set(sinks):
             raise _FeedRecordAtATime()
         for qid, q in catalog.queries.items():
-            if len(q.sources) > 1 and (qid in running_before or not {topic_of(s) for s in q.sources} <= inputs):
+            if len(q.sources) > 1 and (qid in running_before or not {topic_of(s) for s in q.sources} <= inputs
+                                       or any(catalog.sources[s].timestamp_column for s in q.sources
+                                              if s in catalog.sources)):
                 raise _FeedRecordAtATime()
             plan = engine.physical_plans.get(qid)
             if plan is not None and _has_foreign_key_join(plan.steps):
