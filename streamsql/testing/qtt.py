@@ -18,8 +18,9 @@ over one shared broker and one shared SparkSession:
   time, so such cases produce one record, wait until idle, and repeat; so do cases with a join
   (which side's record comes first decides what it emits).
 * **Fed first.** A join processes the records of a micro-batch in the order a Kafka Streams task
-  would (:func:`streamsql.physical.joins.arrival_order`: by timestamp across topics). When that
-  order is the inputs' order (:func:`merge_order_is_input_order`), the inputs are produced before
+  would (:func:`streamsql.physical.joins.arrival_order`: by timestamp across topics, ties to the
+  right side). When that order is the inputs' order (:func:`merge_order_is_input_order`, checked
+  again against each join's sides once its statement ran), the inputs are produced before
   the first query starts, so its first batch holds them all: one micro-batch instead of one per
   record, same results. A case whose queries turn out not to allow it (a join reading another
   query's output, two queries writing one topic, a foreign-key join, a source with a TIMESTAMP
@@ -903,10 +904,15 @@ class _FeedRecordAtATime(Exception):
     """Feeding the inputs first did not apply to this case's queries: run it record at a time."""
 
 
-def merge_order_is_input_order(inputs: Sequence[dict[str, Any]]) -> bool:
+def merge_order_is_input_order(inputs: Sequence[dict[str, Any]], tie_winner: str | None = None,
+                               any_tie_winner: bool = False) -> bool:
     """True when merging the inputs' topics by timestamp (each topic in input order; always the
-    topic whose next record is earliest, as a Kafka Streams task picks) gives the input order,
-    with no tie between two topics to break."""
+    topic whose next record is earliest, as a Kafka Streams task picks) gives the input order.
+
+    A tie between topics is broken for ``tie_winner`` (the join's right side, as
+    :func:`streamsql.physical.joins.arrival_order` does), or, with ``any_tie_winner``, for
+    whichever topic the inputs list first (before the join's sides are known); otherwise a tie
+    makes the answer False."""
     queues: dict[str, list[tuple[int, int]]] = {}
     for i, rec in enumerate(inputs):
         queues.setdefault(str(rec.get("topic")), []).append((int(rec.get("timestamp", 0) or 0), i))
@@ -918,13 +924,29 @@ def merge_order_is_input_order(inputs: Sequence[dict[str, Any]]) -> bool:
             return True
         earliest = min(ts for ts, _ in candidates)
         tied = [topic for ts, topic in candidates if ts == earliest]
-        if len(tied) > 1:
+        if len(tied) == 1:
+            topic = tied[0]
+        elif any_tie_winner:
+            topic = next((t for t in tied if queues[t][heads[t]][1] == expected), tied[0])
+        elif tie_winner in tied and len(tied) == 2:
+            topic = tie_winner
+        else:
             return False
-        topic = tied[0]
         if queues[topic][heads[topic]][1] != expected:
             return False
         heads[topic] += 1
         expected += 1
+
+
+def _join_tie_winner(steps: Sequence[Any]) -> str | None:
+    """The topic that goes first at equal timestamps in the plan's join: its right side, for a
+    join of two scans; None for an n-way join (its later operators see joined rows)."""
+    from streamsql.physical.steps import Join, Scan
+
+    joins = [step for step in steps if isinstance(step, Join)]
+    if len(joins) == 1 and isinstance(joins[0].left, Scan):
+        return joins[0].right.source.topic
+    return None
 
 
 def _has_foreign_key_join(steps: Sequence[Any]) -> bool:
@@ -1123,7 +1145,7 @@ class QttRunner:
 
         feed_first = (feed_first and bool(case.inputs) and props.get("auto.offset.reset") == "earliest"
                       and len({str(r.get("topic")) for r in case.inputs}) > 1
-                      and merge_order_is_input_order(case.inputs)
+                      and merge_order_is_input_order(case.inputs, any_tie_winner=True)
                       and not any(_inserts_values(stmt) for stmt in case.statements))
         # statements: each at its line of the script ksqlDB's harness makes of them (one after
         # the other), so the positions in messages are the same
@@ -1206,8 +1228,9 @@ class QttRunner:
 
     def _check_fed_first(self, engine: Engine, case: QttCase, prefix: str, running_before: set[str]) -> None:
         """Raises :class:`_FeedRecordAtATime` unless the queries give the same results fed first:
-        every query reading several topics started after the inputs were in, and reads only input
-        topics; no query writes an input topic; no topic has two writers."""
+        every query reading several topics started after the inputs were in, reads only input
+        topics and orders them as listed (ties to its right side); no query writes an input
+        topic; no topic has two writers."""
         catalog = engine.catalog
         inputs = {prefix + str(r.get("topic")) for r in case.inputs}
 
@@ -1226,6 +1249,14 @@ class QttRunner:
             plan = engine.physical_plans.get(qid)
             if plan is not None and _has_foreign_key_join(plan.steps):
                 raise _FeedRecordAtATime()
+            if len(q.sources) > 1:
+                # the join's own topics, in input order, as its operator will order them
+                topics = {topic_of(s) for s in q.sources}
+                seen = [{**r, "topic": prefix + str(r.get("topic"))} for r in case.inputs]
+                mine = [r for r in seen if r["topic"] in topics]
+                winner = _join_tie_winner(plan.steps) if plan is not None else None
+                if not merge_order_is_input_order(mine, tie_winner=winner):
+                    raise _FeedRecordAtATime()
 
     def _feed(self, engine: Engine, case: QttCase, prefix: str, state: dict[str, Any]) -> None:
         schemas: dict[str, dict[str, tuple[int, str]]] = state.get("schemas") or {}

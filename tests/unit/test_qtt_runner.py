@@ -372,7 +372,13 @@ def test_merge_order_is_input_order_only_without_ties() -> None:
     # a topic's own records keep their order whatever their timestamps
     assert qtt.merge_order_is_input_order([rec("a", 5), rec("a", 1), rec("b", 6)])
     assert not qtt.merge_order_is_input_order([rec("a", 2), rec("b", 1)])
-    # equal timestamps on two topics: which comes first is not the timestamps' to say
+    # equal timestamps on two topics: which comes first is not the timestamps' to say, but the
+    # join's (its right side first)
     assert not qtt.merge_order_is_input_order([rec("a", 1), rec("b", 1)])
+    assert qtt.merge_order_is_input_order([rec("a", 1), rec("b", 1)], tie_winner="a")
+    assert not qtt.merge_order_is_input_order([rec("a", 1), rec("b", 1)], tie_winner="b")
+    # before the sides are known: could some tie-breaking give the input order?
+    assert qtt.merge_order_is_input_order([rec("a", 1), rec("b", 1)], any_tie_winner=True)
+    assert not qtt.merge_order_is_input_order([rec("a", 2), rec("b", 1)], any_tie_winner=True)
     # a later topic's earlier record is taken before the first topic's later one
     assert not qtt.merge_order_is_input_order([rec("a", 1), rec("a", 9), rec("b", 5)])
