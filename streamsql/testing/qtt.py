@@ -960,30 +960,15 @@ def _has_foreign_key_join(steps: Sequence[Any]) -> bool:
     return any(foreign(step) for step in steps)
 
 
-def _statement_is(statement: str, *kinds: type) -> bool:
-    """Whether ``statement`` parses to one of ``kinds`` (one that does not parse here is left to
-    the engine to reject)."""
+def _statement_kinds(statement: str) -> tuple[type, ...]:
+    """The statement classes ``statement`` parses to (none for one that does not parse here: the
+    engine rejects it)."""
     from streamsql.sql.parser import parse
 
     try:
-        parsed = parse(statement)
+        return tuple(type(node) for node in parse(statement))
     except Exception:  # noqa: BLE001
-        return False
-    return any(isinstance(node, kinds) for node in parsed)
-
-
-def _starts_query(statement: str) -> bool:
-    """CREATE ... AS SELECT or INSERT INTO ... SELECT."""
-    from streamsql.sql import ast
-
-    return _statement_is(statement, ast.CreateAsSelect, ast.InsertInto)
-
-
-def _inserts_values(statement: str) -> bool:
-    """INSERT INTO ... VALUES: records the statements write, before the inputs when fed after."""
-    from streamsql.sql import ast
-
-    return _statement_is(statement, ast.InsertValues)
+        return ()
 
 
 class QttRunner:
@@ -1145,13 +1130,21 @@ class QttRunner:
 
         feed_first = (feed_first and bool(case.inputs) and props.get("auto.offset.reset") == "earliest"
                       and len({str(r.get("topic")) for r in case.inputs}) > 1
-                      and merge_order_is_input_order(case.inputs, any_tie_winner=True)
-                      and not any(_inserts_values(stmt) for stmt in case.statements))
+                      and merge_order_is_input_order(case.inputs, any_tie_winner=True))
+        starts_query: list[bool] = []
+        if feed_first:
+            from streamsql.sql import ast
+
+            kinds = [_statement_kinds(stmt) for stmt in case.statements]
+            # INSERT VALUES writes records before the inputs when they are fed after the statements
+            feed_first = not any(ast.InsertValues in k for k in kinds)
+            # the inputs go in just before the first CREATE ... AS SELECT / INSERT INTO ... SELECT
+            starts_query = [ast.CreateAsSelect in k or ast.InsertInto in k for k in kinds]
         # statements: each at its line of the script ksqlDB's harness makes of them (one after
         # the other), so the positions in messages are the same
         line = 0
         for i, stmt in enumerate(case.statements):
-            if feed_first and "fed_first" not in state and _starts_query(stmt):
+            if feed_first and "fed_first" not in state and starts_query[i]:
                 feed_first = self._feed_first(engine, case, prefix, state)
             text = "\n" * line + rewrite_statement(stmt, prefix)
             line += stmt.count("\n") + 1
@@ -1241,22 +1234,21 @@ class QttRunner:
         sinks = [topic_of(q.sink) for q in catalog.queries.values()]
         if len(sinks) != len(set(sinks)) or inputs & set(sinks):
             raise _FeedRecordAtATime()
+        prefixed = [{**r, "topic": prefix + str(r.get("topic"))} for r in case.inputs]
         for qid, q in catalog.queries.items():
-            if len(q.sources) > 1 and (qid in running_before or not {topic_of(s) for s in q.sources} <= inputs
-                                       or any(catalog.sources[s].timestamp_column for s in q.sources
-                                              if s in catalog.sources)):
-                raise _FeedRecordAtATime()
             plan = engine.physical_plans.get(qid)
             if plan is not None and _has_foreign_key_join(plan.steps):
                 raise _FeedRecordAtATime()
-            if len(q.sources) > 1:
-                # the join's own topics, in input order, as its operator will order them
-                topics = {topic_of(s) for s in q.sources}
-                seen = [{**r, "topic": prefix + str(r.get("topic"))} for r in case.inputs]
-                mine = [r for r in seen if r["topic"] in topics]
-                winner = _join_tie_winner(plan.steps) if plan is not None else None
-                if not merge_order_is_input_order(mine, tie_winner=winner):
-                    raise _FeedRecordAtATime()
+            if len(q.sources) < 2:
+                continue
+            topics = {topic_of(s) for s in q.sources}
+            if (qid in running_before or not topics <= inputs
+                    or any(catalog.sources[s].timestamp_column for s in q.sources if s in catalog.sources)):
+                raise _FeedRecordAtATime()
+            # the join's own topics, in input order, as its operator will order them
+            winner = _join_tie_winner(plan.steps) if plan is not None else None
+            if not merge_order_is_input_order([r for r in prefixed if r["topic"] in topics], tie_winner=winner):
+                raise _FeedRecordAtATime()
 
     def _feed(self, engine: Engine, case: QttCase, prefix: str, state: dict[str, Any]) -> None:
         schemas: dict[str, dict[str, tuple[int, str]]] = state.get("schemas") or {}
