@@ -4,6 +4,13 @@
 # SparkSession). Any step failing fails the command.
 set -euo pipefail
 cd "$(dirname "$0")"
+# the conformance tests read ksqlDB's query-validation tests: say at once when they cannot be found
+# (the same rule as tests/support/corpus.py, which stops pytest when a run that needs them lacks them)
+qtt="${STREAMSQL_QTT_DIR:-../shared/ksqldb-qtt}"
+if [ $# -eq 0 ] && [ ! -d "$qtt/qtt" ]; then
+  echo "test.sh: ksqlDB's query-validation tests were not found at $qtt/qtt: set STREAMSQL_QTT_DIR to the directory that holds their qtt/ folder" >&2
+  exit 4
+fi
 scripts/setup.sh
 .venv/bin/ruff check streamsql
 .venv/bin/mypy streamsql

@@ -4,16 +4,28 @@ wheel), for the no-flags default: laptops, tests and CI.
 tansu keeps its log in memory, so an embedded broker's topics live exactly as long as its process.
 Each start gets a fresh cluster id; the engine compares it with the id recorded in its data
 directory to know that checkpoints from an earlier broker no longer match any topic.
+
+:class:`LocalBroker` is the one broker of a data directory that every command given no bootstrap
+servers shares (``streamsql produce``, then ``run``, then ``shell`` see the same topics): its
+address, pid and cluster id are recorded in ``<data dir>/broker.json``. It is started in the
+background by the first command that needs it (or by ``streamsql broker start``), outlives that
+command on purpose, and is listed and stopped with ``streamsql broker status|stop``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
@@ -60,6 +72,10 @@ class EmbeddedBroker:
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
@@ -74,8 +90,10 @@ class EmbeddedBroker:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             log = open(self.data_dir / "broker.log", "ab")  # noqa: SIM115 - owned by the process
         env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
-        self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True)
+        if not isinstance(log, int):
+            log.close()  # the child holds its own descriptor
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -114,6 +132,166 @@ class EmbeddedBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+#: the record of a data directory's local broker, in that directory
+RECORD_FILE = "broker.json"
+
+
+@dataclass(frozen=True)
+class BrokerRecord:
+    """What ``<data dir>/broker.json`` says about the data directory's local broker."""
+
+    pid: int
+    port: int
+    cluster_id: str
+    started_at: float
+    #: "background" (outlives the command that started it) or "foreground" (``streamsql broker``)
+    mode: str
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+class LocalBroker:
+    """The local broker of one data directory: found through its record, started in the
+    background when none runs, stopped on request. Every operation holds a lock file in the data
+    directory, so two commands starting at once share one broker instead of starting two."""
+
+    def __init__(self, data_dir: str | Path) -> None:
+        self.data_dir = Path(data_dir)
+        self.record_path = self.data_dir / RECORD_FILE
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.data_dir / "broker.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _read(self) -> BrokerRecord | None:
+        try:
+            return BrokerRecord(**json.loads(self.record_path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _write(self, record: BrokerRecord) -> None:
+        tmp = self.record_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(record)), encoding="utf-8")
+        tmp.replace(self.record_path)
+
+    def _live(self) -> BrokerRecord | None:
+        """The recorded broker if it still runs (its pid alive and still that broker, its port
+        open); a record of a broker that is gone (killed, machine restarted) is removed."""
+        record = self._read()
+        if record is None:
+            return None
+        if _is_broker_process(record) and _port_open(record.port):
+            return record
+        self.record_path.unlink(missing_ok=True)
+        return None
+
+    def find(self) -> BrokerRecord | None:
+        """The data directory's running local broker, or None."""
+        with self._locked():
+            return self._live()
+
+    def ensure(self, port: int | None = None) -> tuple[BrokerRecord, bool]:
+        """The running local broker, started in the background if none runs; the flag says
+        whether this call started it."""
+        with self._locked():
+            record = self._live()
+            if record is not None:
+                return record, False
+            broker = EmbeddedBroker(port=port, data_dir=self.data_dir).start()
+            assert broker.pid is not None
+            record = BrokerRecord(broker.pid, broker.port, broker.cluster_id, time.time(), "background")
+            self._write(record)
+            return record, True
+
+    def register(self, broker: EmbeddedBroker) -> BrokerRecord:
+        """Record a broker this process runs in the foreground (``streamsql broker``), so the
+        other commands find it; refused when the directory already has a running broker."""
+        with self._locked():
+            running = self._live()
+            if running is not None:
+                raise KafkaError(f"the data directory {self.data_dir} already has a local broker at "
+                                 f"{running.bootstrap_servers} (pid {running.pid}); `streamsql broker stop "
+                                 f"--data-dir {self.data_dir}` stops it")
+            assert broker.pid is not None
+            record = BrokerRecord(broker.pid, broker.port, broker.cluster_id, time.time(), "foreground")
+            self._write(record)
+            return record
+
+    def unregister(self, record: BrokerRecord) -> None:
+        """Remove the record if it is still ``record`` (a foreground broker ending)."""
+        with self._locked():
+            if self._read() == record:
+                self.record_path.unlink(missing_ok=True)
+
+    def stop(self, grace_s: float = 1.0) -> BrokerRecord | None:
+        """Stop the running local broker (SIGTERM, then SIGKILL after ``grace_s``, as
+        :meth:`EmbeddedBroker.stop`); returns what was stopped, or None if nothing ran."""
+        with self._locked():
+            record = self._live()
+            if record is None:
+                return None
+            _terminate(record.pid, grace_s)
+            self.record_path.unlink(missing_ok=True)
+            return record
+
+
+def _is_broker_process(record: BrokerRecord) -> bool:
+    """Whether ``record.pid`` is alive and is that broker (its command line names the recorded
+    cluster id: a pid reused by another process after a restart is not mistaken for it)."""
+    try:
+        os.kill(record.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's: not ours
+        return False
+    cmdline = Path(f"/proc/{record.pid}/cmdline")
+    if cmdline.exists():
+        try:
+            return record.cluster_id.encode() in cmdline.read_bytes()
+        except OSError:
+            return False
+    return True  # no /proc (macOS): the pid is alive and the port is checked by the caller
+
+
+def _terminate(pid: int, grace_s: float) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if not _pid_running(pid):
+                return
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _pid_running(pid):
+            time.sleep(0.05)
+
+
+def _pid_running(pid: int) -> bool:
+    """Alive and not a zombie (a background broker's parent may be this very process, in tests)."""
+    with contextlib.suppress(ChildProcessError):
+        done, _status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    if stat.exists():
+        with contextlib.suppress(OSError):
+            return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
 
 
 if __name__ == "__main__":  # pragma: no cover - manual check

@@ -4,14 +4,16 @@
     streamsql shell [URL] [-e SQL | -f F]  the shell, on a ksqlDB-compatible server when given its URL
     streamsql demo [--count N]             run the seed pipeline on sample data (embedded default)
     streamsql run FILE.sql [--until-idle]  headless runner
-    streamsql broker [--port N]            the embedded Kafka-compatible broker, in the foreground
+    streamsql broker [--port N]            the data directory's local broker, in the foreground
+    streamsql broker start|status|stop     the data directory's local broker, in the background
     streamsql produce SAMPLE --topic T     write deterministic sample records
     streamsql server [--port 8088]         ksqlDB-compatible REST server (command log in Kafka)
     streamsql topology FILE.sql [--format F]  the file's pipeline as text, JSON, DOT, Mermaid, SVG or PNG
 
 Every command that needs Kafka and is given no bootstrap servers (flag, environment variable
-``STREAMSQL_BOOTSTRAP_SERVERS``, or config file) starts an embedded broker for its own lifetime,
-says so in one line, and stops it on exit.
+``STREAMSQL_BOOTSTRAP_SERVERS``, or config file) uses the local broker of its data directory
+(``kafka/broker.LocalBroker``): the one already running, or one it starts in the background and
+leaves running for the next command, saying so in one line. ``streamsql broker stop`` stops it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 QUERIES_DIR = Path(__file__).resolve().parents[2] / "queries"
 TOPOLOGY_FORMATS = ("text", "json", "dot", "mermaid")
+BROKER_ACTIONS = ("start", "status", "stop")
 #: drawn by Graphviz's ``dot`` from the DOT text
 RENDERED_FORMATS = ("svg", "png")
 
@@ -71,9 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--count", type=int, default=20000, help="sample payments to produce")
     _common(demo)
 
-    broker = sub.add_parser("broker", help="run the embedded Kafka-compatible broker in the foreground")
-    broker.add_argument("--port", type=int, default=9092)
-    broker.add_argument("--data-dir", help="where the broker writes its log (topics are kept in memory)")
+    broker = sub.add_parser("broker", help="the data directory's local Kafka-compatible broker: in the foreground, "
+                                           "or start/status/stop in the background")
+    broker.add_argument("action", nargs="?", choices=BROKER_ACTIONS,
+                        help="start it in the background, show it, or stop it (default: run it in the foreground)")
+    broker.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    broker.add_argument("--data-dir", help="the data directory whose broker this is, where it records its "
+                                           "address and writes its log (default ./.streamsql; topics are kept "
+                                           "in memory)")
 
     produce = sub.add_parser("produce", help="write deterministic sample records to a topic")
     produce.add_argument("sample", choices=sorted(SAMPLE_NAMES))
@@ -125,23 +133,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 @contextlib.contextmanager
 def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
-    """Yield a config with bootstrap servers, starting an embedded broker if none were given."""
+    """Yield a config with bootstrap servers: the given ones, else the data directory's local
+    broker (started in the background if none runs, and left running for the next command)."""
     if config.bootstrap_servers:
         yield config
         return
-    from streamsql.kafka.broker import EmbeddedBroker
+    from streamsql.kafka.broker import LocalBroker
 
-    broker = EmbeddedBroker().start()
-    print(f"streamsql: no bootstrap servers given; started an embedded broker at {broker.bootstrap_servers} "
-          f"(stopped on exit)", file=sys.stderr, flush=True)
+    record, started = LocalBroker(config.data_dir).ensure()
+    if started:
+        print(f"streamsql: no bootstrap servers given; started the local broker of {config.data_dir} at "
+              f"{record.bootstrap_servers} in the background (pid {record.pid}; topics in memory; it keeps "
+              f"running for the next command: `streamsql broker stop` stops it)", file=sys.stderr, flush=True)
+    else:
+        print(f"streamsql: using the local broker of {config.data_dir} at {record.bootstrap_servers} "
+              f"(pid {record.pid})", file=sys.stderr, flush=True)
+    config.bootstrap_servers = record.bootstrap_servers
     try:
-        config.bootstrap_servers = broker.bootstrap_servers
         yield config
     finally:
         from streamsql.runtime.spark import stop_spark
 
         stop_spark()
-        broker.stop()
 
 
 def _config(args: argparse.Namespace) -> EngineConfig:
@@ -279,9 +292,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     with kafka_cluster(_config(args)) as config:
         assert config.bootstrap_servers
-        n = samples.produce(config.bootstrap_servers, "payments", "payments", args.count, partitions=2)
-        print(f"streamsql: produced {n} sample payments to topic 'payments'", flush=True)
         engine = Engine(config)
+        held = _records_in(engine, "payments")
+        if held:  # a second demo on the same local broker reuses its payments (and resumes its query)
+            n = held
+            print(f"streamsql: topic 'payments' already holds {n} payments; producing none", flush=True)
+        else:
+            n = samples.produce(config.bootstrap_servers, "payments", "payments", args.count, partitions=2)
+            print(f"streamsql: produced {n} sample payments to topic 'payments'", flush=True)
         try:
             for notice in engine.start():
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)
@@ -304,17 +322,72 @@ def cmd_demo(args: argparse.Namespace) -> int:
             engine.close()
 
 
-def cmd_broker(args: argparse.Namespace) -> int:
-    from streamsql.kafka.broker import EmbeddedBroker
+def _records_in(engine: Engine, topic: str) -> int:
+    """How many records ``topic`` holds (0 when it does not exist)."""
+    if not engine.admin.topic_exists(topic):
+        return 0
+    from streamsql.kafka.admin import EndOffsets
 
-    broker = EmbeddedBroker(port=args.port, data_dir=args.data_dir).start()
-    print(f"streamsql: embedded broker listening on {broker.bootstrap_servers} (in-memory topics); Ctrl-C to stop",
-          flush=True)
+    offsets = EndOffsets(engine.bootstrap_servers, topic)
+    try:
+        parts = offsets.partitions()
+        ends, starts = offsets.ends(parts), offsets.earliest(parts)
+        return sum(ends[p] - starts[p] for p in parts)
+    finally:
+        offsets.close()
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    """The data directory's local broker: ``start``/``status``/``stop`` it in the background, or
+    (no action) run it in the foreground until Ctrl-C, recorded so the other commands use it."""
+    import datetime
+
+    from streamsql.kafka.broker import EmbeddedBroker, LocalBroker
+
+    data_dir = Path(args.data_dir) if args.data_dir else Path.cwd() / ".streamsql"
+    local = LocalBroker(data_dir)
+    if args.action == "status":
+        record = local.find()
+        if record is None:
+            print(f"no local broker runs for {data_dir}")
+            return 1
+        since = datetime.datetime.fromtimestamp(record.started_at).isoformat(timespec="seconds")
+        print(f"local broker of {data_dir}: {record.bootstrap_servers}, pid {record.pid}, {record.mode}, "
+              f"running since {since}, cluster id {record.cluster_id}; topics in memory (gone when it stops)")
+        return 0
+    if args.action == "stop":
+        stopped = local.stop()
+        if stopped is None:
+            print(f"no local broker runs for {data_dir}")
+            return 1
+        print(f"stopped the local broker of {data_dir} (pid {stopped.pid}); its topics are gone, and the next "
+              f"engine on {data_dir} starts with an empty catalog")
+        return 0
+    if args.action == "start":
+        record, started = local.ensure(args.port)
+        if started:
+            print(f"started the local broker of {data_dir} at {record.bootstrap_servers} in the background "
+                  f"(pid {record.pid}); `streamsql broker stop` stops it")
+        else:
+            print(f"the local broker of {data_dir} already runs at {record.bootstrap_servers} (pid {record.pid})")
+            if args.port is not None and args.port != record.port:
+                print(f"Error: it listens on {record.port}, not {args.port}; stop it first", file=sys.stderr)
+                return 1
+        return 0
+    broker = EmbeddedBroker(port=args.port or 9092, data_dir=data_dir).start()
+    try:
+        record = local.register(broker)
+    except StreamsqlError:
+        broker.stop()
+        raise
+    print(f"streamsql: local broker of {data_dir} listening on {broker.bootstrap_servers} (in-memory topics); "
+          f"Ctrl-C to stop", flush=True)
     try:
         return broker.wait()
     except KeyboardInterrupt:
         return 0
     finally:
+        local.unregister(record)
         broker.stop()
 
 

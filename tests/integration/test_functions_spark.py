@@ -1,5 +1,5 @@
 """Built-in scalar functions evaluated by a real SparkSession (batch ``SELECT``), checked against
-the results ksqlDB produces in its QTT corpus (/work/shared/ksqldb-qtt/qtt/<file>.json, cited
+the results ksqlDB produces in its QTT corpus (<corpus>/qtt/<file>.json, cited
 per case). Columns are bound to typed literals, so no Kafka topic is needed."""
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import pytest
 
 from streamsql.testing import qtt
 from streamsql.testing.command import DEFAULT_PARALLEL, read_ids
+from tests.support.corpus import corpus_dir
 
 pytestmark = pytest.mark.integration
 
@@ -41,18 +42,10 @@ def sample(ids: list[str], big_file: int = BIG_FILE) -> list[str]:
     return [i for i in ids if i in keep]
 
 
-def corpus_dir() -> Path:
-    """``shared/ksqldb-qtt`` next to the repository (CI clones the repo beside ``shared/``)."""
-    beside = Path(__file__).resolve().parents[2].parent / "shared" / "ksqldb-qtt"
-    if beside.exists():
-        return beside
-    return Path("/work/shared/ksqldb-qtt")
-
-
+@pytest.mark.qtt_corpus
 @pytest.mark.timeout(3000)  # the sample is a few minutes on 2 cores; the full list ~20
 def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     root = corpus_dir() / "qtt"
-    assert root.is_dir(), f"the QTT corpus is missing: expected it at {root} (shared/ksqldb-qtt beside the repo)"
     listed = read_ids(RATCHET)
     # ids are compared without surrounding blanks: the list file cannot keep a test name's trailing
     # space (transform-map has one)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import io
 import json
-from pathlib import Path
 
 import pytest
 
 from streamsql.testing import qtt
-from streamsql.testing.command import add_arguments, run_cases
+from streamsql.testing.command import add_arguments
+from tests.support.corpus import corpus_dir
 
 pytestmark = pytest.mark.integration
 
@@ -201,10 +201,9 @@ def test_command_output_shape(bootstrap, tmp_path) -> None:  # type: ignore[no-u
     assert len(results) == 2
 
 
+@pytest.mark.qtt_corpus
 def test_corpus_reader_handles_every_file() -> None:
-    root = Path(__file__).resolve().parents[2].parent / "shared" / "ksqldb-qtt" / "qtt"
-    if not root.exists():
-        root = Path("/work/shared/ksqldb-qtt/qtt")
+    root = corpus_dir() / "qtt"
     cases = [c for f in qtt.collect_files([root]) for c in qtt.load_file(f)]
     assert len(cases) >= 1395
     assert len({c.id for c in cases}) == len(cases)

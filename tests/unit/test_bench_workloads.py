@@ -79,7 +79,7 @@ def test_profile_summary_groups_samples_by_process_kind_and_function(tmp_path) -
         'process 0:"python -m benchmarks";process 1:"python -m pyspark.daemon";read (/x/site-packages/streamsql/kafka/source.py:10);'
         'decode (/x/site-packages/streamsql/formats/json_format.py:5) 30\n'
         'process 0:"python -m benchmarks";process 1:"python -m pyspark.daemon";read (/x/site-packages/streamsql/kafka/source.py:12) 10\n'
-        'process 2:"python -m benchmarks.child streamsql";process (/work/main/streamsql/runtime/aggregator.py:1) 60\n')
+        'process 2:"python -m benchmarks.child streamsql";process (/home/user/streamsql/streamsql/runtime/aggregator.py:1) 60\n')
     report = summarize(raw)
     assert "60.0%  driver (streamsql engine)" in report and "40.0%  spark python worker" in report
     assert "75.0%  decode (streamsql/formats/json_format.py)" in report  # self time within the workers

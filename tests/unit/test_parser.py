@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from sqlglot import exp
@@ -12,6 +11,7 @@ from streamsql import types as t
 from streamsql.errors import ParseError
 from streamsql.sql import ast, parse, parse_expression, parse_type, to_sql_type
 from streamsql.sql.dialect import to_ksql
+from tests.support.corpus import corpus_dir
 
 
 def one(text: str, **kwargs) -> ast.Statement:
@@ -552,16 +552,11 @@ def test_error_carries_the_statement_text() -> None:
 # --- QTT corpus smoke test -------------------------------------------------------------------
 
 
-def _corpus_dir() -> Path:
-    candidate = Path(__file__).resolve().parents[3] / "shared" / "ksqldb-qtt"
-    return candidate if candidate.is_dir() else Path("/work/shared/ksqldb-qtt")
-
-
 def _corpus_scripts() -> list[tuple[str, str]]:
     """Each QTT test's statements as one script (so CREATE TYPE reaches later statements),
     for the tests that expect success."""
     scripts = []
-    for path in sorted((_corpus_dir() / "qtt").glob("*.json")):
+    for path in sorted((corpus_dir() / "qtt").glob("*.json")):
         for test in json.loads(path.read_text())["tests"]:
             if "expectedException" not in test:
                 script = "\n".join(test.get("statements", [])).replace("{FORMAT}", "JSON")
@@ -569,10 +564,10 @@ def _corpus_scripts() -> list[tuple[str, str]]:
     return scripts
 
 
+@pytest.mark.qtt_corpus
 def test_qtt_corpus_parses() -> None:
     scripts = _corpus_scripts()
-    if not scripts:
-        pytest.skip("QTT corpus not found")
+    assert len(scripts) > 1000
     failures = []
     for name, script in scripts:
         try:

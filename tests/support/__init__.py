@@ -1,0 +1,1 @@
+"""Helpers only the tests use (not part of the product)."""
