@@ -26,12 +26,10 @@ import re
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from streamsql import samples
-
-QUERIES_DIR = Path(__file__).resolve().parents[1] / "queries"
+from streamsql.seeds import FUNCTIONS_DIR, PIPELINES_DIR
 
 Record = tuple[bytes | None, bytes | None, int]
 
@@ -84,7 +82,7 @@ class Workload:
 def seed_sql(file: str, workload: str, substitutions: list[tuple[str, str]], stop_at: str | None = None) -> str:
     """A seed pipeline from queries/ as shipped (up to the ``stop_at`` marker), pointed at the run's
     topics: each (pattern, replacement) must match exactly once, or the file changed shape."""
-    text = (QUERIES_DIR / file).read_text()
+    text = (PIPELINES_DIR / file).read_text()
     if stop_at is not None:
         text = text.split(stop_at)[0]
     for pattern, replacement in substitutions:
@@ -251,7 +249,7 @@ def _seed_module(name: str) -> Any:
     """A module of the repo's udfs/ directory (the seed functions the SQL calls), for the peer."""
     import importlib.util
 
-    path = QUERIES_DIR.parent / "udfs" / f"{name}.py"
+    path = FUNCTIONS_DIR / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"bench_udfs_{name}", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]

@@ -9,12 +9,13 @@ The package layout follows a statement's path through the engine:
     kafka/      the one place that talks to Kafka: broker, admin, source, sink
     formats/    the one place that knows bytes <-> columns (JSON, DELIMITED, KAFKA)
     surfaces/   how people reach the engine: CLI, headless runner, shell; server/ the REST API
+    seeds/      the seed functions and pipelines shipped in the package
     api.py      the same engine from Python: ``streamsql.connect()``
 """
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 if TYPE_CHECKING:
     from streamsql.api import Session

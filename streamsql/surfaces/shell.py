@@ -65,12 +65,9 @@ Keys: Tab completes keywords, sources, columns, functions, properties and ${vari
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from streamsql import __version__
 
-        return version("streamsql")
-    except Exception:
-        return "0.1.0"
+    return __version__
 
 
 class Shell:

@@ -32,7 +32,7 @@ def _files_key(directories: list[Path]) -> tuple:
 
 
 def load(extension_dir: str | None) -> list[str]:
-    """Load the repository's ``udfs/`` and ``extension_dir`` into the function catalog. Returns
+    """Load the seed functions (``streamsql/seeds/functions``) and ``extension_dir`` into the function catalog. Returns
     one problem line per file or function that could not be loaded (the others are loaded)."""
     directories = loader.directories_for(extension_dir)
     with _lock:

@@ -1,8 +1,8 @@
 """Find, import and check Python function files, then register them in the function catalog.
 
 Where functions come from (ksqlDB loads UDF jars from ``ksql.extension.dir``; we load ``.py``
-files): the repository's ``udfs/`` directory (the seed functions) and the directory named by the
-``ksql.extension.dir`` property, if set. Files starting with ``_`` are skipped.
+files): the seed functions shipped in the package (``streamsql/seeds/functions``, ``udfs/`` in a
+checkout) and the directory named by the ``ksql.extension.dir`` property, if set. Files starting with ``_`` are skipped.
 
 Every declared function is checked before anything is registered: its name, its SQL types (they
 must parse), its Python shape (the number of parameters matches ``params``; a UDAF class has
@@ -28,11 +28,12 @@ from typing import Any
 
 from streamsql import types as t
 from streamsql.errors import StreamsqlError
+from streamsql.seeds import FUNCTIONS_DIR
 from streamsql.udf import api
 from streamsql.udf.api import AGGREGATE, FunctionSpec
 
-#: the seed functions shipped with the repository
-REPO_UDF_DIR = Path(__file__).resolve().parents[2] / "udfs"
+#: the seed functions shipped inside the package
+SEED_FUNCTIONS_DIR = FUNCTIONS_DIR
 EXTENSION_DIR_PROPERTY = "ksql.extension.dir"
 _NAME = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
 _UDAF_METHODS = ("initialize", "aggregate", "merge", "map")
@@ -160,9 +161,9 @@ def load_directories(directories: Iterable[Path]) -> list[FunctionSpec]:
 
 
 def directories_for(extension_dir: str | None) -> list[Path]:
-    dirs = [REPO_UDF_DIR] if REPO_UDF_DIR.is_dir() else []
+    dirs = [SEED_FUNCTIONS_DIR] if SEED_FUNCTIONS_DIR.is_dir() else []
     if extension_dir:
         extra = Path(extension_dir).expanduser()
-        if extra.resolve() != REPO_UDF_DIR:
+        if extra.resolve() != SEED_FUNCTIONS_DIR:
             dirs.append(extra)
     return dirs

@@ -13,7 +13,7 @@ import pytest
 from streamsql.runtime import results as r
 from streamsql.runtime.config import EngineConfig
 from streamsql.runtime.engine import Engine
-
+from streamsql.seeds import PIPELINES_DIR
 from tests.integration.test_engine import produce, read
 
 pytestmark = pytest.mark.integration
@@ -181,7 +181,7 @@ def test_pull_queries_match_the_changelog(engine, topic_name):  # type: ignore[n
 
 
 def test_cheapest_flight_pipeline(engine):  # type: ignore[no-untyped-def]
-    engine.execute((REPO / "queries" / "cheapest_flight.sql").read_text())
+    engine.execute((PIPELINES_DIR / "cheapest_flight.sql").read_text())
     base = 1_596_240_000_000  # 2020-08-01T00:00:00Z
     lines = [
         ("LHR", "IST", "169.99", "b1", base + 1_000),

@@ -10,15 +10,15 @@ import json
 import random
 import struct
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from streamsql.seeds import PIPELINES_DIR
 from streamsql.sql import parse
 from tests.integration.test_engine import produce
 
 pytestmark = pytest.mark.integration
-SCRIPT = Path(__file__).resolve().parents[2] / "queries" / "heavy_hitters.sql"
+SCRIPT = PIPELINES_DIR / "heavy_hitters.sql"
 SINK_SCRIPT = SCRIPT.with_name("heavy_hitters_elasticsearch.sql")
 MINUTE = 60_000
 

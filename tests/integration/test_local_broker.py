@@ -16,6 +16,7 @@ import pytest
 from streamsql.errors import KafkaError
 from streamsql.kafka.admin import KafkaAdmin
 from streamsql.kafka.broker import RECORD_FILE, BrokerRecord, EmbeddedBroker, LocalBroker
+from streamsql.seeds import PIPELINES_DIR
 
 pytestmark = pytest.mark.integration
 
@@ -117,7 +118,7 @@ def test_produce_then_run_then_shell_see_the_same_topics(tmp_path: Path) -> None
         expected = len(flagged)
         assert expected > 0
 
-        ran = _cli("run", str(REPO / "queries" / "fraud_filter.sql"), "--until-idle", "--no-progress", cwd=tmp_path)
+        ran = _cli("run", str(PIPELINES_DIR / "fraud_filter.sql"), "--until-idle", "--no-progress", cwd=tmp_path)
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert f"using the local broker of {tmp_path / '.streamsql'} at {record.bootstrap_servers}" in ran.stderr
         assert len(admin.read_all("FRAUDULENT_PAYMENTS")) == expected

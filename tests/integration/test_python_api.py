@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 
 import pytest
 
 import streamsql
 from streamsql import samples
 from streamsql.errors import StreamsqlError
+from streamsql.seeds import PIPELINES_DIR
 
 pytestmark = pytest.mark.integration
 
-SEED_002 = Path(__file__).resolve().parents[2] / "queries" / "fraud_filter.sql"
+SEED_002 = PIPELINES_DIR / "fraud_filter.sql"
 
 
 def test_seed_002_from_python(spark) -> None:  # type: ignore[no-untyped-def]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from streamsql.kafka.admin import KafkaAdmin
+from streamsql.kafka.broker import LocalBroker
 
 pytestmark = pytest.mark.integration
 
@@ -71,9 +72,13 @@ def test_embedded_broker_when_no_bootstrap_servers(tmp_path):  # type: ignore[no
         SHOW TOPICS;
     """)
     env = {k: v for k, v in os.environ.items() if k != "STREAMSQL_BOOTSTRAP_SERVERS"}
-    proc = subprocess.run([sys.executable, "-m", "streamsql", "run", str(script), "--until-idle",
-                           "--data-dir", str(tmp_path / "state")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "started an embedded broker" in proc.stderr
-    assert "| s " in proc.stdout
+    try:
+        proc = subprocess.run([sys.executable, "-m", "streamsql", "run", str(script), "--until-idle",
+                               "--data-dir", str(tmp_path / "state")], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"started the local broker of {tmp_path / 'state'}" in proc.stderr
+        assert "| s " in proc.stdout
+    finally:
+        stopped = LocalBroker(tmp_path / "state").stop()
+    assert stopped is not None  # it was left running for the next command

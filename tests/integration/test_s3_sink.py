@@ -20,6 +20,7 @@ from streamsql.connectors.config import parse_sink
 from streamsql.connectors.s3 import S3SinkConfig, WriteFailed
 from streamsql.connectors.sink import BadRecords, RawRecord, write_all
 from streamsql.kafka.processing_log import LogTarget
+from streamsql.seeds import PIPELINES_DIR
 from streamsql.sql import parse
 
 pytestmark = pytest.mark.integration
@@ -145,7 +146,7 @@ def test_s3_config_errors_name_the_key() -> None:
 # --- seed 003 end to end ------------------------------------------------------------------------------
 
 
-SEED_003 = Path(__file__).resolve().parents[2] / "queries" / "cheapest_flight_s3.sql"
+SEED_003 = PIPELINES_DIR / "cheapest_flight_s3.sql"
 
 
 def test_seed_003_cheapest_quotes_as_avro_and_gzipped_batches_as_bytes(engine, topic_name, s3_url):  # type: ignore[no-untyped-def]

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from streamsql.seeds import PIPELINES_DIR
 from streamsql.surfaces.cli import main
 
 pytestmark = pytest.mark.integration
 
-SEED = Path(__file__).resolve().parents[2] / "queries" / "heavy_hitters.sql"
+SEED = PIPELINES_DIR / "heavy_hitters.sql"
 
 
 def test_seed_000_pipeline_as_dot_and_mermaid(tmp_path: Path, spark, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -13,6 +13,8 @@ import jsonschema
 import pytest
 import yaml
 
+from streamsql.seeds import pipelines
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker" / "docker-compose.yml"
 
@@ -71,7 +73,12 @@ def test_streamsql_commands_exist(stack: dict[str, Any]) -> None:
         assert stack["services"][name]["entrypoint"] == ["/opt/venv/bin/spark-class"]
 
 
-def test_the_image_copies_what_the_services_run() -> None:
+def test_the_image_installs_the_wheel_and_the_seeds_the_services_run() -> None:
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
-    for needed in ("COPY streamsql", "COPY queries", "COPY udfs", "pip install --no-cache-dir ."):
+    for needed in ("COPY streamsql", "python -m build --wheel", '/dist/*.whl)[all]"', "streamsql seeds --copy queries"):
         assert needed in dockerfile
+    stack = yaml.safe_load((ROOT / "docker" / "docker-compose.yml").read_text())
+    run_files = [c[1] for svc in stack["services"].values()
+                 if (c := svc.get("command")) and isinstance(c, list) and c[:1] == ["run"]]
+    assert run_files and all(f.startswith("queries/") and f.removeprefix("queries/").removesuffix(".sql") in pipelines()
+                             for f in run_files), run_files

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from streamsql.udf.loader import REPO_UDF_DIR, load_file
+from streamsql.udf.loader import SEED_FUNCTIONS_DIR, load_file
 
 
 @pytest.fixture(scope="module")
 def sketches():  # type: ignore[no-untyped-def]
     import sys
 
-    load_file(REPO_UDF_DIR / "sketches.py")
+    load_file(SEED_FUNCTIONS_DIR / "sketches.py")
     return next(m for name, m in sys.modules.items() if name.startswith("streamsql_udfs_sketches_"))
 
 
@@ -114,8 +114,8 @@ def test_udaf_classes_fold_like_the_engine(sketches) -> None:  # type: ignore[no
 def test_text_and_compression_seed_functions() -> None:
     import sys
 
-    load_file(REPO_UDF_DIR / "text.py")
-    load_file(REPO_UDF_DIR / "compression.py")
+    load_file(SEED_FUNCTIONS_DIR / "text.py")
+    load_file(SEED_FUNCTIONS_DIR / "compression.py")
     text = next(m for n, m in sys.modules.items() if n.startswith("streamsql_udfs_text_"))
     comp = next(m for n, m in sys.modules.items() if n.startswith("streamsql_udfs_compression_"))
     assert text.split_words("  a  bb\tc\n") == ["a", "bb", "c"]
@@ -124,4 +124,4 @@ def test_text_and_compression_seed_functions() -> None:
     assert comp.gunzip_bytes(comp.gzip_text("héllo")) == "héllo"
     with pytest.raises(OSError):
         comp.gunzip_bytes(b"not gzip")
-    assert Path(REPO_UDF_DIR).name == "udfs"
+    assert Path(SEED_FUNCTIONS_DIR) == Path(__file__).resolve().parents[2] / "streamsql" / "seeds" / "functions"

