@@ -3,7 +3,12 @@
 Bootstrap servers are resolved in this order: the ``--bootstrap-servers`` flag, the
 ``STREAMSQL_BOOTSTRAP_SERVERS`` environment variable, ``bootstrap.servers`` in the config file
 (``--config FILE``, else ``streamsql.properties`` in the working directory). None of them set
-means: start an embedded broker for the command's lifetime.
+means: the data directory's local broker (``kafka/broker.LocalBroker``).
+
+Every property and environment variable streamsql reads is listed below with what it does
+(:data:`PROPERTY_DOCS`, :data:`ENVIRONMENT_DOCS`); ``docs/reference.md`` is generated from them and
+from the argument parser (``python -m streamsql.surfaces.reference``), and a test fails when the
+code reads a name these lists do not document.
 
 Spark settings: ``spark.master`` and every other ``spark.*`` key of the config file go to Spark, not
 to the ksqlDB properties; ``--conf key=value`` flags (repeatable) override the file's. The data
@@ -32,6 +37,53 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "ksql.timestamp.throw.on.invalid": "false",
 }
 VALID_OFFSET_RESETS = {"earliest", "latest"}
+
+#: every property streamsql reads: name -> (default, what it does). Set in the config file, with
+#: SET in a session, or as a request's ``streamsProperties`` (``ksql.streams.`` may prefix a name).
+PROPERTY_DOCS: dict[str, tuple[str, str]] = {
+    "bootstrap.servers": ("", "Kafka to use (config file only; `--bootstrap-servers` and "
+                              "`STREAMSQL_BOOTSTRAP_SERVERS` come first); none: the data directory's local broker"),
+    "streamsql.data.dir": ("./.streamsql", "the data directory: catalog (command log), checkpoints, table "
+                                           "stores, the local broker's record (config file only; `--data-dir` first)"),
+    "spark.*": ("", "any Spark setting (config file, or `--conf key=value`); `spark.master` as `--spark-master`"),
+    "auto.offset.reset": ("latest", "where a new query without committed offsets starts: `earliest` or `latest`"),
+    "ksql.service.id": ("default_", "prefix of the processing-log topic and of the consumer-group names shown"),
+    "ksql.output.topic.name.prefix": ("", "prefix of the topic a CREATE ... AS SELECT names after its source"),
+    "ksql.persistence.wrap.single.values": ("true", "whether a single value column is written wrapped in a "
+                                                    "record (JSON, Avro, Protobuf)"),
+    "ksql.persistence.default.format.key": ("KAFKA", "KEY_FORMAT when a statement names none"),
+    "ksql.persistence.default.format.value": ("", "VALUE_FORMAT when a statement names none (none: required)"),
+    "ksql.streams.cache.max.bytes.buffering": ("10485760", "ksqlDB's record cache: > 0 emits an aggregation's "
+                                                           "latest value per key per micro-batch, 0 every update"),
+    "ksql.streams.max.records.per.batch": ("100000", "most Kafka records a query reads per micro-batch"),
+    "ksql.query.pull.table.scan.enabled": ("true", "pull queries may scan a whole table"),
+    "ksql.query.pull.range.scan.enabled": ("true", "pull queries may scan a key range"),
+    "ksql.timestamp.throw.on.invalid": ("false", "fail the query (instead of logging and dropping the record) "
+                                                 "on a record whose TIMESTAMP column is null, unparsable or negative"),
+    "ksql.extension.dir": ("", "a directory of Python function files loaded beside the seed functions"),
+    "ksql.schema.registry.url": ("", "Schema Registry for AVRO, PROTOBUF and JSON_SR"),
+    "ksql.internal.topic.replicas": ("1", "replication factor of the engine's own topics"),
+    "ksql.internal.topic.min.insync.replicas": ("1", "min.insync.replicas of the engine's own topics"),
+    "ksql.functions.collect_list.limit": ("", "most elements COLLECT_LIST keeps (none: no limit)"),
+    "ksql.functions.collect_set.limit": ("", "most elements COLLECT_SET keeps (none: no limit)"),
+    "streamsql.aggregation.buckets": ("", "state buckets of a new aggregation (none: one per source partition; "
+                                          "frozen in its checkpoint)"),
+    "streamsql.aggregation.operator": ("auto", "`auto` (Spark's own aggregation where it is exact, else the "
+                                               "Python operator) or `python` (always the Python operator)"),
+}
+
+#: every environment variable streamsql reads: name -> what it does
+ENVIRONMENT_DOCS: dict[str, str] = {
+    "STREAMSQL_BOOTSTRAP_SERVERS": "Kafka to use when `--bootstrap-servers` is not given",
+    "STREAMSQL_SPARK_MASTER": "Spark master when neither `--spark-master` nor `spark.master` is given "
+                              "(default `local[2]`)",
+    "STREAMSQL_LOG_LEVEL": "Python logging level of the command (default WARNING)",
+    "STREAMSQL_SPARK_LOG_LEVEL": "Spark's log level (default ERROR)",
+    "STREAMSQL_TANSU": "path of a tansu binary to use instead of the `broker` extra's",
+    "STREAMSQL_QTT_DIR": "(tests) the directory holding ksqlDB's query-validation tests `qtt/` folder",
+    "STREAMSQL_QTT_RATCHET": "(tests) `full` re-runs every conformance ratchet id instead of a sample",
+    "PYSPARK_PYTHON": "the Python Spark's workers run (default: the driver's, in local mode)",
+}
 
 
 @dataclass

@@ -45,7 +45,9 @@ RENDERED_FORMATS = ("svg", "png")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-servers", help="Kafka cluster to use (default: start an embedded broker)")
+    p.add_argument("--bootstrap-servers",
+                   help="Kafka cluster to use (default: the data directory's local broker, started in the background "
+                        "if none runs)")
     p.add_argument("--data-dir", help="where the catalog and checkpoints live (default ./.streamsql)")
     p.add_argument("--config", help="properties file (bootstrap.servers=..., ksql properties)")
     p.add_argument("--spark-master", help="Spark master URL (default local[2]; spark://HOST:7077 for a cluster)")
@@ -61,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     run = sub.add_parser("run", help="run a .sql file headlessly")
-    run.add_argument("file")
+    run.add_argument("file", help="the .sql file whose statements run in order")
     run.add_argument("--until-idle", action="store_true", help="process what the topics hold, then exit 0")
     run.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                      help="a variable for ${NAME} in the file, as ksqlDB's --define (repeatable)")
@@ -71,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="serve Prometheus metrics of the queries on http://0.0.0.0:PORT/metrics")
     _common(run)
 
-    demo = sub.add_parser("demo", help="run queries/fraud_filter.sql on sample payments")
+    demo = sub.add_parser("demo", help="the main job: the seed pipeline fraud_filter.sql on sample payments")
     demo.add_argument("--count", type=int, default=20000, help="sample payments to produce")
     _common(demo)
 
@@ -79,16 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
                                            "or start/status/stop in the background")
     broker.add_argument("action", nargs="?", choices=BROKER_ACTIONS,
                         help="start it in the background, show it, or stop it (default: run it in the foreground)")
-    broker.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    broker.add_argument("--port", type=int, help="port on 127.0.0.1 (default: 9092 in the foreground, a free one "
+                                                         "with start)")
     broker.add_argument("--data-dir", help="the data directory whose broker this is, where it records its "
                                            "address and writes its log (default ./.streamsql; topics are kept "
                                            "in memory)")
 
     produce = sub.add_parser("produce", help="write deterministic sample records to a topic")
-    produce.add_argument("sample", choices=sorted(SAMPLE_NAMES))
-    produce.add_argument("--topic", required=True)
-    produce.add_argument("--count", type=int, default=10000)
-    produce.add_argument("--partitions", type=int, default=2)
+    produce.add_argument("sample", choices=sorted(SAMPLE_NAMES), help="which sample records")
+    produce.add_argument("--topic", required=True, help="the topic to write (created if missing)")
+    produce.add_argument("--count", type=int, default=10000, help="how many records")
+    produce.add_argument("--partitions", type=int, default=2, help="partitions of the topic when it is created")
     _common(produce)
 
     shell = sub.add_parser("shell", help="the interactive shell (the default command)")
@@ -114,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     topology = sub.add_parser("topology", help="draw a .sql file's pipeline: sources, queries and their steps, "
                                                "sinks, internal topics (nothing runs; a scratch broker)")
-    topology.add_argument("file")
+    topology.add_argument("file", help="the .sql file to draw")
     topology.add_argument("--format", choices=[*TOPOLOGY_FORMATS, *RENDERED_FORMATS], default="text",
                           help="text (default), json, dot (Graphviz), mermaid, or svg/png (rendered by Graphviz's "
                                "dot, which must be installed)")

@@ -1,0 +1,61 @@
+"""docs/quickstart.md as written: its commands and statements run in order in a fresh directory,
+and the rows it shows are the rows they print."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streamsql.kafka.broker import LocalBroker
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+FENCE = re.compile(r"```(\w+)\n(.*?)```", re.S)
+
+
+def _blocks(kind: str) -> list[str]:
+    return [body for k, body in FENCE.findall((ROOT / "docs" / "quickstart.md").read_text()) if k == kind]
+
+
+def _streamsql(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "STREAMSQL_BOOTSTRAP_SERVERS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    done = subprocess.run([sys.executable, "-m", "streamsql", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
+    return done
+
+
+def _rows(text: str) -> set[tuple[str, ...]]:
+    return {tuple(c.strip() for c in line.strip("|").split("|")) for line in text.splitlines()
+            if line.startswith("|") and not line.startswith("|USER_ID")}
+
+
+@pytest.mark.timeout(600)
+def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:
+    commands = [line.split("#")[0].split() for body in _blocks("bash") for line in body.splitlines()
+                if line.startswith(".venv/bin/streamsql")]
+    assert [c[1:] for c in commands] == [["broker", "start"], ["shell"], ["broker", "stop"]]
+    script = tmp_path / "quickstart.sql"
+    script.write_text("\n".join(_blocks("sql")))
+    try:
+        started = _streamsql(commands[0][1:], tmp_path)
+        assert "started the local broker" in started.stdout
+        # the statements as typed at the shell's prompt: the same shell, reading them from a file
+        shell = _streamsql([*commands[1][1:], "-f", str(script)], tmp_path)
+    finally:
+        stopped = subprocess.run([sys.executable, "-m", "streamsql", *commands[2][1:]], cwd=tmp_path,
+                                 capture_output=True, text=True, timeout=60,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert LocalBroker(tmp_path / ".streamsql").find() is None
+    printed = _rows(shell.stdout)
+    for shown in _blocks("text"):
+        assert _rows(shown) <= printed, f"the page shows rows the shell did not print:\n{shown}\n{shell.stdout}"
+    assert "Source `PAGEVIEWS` (topic: pageviews) was dropped." in shell.stdout
