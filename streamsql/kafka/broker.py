@@ -56,6 +56,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGKILL it when its parent goes (prctl
+    PR_SET_PDEATHSIG); elsewhere nothing."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
@@ -65,10 +74,15 @@ def _port_open(port: int) -> bool:
 class EmbeddedBroker:
     """A tansu broker process on 127.0.0.1. Use as a context manager or call start()/stop()."""
 
-    def __init__(self, port: int | None = None, data_dir: str | Path | None = None) -> None:
+    def __init__(self, port: int | None = None, data_dir: str | Path | None = None,
+                 die_with_parent: bool = False) -> None:
         self.port = port or free_port()
         self.data_dir = Path(data_dir) if data_dir else None
         self.cluster_id = f"streamsql-{uuid.uuid4().hex[:12]}"
+        #: Linux: the kernel kills the broker when the thread that started it ends, even by
+        #: ``kill -9`` (a foreground broker never outlives its command); only for brokers started
+        #: on the main thread of a process that owns them
+        self.die_with_parent = die_with_parent
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -91,7 +105,8 @@ class EmbeddedBroker:
             log = open(self.data_dir / "broker.log", "ab")  # noqa: SIM115 - owned by the process
         env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
         self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                      start_new_session=True)
+                                      start_new_session=True,
+                                      preexec_fn=_die_with_parent if self.die_with_parent else None)
         if not isinstance(log, int):
             log.close()  # the child holds its own descriptor
         deadline = time.monotonic() + timeout_s

@@ -266,7 +266,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
     if args.format == "png" and not args.output:
         print("Error: --format png needs --output FILE", file=sys.stderr)
         return 2
-    broker = EmbeddedBroker().start()
+    broker = EmbeddedBroker(die_with_parent=True).start()
     try:
         with tempfile.TemporaryDirectory(prefix="streamsql-topology-") as data_dir:
             config = resolve_config(broker.bootstrap_servers, data_dir, args.config, args.spark_master, None)
@@ -384,12 +384,17 @@ def cmd_broker(args: argparse.Namespace) -> int:
                 print(f"Error: it listens on {record.port}, not {args.port}; stop it first", file=sys.stderr)
                 return 1
         return 0
-    broker = EmbeddedBroker(port=args.port or 9092, data_dir=data_dir).start()
+    import signal
+
+    broker = EmbeddedBroker(port=args.port or 9092, data_dir=data_dir, die_with_parent=True).start()
     try:
         record = local.register(broker)
     except StreamsqlError:
         broker.stop()
         raise
+    # SIGTERM (docker stop, systemd) ends the command through the finally below: the broker
+    # stops and its record goes (kill -9 cannot run it; the kernel then stops the broker)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"streamsql: local broker of {data_dir} listening on {broker.bootstrap_servers} (in-memory topics); "
           f"Ctrl-C to stop", flush=True)
     try:

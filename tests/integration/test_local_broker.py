@@ -6,16 +6,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from streamsql.errors import KafkaError
 from streamsql.kafka.admin import KafkaAdmin
-from streamsql.kafka.broker import RECORD_FILE, BrokerRecord, EmbeddedBroker, LocalBroker
+from streamsql.kafka.broker import RECORD_FILE, BrokerRecord, EmbeddedBroker, LocalBroker, free_port
 from streamsql.seeds import PIPELINES_DIR
 
 pytestmark = pytest.mark.integration
@@ -163,4 +165,39 @@ def test_the_demo_run_twice_reuses_its_payments_and_query(tmp_path: Path) -> Non
         assert "Restored 2 source(s) and 1 persistent query(ies)" in second.stderr
         assert line in second.stdout
     finally:
+        local.stop()
+
+
+def _wait(condition, timeout_s: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_foreground_broker_leaves_no_process_behind(tmp_path: Path, sig: signal.Signals) -> None:
+    """``streamsql broker`` in the foreground, stopped as docker/systemd stop it, or killed: its
+    tansu process goes with it (the kernel kills it on kill -9), and the data directory's record
+    never points at a broker that is gone."""
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    proc = subprocess.Popen([sys.executable, "-m", "streamsql", "broker", "--port", str(port), "--data-dir",
+                             str(tmp_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    local = LocalBroker(tmp_path)
+    try:
+        assert _wait(lambda: local.find() is not None), proc.communicate(timeout=5)
+        record = local.find()
+        assert record is not None and record.mode == "foreground" and record.port == port
+        proc.send_signal(sig)
+        proc.wait(timeout=15)
+        assert _wait(lambda: not _alive(record.pid), 10), f"tansu {record.pid} outlived its command"
+        assert local.find() is None
+        if sig == signal.SIGTERM:
+            assert proc.returncode == 0 and not (tmp_path / RECORD_FILE).exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
         local.stop()
