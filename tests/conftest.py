@@ -17,6 +17,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+@pytest.hookimpl(trylast=True)  # after -m/-k/--deselect have removed what this run leaves out
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The conformance tests read ksqlDB's corpus: without it the run stops here, naming
     STREAMSQL_QTT_DIR, instead of skipping them (tests/support/corpus.py)."""

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
@@ -56,13 +56,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: ask Linux to SIGKILL it when its parent goes (prctl
-    PR_SET_PDEATHSIG); elsewhere nothing."""
-    if sys.platform.startswith("linux"):
-        import ctypes
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGKILL the child when its parent goes (prctl
+    PR_SET_PDEATHSIG), or None where there is no such call. prctl is looked up here, in the
+    parent: after fork only async-signal-safe work is allowed. If the parent died before the
+    call took effect, the child kills itself."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    prctl = getattr(ctypes.CDLL(None), "prctl", None)
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
 
 
 def _port_open(port: int) -> bool:
@@ -106,7 +119,7 @@ class EmbeddedBroker:
         env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
         self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True,
-                                      preexec_fn=_die_with_parent if self.die_with_parent else None)
+                                      preexec_fn=_die_with_parent_hook() if self.die_with_parent else None)
         if not isinstance(log, int):
             log.close()  # the child holds its own descriptor
         deadline = time.monotonic() + timeout_s
@@ -190,9 +203,11 @@ class LocalBroker:
 
     def _read(self) -> BrokerRecord | None:
         try:
-            return BrokerRecord(**json.loads(self.record_path.read_text(encoding="utf-8")))
+            record = BrokerRecord(**json.loads(self.record_path.read_text(encoding="utf-8")))
         except (OSError, ValueError, TypeError):
             return None
+        # a damaged record must never name pid 0/-1 (a process group, every process) or init
+        return record if isinstance(record.pid, int) and record.pid > 1 else None
 
     def _write(self, record: BrokerRecord) -> None:
         tmp = self.record_path.with_suffix(".tmp")
@@ -200,15 +215,18 @@ class LocalBroker:
         tmp.replace(self.record_path)
 
     def _live(self) -> BrokerRecord | None:
-        """The recorded broker if it still runs (its pid alive and still that broker, its port
-        open); a record of a broker that is gone (killed, machine restarted) is removed."""
+        """The recorded broker if its process still runs (alive and still that broker); a record
+        of a broker that is gone (killed, machine restarted) is removed. A running broker whose
+        port does not answer at once (starting, a loaded machine) is still the one: it is waited
+        for a little, and never replaced by a second broker."""
         record = self._read()
-        if record is None:
+        if record is None or not _is_broker_process(record):
+            self.record_path.unlink(missing_ok=True)
             return None
-        if _is_broker_process(record) and _port_open(record.port):
-            return record
-        self.record_path.unlink(missing_ok=True)
-        return None
+        deadline = time.monotonic() + 5.0
+        while not _port_open(record.port) and time.monotonic() < deadline and _is_broker_process(record):
+            time.sleep(0.1)
+        return record
 
     def find(self) -> BrokerRecord | None:
         """The data directory's running local broker, or None."""
@@ -269,13 +287,12 @@ def _is_broker_process(record: BrokerRecord) -> bool:
         return False
     except PermissionError:  # alive, another user's: not ours
         return False
-    cmdline = Path(f"/proc/{record.pid}/cmdline")
-    if cmdline.exists():
+    if Path("/proc/self").exists():
         try:
-            return record.cluster_id.encode() in cmdline.read_bytes()
-        except OSError:
+            return record.cluster_id.encode() in Path(f"/proc/{record.pid}/cmdline").read_bytes()
+        except OSError:  # gone between the two checks
             return False
-    return True  # no /proc (macOS): the pid is alive and the port is checked by the caller
+    return True  # no /proc (macOS): the pid is alive; the caller checks the port
 
 
 def _terminate(pid: int, grace_s: float) -> None:

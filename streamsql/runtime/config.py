@@ -83,6 +83,9 @@ ENVIRONMENT_DOCS: dict[str, str] = {
     "STREAMSQL_QTT_DIR": "(tests) the directory holding ksqlDB's query-validation tests `qtt/` folder",
     "STREAMSQL_QTT_RATCHET": "(tests) `full` re-runs every conformance ratchet id instead of a sample",
     "PYSPARK_PYTHON": "the Python Spark's workers run (default: the driver's, in local mode)",
+    "RUST_LOG": "the embedded broker's (tansu's) log level (default warn)",
+    "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION": "S3 sink connector credentials "
+    "when its `aws.*` keys do not give them",
 }
 
 

@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--data-dir", help="the data directory whose broker this is, where it records its "
                                            "address and writes its log (default ./.streamsql; topics are kept "
                                            "in memory)")
+    broker.add_argument("--config", help="properties file whose streamsql.data.dir names the data directory")
 
     produce = sub.add_parser("produce", help="write deterministic sample records to a topic")
     produce.add_argument("sample", choices=sorted(SAMPLE_NAMES), help="which sample records")
@@ -149,9 +150,10 @@ def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
 
     record, started = LocalBroker(config.data_dir).ensure()
     if started:
+        where = "" if config.data_dir == Path.cwd() / ".streamsql" else f" --data-dir {config.data_dir}"
         print(f"streamsql: no bootstrap servers given; started the local broker of {config.data_dir} at "
               f"{record.bootstrap_servers} in the background (pid {record.pid}; topics in memory; it keeps "
-              f"running for the next command: `streamsql broker stop` stops it)", file=sys.stderr, flush=True)
+              f"running for the next command: `streamsql broker stop{where}` stops it)", file=sys.stderr, flush=True)
     else:
         print(f"streamsql: using the local broker of {config.data_dir} at {record.bootstrap_servers} "
               f"(pid {record.pid})", file=sys.stderr, flush=True)
@@ -354,7 +356,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
     from streamsql.kafka.broker import EmbeddedBroker, LocalBroker
 
-    data_dir = Path(args.data_dir) if args.data_dir else Path.cwd() / ".streamsql"
+    # the data directory as every other command resolves it (flag, config file, ./.streamsql)
+    data_dir = resolve_config(None, args.data_dir, args.config).data_dir
     local = LocalBroker(data_dir)
     if args.action == "status":
         record = local.find()
@@ -386,19 +389,21 @@ def cmd_broker(args: argparse.Namespace) -> int:
         return 0
     import signal
 
+    # SIGTERM (docker stop, systemd) ends the command through the finally blocks below: the
+    # broker stops and its record goes (kill -9 cannot run them; the kernel then stops the broker)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     broker = EmbeddedBroker(port=args.port or 9092, data_dir=data_dir, die_with_parent=True).start()
     try:
         record = local.register(broker)
-    except StreamsqlError:
+    except BaseException:
         broker.stop()
         raise
-    # SIGTERM (docker stop, systemd) ends the command through the finally below: the broker
-    # stops and its record goes (kill -9 cannot run it; the kernel then stops the broker)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"streamsql: local broker of {data_dir} listening on {broker.bootstrap_servers} (in-memory topics); "
           f"Ctrl-C to stop", flush=True)
     try:
-        return broker.wait()
+        code = broker.wait()
+        # stopped from outside (`streamsql broker stop` sends SIGTERM, then SIGKILL): a normal end
+        return 0 if code in (-signal.SIGTERM, -signal.SIGKILL) else code
     except KeyboardInterrupt:
         return 0
     finally:

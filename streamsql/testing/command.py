@@ -30,6 +30,12 @@ from streamsql.testing.rqtt import is_rqtt_path
 DEFAULT_PARALLEL = (os.cpu_count() or 1) + 1
 
 
+def _parallel(value: int | None) -> int:
+    """``--parallel``, or cores + 1 when not given (a machine-dependent default is resolved here,
+    not in the parser, so the generated reference page is the same on every machine)."""
+    return DEFAULT_PARALLEL if value is None else value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", help="QTT files or directories of them (*.json)")
     p.add_argument("--json", dest="json_report", metavar="REPORT", help="write per-test status/reason/duration here")
@@ -37,9 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", "-k", action="append", default=[],
                    help="run only tests whose id contains this text (repeatable)")
     p.add_argument("--ids", help="file of test ids to run, one per line (# comments)")
-    p.add_argument("--parallel", "-j", type=int, default=DEFAULT_PARALLEL,
+    p.add_argument("--parallel", "-j", type=int,
                    help="cases to run at once (each on its own engine; shared broker and SparkSession; "
-                        f"default {DEFAULT_PARALLEL}: cores + 1, since a case also waits on the broker)")
+                        "default: cores + 1, since a case also waits on the broker)")
     p.add_argument("--verbose", "-v", action="store_true", help="print every failing test with its reason")
     p.add_argument("--sql", "-s", dest="sql_file", help="ksql-test-runner: statements file")
     p.add_argument("--input", "-i", dest="input_file", help="ksql-test-runner: input.json")
@@ -134,7 +140,7 @@ def run_cases(cases_by_file: Mapping[str, Sequence[QttCase | CaseResult]], args:
         for k, v in QTT_SPARK_CONF.items():
             spark.conf.set(k, v)
         runner = QttRunner(bootstrap, spark, timeout_s=args.timeout, spark_master=args.spark_master,
-                           parallel=getattr(args, "parallel", 1))
+                           parallel=_parallel(getattr(args, "parallel", 1)))
         # one stream of cases across all files, so that ``--parallel`` keeps every worker busy
         # through files with a single case; results come back in order and each file's line is
         # printed when its last case is in

@@ -81,11 +81,12 @@ def test_commands_starting_at_once_share_one_broker(tmp_path: Path) -> None:
 def test_a_record_of_a_broker_that_is_gone_is_replaced(tmp_path: Path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (tmp_path / RECORD_FILE).write_text(json.dumps(
-        {"pid": dead.pid, "port": 1, "cluster_id": "streamsql-gone", "started_at": 0.0, "mode": "background"}))
     local = LocalBroker(tmp_path)
-    assert local.find() is None
-    assert not (tmp_path / RECORD_FILE).exists()
+    for pid in (dead.pid, 0, -1, 1):  # gone, or a damaged record naming a process group, every process, init
+        (tmp_path / RECORD_FILE).write_text(json.dumps(
+            {"pid": pid, "port": 1, "cluster_id": "streamsql-gone", "started_at": 0.0, "mode": "background"}))
+        assert local.find() is None and local.stop() is None
+        assert not (tmp_path / RECORD_FILE).exists()
     try:
         record, started = local.ensure()
         assert started and record.pid != dead.pid
@@ -200,4 +201,22 @@ def test_a_foreground_broker_leaves_no_process_behind(tmp_path: Path, sig: signa
     finally:
         if proc.poll() is None:
             proc.kill()
+        local.stop()
+
+
+def test_broker_commands_find_the_data_directory_of_the_config_file(tmp_path: Path) -> None:
+    """``streamsql broker start|status|stop`` resolve the data directory as the other commands do
+    (here ``streamsql.data.dir`` of ./streamsql.properties), so stop finds what run started."""
+    (tmp_path / "streamsql.properties").write_text("streamsql.data.dir=elsewhere\n")
+    local = LocalBroker(tmp_path / "elsewhere")
+    try:
+        started = _cli("broker", "start", cwd=tmp_path)
+        assert started.returncode == 0 and "started the local broker" in started.stdout, started.stderr
+        record = local.find()
+        assert record is not None and record.mode == "background"
+        assert _cli("broker", "status", cwd=tmp_path).returncode == 0
+        stopped = _cli("broker", "stop", cwd=tmp_path)
+        assert stopped.returncode == 0 and f"pid {record.pid}" in stopped.stdout
+        assert _wait(lambda: not _alive(record.pid), 10)
+    finally:
         local.stop()

@@ -55,7 +55,10 @@ def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:
                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert LocalBroker(tmp_path / ".streamsql").find() is None
-    printed = _rows(shell.stdout)
-    for shown in _blocks("text"):
-        assert _rows(shown) <= printed, f"the page shows rows the shell did not print:\n{shown}\n{shell.stdout}"
+    # each query's output ends with "Query terminated": the page's outputs are those, in order
+    outputs = shell.stdout.split("Query terminated")[:-1]
+    shown = _blocks("text")
+    assert len(outputs) == len(shown), shell.stdout
+    for page, printed in zip(shown, outputs):
+        assert _rows(page) == _rows(printed), f"the page shows:\n{page}\nthe shell printed:\n{printed}"
     assert "Source `PAGEVIEWS` (topic: pageviews) was dropped." in shell.stdout
