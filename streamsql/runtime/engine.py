@@ -206,8 +206,8 @@ class Engine:
         state_file = self.data_dir / "cluster.json"
         known = json.loads(state_file.read_text())["cluster_id"] if state_file.exists() else None
         if known is not None and known != cluster:
-            notices.append(f"new Kafka cluster {cluster} (was {known}; an embedded broker starts empty every "
-                           f"run): reset the catalog and checkpoints in {self.data_dir}")
+            notices.append(f"new Kafka cluster {cluster} (was {known}: its topics are gone, as when the local "
+                           f"broker was stopped): reset the catalog and checkpoints in {self.data_dir}")
             self._reset_state()
         state_file.write_text(json.dumps({"cluster_id": cluster}))
         self._create_internal_topic(self.processing_log_topic, 1)
