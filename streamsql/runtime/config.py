@@ -89,10 +89,15 @@ ENVIRONMENT_DOCS: dict[str, str] = {
 }
 
 
+def default_data_dir() -> Path:
+    """``./.streamsql``: the data directory when neither a flag nor the config file names one."""
+    return Path.cwd() / ".streamsql"
+
+
 @dataclass
 class EngineConfig:
     bootstrap_servers: str | None = None
-    data_dir: Path = field(default_factory=lambda: Path.cwd() / ".streamsql")
+    data_dir: Path = field(default_factory=default_data_dir)
     spark_master: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     #: Spark settings (``spark.*``) for the session this process creates
@@ -141,7 +146,7 @@ def resolve_config(bootstrap_servers: str | None = None, data_dir: str | None = 
     if path.exists():
         props = read_properties_file(path)
     servers = bootstrap_servers or os.environ.get("STREAMSQL_BOOTSTRAP_SERVERS") or props.pop("bootstrap.servers", None)
-    directory = Path(data_dir or props.pop("streamsql.data.dir", None) or Path.cwd() / ".streamsql")
+    directory = Path(data_dir or props.pop("streamsql.data.dir", None) or default_data_dir())
     flags = spark_conf if isinstance(spark_conf, dict) else parse_spark_conf(spark_conf)
     conf = {k: props.pop(k) for k in [k for k in props if k.startswith("spark.")]}
     conf.update(flags)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamsql.errors import StreamsqlError
-from streamsql.runtime.config import EngineConfig, resolve_config
+from streamsql.runtime.config import EngineConfig, default_data_dir, resolve_config
 from streamsql.samples import SAMPLES as SAMPLE_NAMES
 from streamsql.seeds import PIPELINES_DIR
 
@@ -150,7 +150,7 @@ def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
 
     record, started = LocalBroker(config.data_dir).ensure()
     if started:
-        where = "" if config.data_dir == Path.cwd() / ".streamsql" else f" --data-dir {config.data_dir}"
+        where = "" if config.data_dir == default_data_dir() else f" --data-dir {config.data_dir}"
         print(f"streamsql: no bootstrap servers given; started the local broker of {config.data_dir} at "
               f"{record.bootstrap_servers} in the background (pid {record.pid}; topics in memory; it keeps "
               f"running for the next command: `streamsql broker stop{where}` stops it)", file=sys.stderr, flush=True)

@@ -19,6 +19,7 @@ from streamsql.errors import KafkaError
 from streamsql.kafka.admin import KafkaAdmin
 from streamsql.kafka.broker import RECORD_FILE, BrokerRecord, EmbeddedBroker, LocalBroker, free_port
 from streamsql.seeds import PIPELINES_DIR
+from tests.support.cli import run_streamsql
 
 pytestmark = pytest.mark.integration
 
@@ -94,12 +95,7 @@ def test_a_record_of_a_broker_that_is_gone_is_replaced(tmp_path: Path) -> None:
         local.stop()
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "STREAMSQL_BOOTSTRAP_SERVERS"}
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])  # this checkout's code
-    return subprocess.run([sys.executable, "-m", "streamsql", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+_cli = run_streamsql
 
 
 @pytest.mark.timeout(600)

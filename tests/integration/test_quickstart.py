@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from streamsql.kafka.broker import LocalBroker
+from tests.support.cli import run_streamsql
 
 pytestmark = pytest.mark.integration
 
@@ -24,10 +25,7 @@ def _blocks(kind: str) -> list[str]:
 
 
 def _streamsql(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "STREAMSQL_BOOTSTRAP_SERVERS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    done = subprocess.run([sys.executable, "-m", "streamsql", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = run_streamsql(*args, cwd=cwd)
     assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
     return done
 
