@@ -317,6 +317,14 @@ class KafkaAdmin:
                 return
             time.sleep(0.02)
 
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Partition → offset the next record will get (the true end, :class:`EndOffsets`)."""
+        ends = EndOffsets(self.bootstrap_servers, topic, self._extra)
+        try:
+            return ends.ends()
+        finally:
+            ends.close()
+
     def cluster_id(self) -> str:
         return str(self._metadata().cluster_id)
 

@@ -94,7 +94,10 @@ class SourceOptions:
 
     bootstrap: str
     topic: str
+    #: where a query without a checkpoint begins: ``earliest``, ``latest``, or ``pinned`` at
+    #: ``start_at`` (partition → offset; Spark's -2/-1 mean earliest/latest for one partition)
     starting: str = "latest"
+    start_at: dict[int, int] | None = None
     max_records: int | None = None
     key_spec: str | None = None
     value_spec: str | None = None
@@ -121,15 +124,13 @@ class SourceOptions:
             raise ConfigError("the Kafka source needs option 'kafka.bootstrap.servers'")
         if not topic:
             raise ConfigError("the Kafka source needs option 'topic'")
-        starting = (_opt(options, "startingOffsets", "latest") or "latest").strip().lower()
-        if starting not in ("earliest", "latest"):
-            raise ConfigError(f"startingOffsets must be 'earliest' or 'latest', not '{starting}'")
+        starting, start_at = _starting_offsets(_opt(options, "startingOffsets", "latest") or "latest", topic)
         max_records = _opt(options, "maxRecordsPerBatch")
         if max_records is not None and int(max_records) < 1:
             raise ConfigError(f"maxRecordsPerBatch must be at least 1, not {max_records}")
         headers = json.loads(_opt(options, "headerColumns", "[]") or "[]")
         return SourceOptions(
-            bootstrap=bootstrap, topic=topic, starting=starting,
+            bootstrap=bootstrap, topic=topic, starting=starting, start_at=start_at,
             max_records=int(max_records) if max_records else None,
             key_spec=_opt(options, "keySpec"), value_spec=_opt(options, "valueSpec"),
             header_columns=tuple((n, t, r, h) for n, t, r, h in headers),
@@ -147,6 +148,30 @@ class SourceOptions:
     @property
     def decoded(self) -> bool:
         return self.key_spec is not None or self.value_spec is not None
+
+
+def _starting_offsets(text: str, topic: str) -> tuple[str, dict[int, int] | None]:
+    """``earliest``, ``latest``, or Spark's JSON form ``{"topic": {"0": 23, "1": -1}}`` (offsets
+    of this source's topic; -2 earliest, -1 latest) pinned."""
+    value = text.strip()
+    if value.lower() in ("earliest", "latest"):
+        return value.lower(), None
+    form = json.dumps({topic: {"<partition>": "<offset>"}}).replace('"<offset>"', "<offset>")
+    problem = f"startingOffsets must be 'earliest', 'latest' or {form}, not '{value}'"
+    try:
+        given = json.loads(value)
+    except ValueError:
+        raise ConfigError(problem) from None
+    offsets = given.get(topic) if isinstance(given, dict) and set(given) == {topic} else None
+    if not isinstance(offsets, dict):
+        raise ConfigError(problem)
+    try:
+        start_at = {int(p): int(o) for p, o in offsets.items()}
+    except (TypeError, ValueError):
+        raise ConfigError(problem) from None
+    if any(p < 0 or o < -2 for p, o in start_at.items()):
+        raise ConfigError(problem)
+    return "pinned", start_at
 
 
 def _spec(text: str | None) -> FormatSpec:
@@ -246,6 +271,17 @@ class _OffsetsMixin:
         state["_ends"] = None
         return state
 
+    def _start(self, tracker: EndOffsets, parts: list[int]) -> dict[int, int]:
+        """Where a new query begins in each partition. Pinned offsets (resolved when the
+        statement was accepted) name the partitions of that moment: one added since begins at
+        its earliest offset, as one added while the query runs."""
+        if self.opts.start_at is None:
+            return tracker.earliest(parts) if self.opts.starting == "earliest" else tracker.ends(parts)
+        given = self.opts.start_at
+        latest = tracker.ends([p for p in parts if given.get(p) == -1])
+        earliest = tracker.earliest([p for p in parts if given.get(p, -2) == -2])
+        return {p: given[p] if given.get(p, -2) >= 0 else latest.get(p, earliest.get(p, 0)) for p in parts}
+
     def _partitions(self, start: Mapping[int, int], end: Mapping[int, int]) -> list[KafkaInputPartition]:
         # A partition missing from ``start`` appeared after the batch began: read it from 0
         # (earliest; the consumer skips to the oldest record if retention removed some).
@@ -271,8 +307,7 @@ class KafkaStreamReader(_OffsetsMixin, DataSourceStreamReader, SupportsTriggerAv
         if self._initial is None:
             tracker = self._tracker()
             parts = tracker.partitions()
-            offs = tracker.earliest(parts) if self.opts.starting == "earliest" else tracker.ends(parts)
-            self._initial = encode_offsets(offs)
+            self._initial = encode_offsets(self._start(tracker, parts))
         return dict(self._initial)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -328,8 +363,7 @@ class KafkaBatchReader(_OffsetsMixin, DataSourceReader):
         tracker = self._tracker()
         parts = tracker.partitions()
         end = tracker.ends(parts)
-        start = tracker.earliest(parts) if self.opts.starting == "earliest" else end
-        return self._partitions(start, end)
+        return self._partitions(self._start(tracker, parts), end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)

@@ -130,7 +130,7 @@ class SparkBuilder:
     def _scan(self, step: Scan, max_records: int | None) -> DataFrame:
         ctx = self.ctx
         return io.read_stream(ctx.spark, ctx.bootstrap_servers, step.source, starting_offsets=step.starting_offsets,
-                              query_id=ctx.query_id, max_records=max_records,
+                              pinned=step.pinned, query_id=ctx.query_id, max_records=max_records,
                               processing_log_topic=ctx.processing_log_topic,
                               throw_on_invalid_timestamp=ctx.throw_on_invalid_timestamp)
 

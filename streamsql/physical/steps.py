@@ -35,14 +35,21 @@ if TYPE_CHECKING:
 
 @dataclass
 class Scan:
-    """Read a source's topic, decoded."""
+    """Read a source's topic, decoded. ``starting_offsets`` (``earliest``/``latest``) is where a
+    query without a checkpoint begins; ``pinned``: ``latest`` resolved to partition → offset when
+    the statement was accepted (``runtime/starts.py``), so nothing produced after it is missed."""
 
     source: Source
     starting_offsets: str
+    pinned: dict[int, int] | None = None
 
     def describe(self) -> str:
+        start = self.starting_offsets
+        if self.pinned is not None:
+            at = ", ".join(f"{p}:{o}" for p, o in sorted(self.pinned.items()))
+            start = f"{start} as the statement was accepted, partition:offset {at}"
         return (f"Scan {self.source.kind.lower()} {self.source.name} (topic {self.source.topic}, "
-                f"key {self.source.key_format}, value {self.source.value_format}, from {self.starting_offsets})")
+                f"key {self.source.key_format}, value {self.source.value_format}, from {start})")
 
 
 @dataclass
@@ -254,6 +261,11 @@ class PhysicalPlan:
     @property
     def terminal(self) -> Step:
         return self.steps[-1]
+
+    def scans(self) -> list[Scan]:
+        """The source scans it reads (a join's, in FROM order)."""
+        first = self.steps[0]
+        return first.scans() if isinstance(first, Join) else [first] if isinstance(first, Scan) else []
 
 
 def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_offsets: str, *,

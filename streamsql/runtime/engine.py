@@ -63,7 +63,7 @@ from streamsql.planner.expressions import quote
 from streamsql.planner.functions import REGISTRY, unknown_function
 from streamsql.planner.joins import JoinedSource
 from streamsql.planner.planner import TOMBSTONE_COL, Planner, QueryPlan, compile_constant, source_columns
-from streamsql.runtime import io
+from streamsql.runtime import io, starts
 from streamsql.runtime import results as r
 from streamsql.runtime.config import DEFAULT_PROPERTIES, VALID_OFFSET_RESETS, EngineConfig
 from streamsql.runtime.materialized import TableStore
@@ -790,24 +790,26 @@ class Engine:
     def _start_persistent(self, query_id: str, plan: QueryPlan | AggregatePlan, stmt: ast.Statement,
                           sink: Source) -> None:
         checkpoint = self.data_dir / "checkpoints" / query_id
-        if checkpoint.exists() and not has_committed_batch(checkpoint):
-            # killed before its first batch committed: Spark refuses such a checkpoint ("offsets
-            # should be empty on batch 0"); nothing was committed, so starting afresh loses nothing
-            shutil.rmtree(checkpoint, ignore_errors=True)
-        if sink.is_table and sink.is_source and checkpoint.exists() and not (checkpoint / CHECKPOINT_META).exists():
+        resumed = has_committed_batch(checkpoint)
+        if checkpoint.exists() and not resumed:  # stopped before its first batch committed
+            starts.restart_uncommitted(checkpoint)
+        if sink.is_table and sink.is_source and resumed and not (checkpoint / CHECKPOINT_META).exists():
             # a source table's materialization from an earlier streamsql (the driver's store):
             # its changelog is internal and the topic is the input, so it is rebuilt from the start
             log.warning("rebuilding %s's materialization from its topic (written by an earlier streamsql)", sink.name)
             shutil.rmtree(checkpoint, ignore_errors=True)
+            resumed = False
         if sink.is_table and sink.is_source:
             changelog = (replace(sink, topic=source_changelog_topic(sink)) if self.planning_only
-                         else self._source_changelog(sink, fresh=not checkpoint.exists()))
+                         else self._source_changelog(sink, fresh=not resumed))
         else:
             changelog = sink
         physical = self._physical_plan(plan, changelog, checkpoint, self._offset_reset())
         self.physical_plans[query_id] = physical
         if self.planning_only:
             return
+        if not resumed:  # where it begins is decided now, not when Spark plans its first batch
+            starts.pin_starts(physical, self.admin.end_offsets, checkpoint)
         if sink.is_table:  # its store follows the changelog topic the query writes
             self._store(sink)
             self.followed[sink.name] = changelog
@@ -1092,6 +1094,7 @@ class Engine:
 
         physical = self._collect_plan(plan, Collect(on_batch, available_now=not push), starting,
                                       changelog=push and plan.source.is_table)
+        starts.pin_starts(physical, self.admin.end_offsets)  # a push query sees what follows its acceptance
         df = builder.dataframe(physical)  # built once: its columns name the result, then it runs
         typed = aggregation.post_dataframe(plan, self.spark, []) if isinstance(plan, AggregatePlan) else df
         columns = Planner.output_types(plan, typed)

@@ -8,6 +8,7 @@ never knows the catalog.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from streamsql import types as t
@@ -58,15 +59,19 @@ def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
 
 
 def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, starting_offsets: str,
-                query_id: str, max_records: int | None = None, processing_log_topic: str | None = None,
+                pinned: Mapping[int, int] | None = None, query_id: str, max_records: int | None = None,
+                processing_log_topic: str | None = None,
                 throw_on_invalid_timestamp: bool = False) -> DataFrame:
     """The streaming DataFrame of ``source``: its columns plus ROWTIME/ROWPARTITION/ROWOFFSET and
-    the internal ``__HEADERS``/``__TOMBSTONE``. With a TIMESTAMP column, ROWTIME is that column
-    (a BIGINT or TIMESTAMP one read by the Kafka reader, a string one parsed here); records
-    without a usable time go to the processing log (``kafka/timestamps.py``)."""
+    the internal ``__HEADERS``/``__TOMBSTONE``. ``pinned``: the offsets (partition → offset)
+    a query without a checkpoint begins at, instead of ``starting_offsets``. With a TIMESTAMP
+    column, ROWTIME is that column (a BIGINT or TIMESTAMP one read by the Kafka reader, a string
+    one parsed here); records without a usable time go to the processing log
+    (``kafka/timestamps.py``)."""
     reader = spark.readStream.format(DATA_SOURCE)
     options = kafka_options(bootstrap_servers, source)
-    options["startingOffsets"] = starting_offsets
+    options["startingOffsets"] = starting_offsets if pinned is None else json.dumps(
+        {source.topic: {str(p): int(o) for p, o in sorted(pinned.items())}})
     options["queryId"] = query_id
     if source.header_columns:
         options["headerColumns"] = json.dumps(
