@@ -106,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(shell)
     server = sub.add_parser("server", help="serve ksqlDB's REST API (statements durable in a Kafka command topic)")
     server.add_argument("--port", type=int, default=8088)
-    server.add_argument("--host", default="0.0.0.0")
+    server.add_argument("--host", default="127.0.0.1",
+                        help="interface to listen on: this machine only unless told (0.0.0.0: every interface, "
+                             "as ksqlDB; pair it with --auth-file)")
     server.add_argument("--auth-file", help="users for HTTP basic auth, 'user: password' per line")
     server.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (needs --tls-key)")
     server.add_argument("--tls-key", help="PEM private key for --tls-cert")

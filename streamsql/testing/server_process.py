@@ -36,8 +36,9 @@ class ServerProcess:
         return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 240, auth: tuple[str, str] | None = None) -> ServerProcess:
+        """Started as a user would, ``--host`` left at its default (127.0.0.1)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "streamsql", "server", "--port", str(self.port), "--host", "127.0.0.1",
+        args = [sys.executable, "-m", "streamsql", "server", "--port", str(self.port),
                 "--bootstrap-servers", self.bootstrap, "--data-dir", str(self.data_dir), *self.extra]
         config = dict(self.properties)
         if self.service_id:

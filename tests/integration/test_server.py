@@ -90,6 +90,19 @@ def test_info_healthcheck_and_small_endpoints(client: httpx.Client, server: Serv
     assert bad.status_code == 400 and bad.json()["error_code"] == 40000
 
 
+def test_the_server_listens_on_this_machine_only_by_default(server: ServerProcess) -> None:
+    """No --host: a laptop tool without authentication by default does not serve the network
+    (ksqlDB binds every interface; issue #18)."""
+    import psutil
+
+    assert server.proc is not None
+    tree = [psutil.Process(server.proc.pid), *psutil.Process(server.proc.pid).children(recursive=True)]
+    listening = {c.laddr.ip for p in tree for c in p.net_connections("inet")
+                 if c.status == psutil.CONN_LISTEN and c.laddr.port == server.port}
+    assert listening == {"127.0.0.1"}
+    assert f"listening on http://127.0.0.1:{server.port} " in server.log_path.read_text()
+
+
 def test_ksql_entities_status_and_sequence_numbers(client: httpx.Client) -> None:
     name = uniq("src")
     sink = uniq("sink")
