@@ -151,6 +151,7 @@ def connect(bootstrap_servers: str | None = None, data_dir: str | Path | None = 
         directory = Path(data_dir) if data_dir is not None else scratch
         assert directory is not None
         config = EngineConfig(bootstrap_servers, directory, spark_master, dict(properties or {}))
+        config.ephemeral_kafka = broker is not None
         session = Session(Engine(config, spark=spark), broker, scratch)
         session.notices = session.engine.start()
         return session

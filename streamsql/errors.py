@@ -58,3 +58,8 @@ class UnsupportedSchemaError(ConfigError):
     """A format cannot hold a source's columns (a type or a number of fields it does not support);
     the engine names the format, the columns and this reason, as ksqlDB's "Key format does not
     support schema" message."""
+
+
+class DataDirError(StreamsqlError):
+    """The data directory cannot be used as asked: another engine holds it, or it holds the
+    state of another Kafka cluster. The message names the holder or the cluster and the way out."""

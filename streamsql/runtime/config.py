@@ -102,6 +102,9 @@ class EngineConfig:
     properties: dict[str, str] = field(default_factory=dict)
     #: Spark settings (``spark.*``) for the session this process creates
     spark_conf: dict[str, str] = field(default_factory=dict)
+    #: the cluster is a broker whose topics end with it (the data directory's local broker, an
+    #: embedded one): state written against it may be reset when the cluster changes
+    ephemeral_kafka: bool = False
 
     def property(self, name: str) -> str:
         return self.properties.get(name, DEFAULT_PROPERTIES.get(name, ""))

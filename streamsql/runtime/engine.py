@@ -66,6 +66,7 @@ from streamsql.planner.planner import TOMBSTONE_COL, Planner, QueryPlan, compile
 from streamsql.runtime import io, starts
 from streamsql.runtime import results as r
 from streamsql.runtime.config import DEFAULT_PROPERTIES, VALID_OFFSET_RESETS, EngineConfig
+from streamsql.runtime.data_dir import DataDirLock, check_cluster, record_cluster
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime.pull import check_access_path, lookup_for
 from streamsql.runtime.topology import Topology
@@ -161,6 +162,7 @@ class Engine:
         #: per aggregation query: a Spark accumulator of the records its windows dropped as late
         self.dropped_records: dict[str, Accumulator[int]] = {}
         self._command_log = command_log
+        self._claim = DataDirLock(self.data_dir)
         self._spark = spark
         self._admin: KafkaAdmin | None = None
         self._lock = threading.RLock()
@@ -201,15 +203,17 @@ class Engine:
         """Connect to Kafka, check that the data directory belongs to this cluster, replay the
         command log. Returns notices for the user (one line each)."""
         notices: list[str] = []
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        cluster = self.admin.cluster_id()
-        state_file = self.data_dir / "cluster.json"
-        known = json.loads(state_file.read_text())["cluster_id"] if state_file.exists() else None
-        if known is not None and known != cluster:
-            notices.append(f"new Kafka cluster {cluster} (was {known}: its topics are gone, as when the local "
-                           f"broker was stopped): reset the catalog and checkpoints in {self.data_dir}")
+        self._claim.acquire()  # one engine per data directory
+        try:
+            cluster = self.admin.cluster_id()
+            reset = check_cluster(self.data_dir, cluster, self.bootstrap_servers)
+        except BaseException:
+            self._claim.release()
+            raise
+        if reset is not None:
+            notices.append(reset)
             self._reset_state()
-        state_file.write_text(json.dumps({"cluster_id": cluster}))
+        record_cluster(self.data_dir, cluster, self.bootstrap_servers, self.config.ephemeral_kafka)
         self._create_internal_topic(self.processing_log_topic, 1)
         from streamsql.udf import functions as python_functions
 
@@ -267,6 +271,7 @@ class Engine:
             self._end_offsets.clear()
         if self._admin is not None:
             self._admin.close()
+        self._claim.release()
 
     # --- properties ----------------------------------------------------------------------------
 

@@ -160,6 +160,7 @@ def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
         print(f"streamsql: using the local broker of {config.data_dir} at {record.bootstrap_servers} "
               f"(pid {record.pid})", file=sys.stderr, flush=True)
     config.bootstrap_servers = record.bootstrap_servers
+    config.ephemeral_kafka = True
     try:
         yield config
     finally:
