@@ -103,6 +103,9 @@ class SourceOptions:
     value_spec: str | None = None
     header_columns: tuple[tuple[str, str, str, str | None], ...] = ()
     processing_log_topic: str | None = None
+    #: ``ksql.logging.processing.rows.include``: an undecodable record's bytes go into its
+    #: processing-log entry (``recordB64``); off by default, as in ksqlDB
+    log_rows: bool = False
     query_id: str = "streamsql"
     batch_rows: int = 20000
     poll_timeout_s: float = 120.0
@@ -135,6 +138,7 @@ class SourceOptions:
             key_spec=_opt(options, "keySpec"), value_spec=_opt(options, "valueSpec"),
             header_columns=tuple((n, t, r, h) for n, t, r, h in headers),
             processing_log_topic=_opt(options, "processingLogTopic") or None,
+            log_rows=(_opt(options, "processingLogRows") or "").lower() == "true",
             query_id=_opt(options, "queryId", "streamsql") or "streamsql",
             batch_rows=int(_opt(options, "arrowBatchRows", "20000") or 20000),
             poll_timeout_s=float(_opt(options, "pollTimeoutMs", "120000") or 120000) / 1000.0,
@@ -676,7 +680,7 @@ def processing_log_record(opts: SourceOptions, msg: Any, target: str, reason: st
     return plog.entry(opts.query_id, plog.DESERIALIZATION_ERROR, {
         "target": target,
         "errorMessage": f"Failed to deserialize {target} from topic: {msg.topic()}. {reason}",
-        "recordB64": base64.b64encode(raw).decode("ascii") if raw is not None else None,
+        "recordB64": base64.b64encode(raw).decode("ascii") if raw is not None and opts.log_rows else None,
         "cause": [reason],
         "topic": msg.topic(),
         "partition": msg.partition(),

@@ -73,6 +73,8 @@ class BuildContext:
     bootstrap_servers: str
     planner: Planner
     processing_log_topic: str | None = None
+    #: ``ksql.logging.processing.rows.include``: undecodable records' bytes in their entries
+    processing_log_rows: bool = False
     max_records: int | None = None
     query_id: str = "planning"
     limits: dict[str, int] = field(default_factory=dict)
@@ -132,6 +134,7 @@ class SparkBuilder:
         return io.read_stream(ctx.spark, ctx.bootstrap_servers, step.source, starting_offsets=step.starting_offsets,
                               pinned=step.pinned, query_id=ctx.query_id, max_records=max_records,
                               processing_log_topic=ctx.processing_log_topic,
+                              processing_log_rows=ctx.processing_log_rows,
                               throw_on_invalid_timestamp=ctx.throw_on_invalid_timestamp)
 
     def _join(self, step: Join, max_records: int | None) -> DataFrame:

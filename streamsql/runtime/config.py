@@ -35,6 +35,7 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "ksql.query.pull.table.scan.enabled": "true",
     "ksql.query.pull.range.scan.enabled": "true",
     "ksql.timestamp.throw.on.invalid": "false",
+    "ksql.logging.processing.rows.include": "false",
 }
 VALID_OFFSET_RESETS = {"earliest", "latest"}
 
@@ -60,6 +61,8 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
     "ksql.query.pull.range.scan.enabled": ("true", "pull queries may scan a key range"),
     "ksql.timestamp.throw.on.invalid": ("false", "fail the query (instead of logging and dropping the record) "
                                                  "on a record whose TIMESTAMP column is null, unparsable or negative"),
+    "ksql.logging.processing.rows.include": ("false", "an undecodable record's bytes go into its processing-log "
+                                                      "entry (`recordB64`)"),
     "ksql.extension.dir": ("", "a directory of Python function files loaded beside the seed functions"),
     "ksql.schema.registry.url": ("", "Schema Registry for AVRO, PROTOBUF and JSON_SR"),
     "ksql.internal.topic.replicas": ("1", "replication factor of the engine's own topics"),

@@ -900,6 +900,7 @@ class Engine:
             dropped_counter=dropped,
             spark=self.spark, bootstrap_servers=self.bootstrap_servers, planner=self.planner,
             processing_log_topic=self.processing_log_topic,
+            processing_log_rows=self.prop("ksql.logging.processing.rows.include").strip().lower() == "true",
             max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
             throw_on_invalid_timestamp=self.prop("ksql.timestamp.throw.on.invalid").strip().lower() == "true",
             query_id=query_id, limits=self._collection_limits())

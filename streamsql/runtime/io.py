@@ -60,7 +60,7 @@ def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
 
 def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, starting_offsets: str,
                 pinned: Mapping[int, int] | None = None, query_id: str, max_records: int | None = None,
-                processing_log_topic: str | None = None,
+                processing_log_topic: str | None = None, processing_log_rows: bool = False,
                 throw_on_invalid_timestamp: bool = False) -> DataFrame:
     """The streaming DataFrame of ``source``: its columns plus ROWTIME/ROWPARTITION/ROWOFFSET and
     the internal ``__HEADERS``/``__TOMBSTONE``. ``pinned``: the offsets (partition → offset)
@@ -81,6 +81,7 @@ def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, 
 
     if processing_log_topic:
         options["processingLogTopic"] = processing_log_topic
+        options["processingLogRows"] = str(processing_log_rows).lower()
     parsed = _parsed_timestamp(source)
     if source.timestamp_column and not parsed:
         options["timestampColumn"] = source.timestamp_column

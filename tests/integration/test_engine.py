@@ -137,6 +137,23 @@ def test_malformed_records_go_to_processing_log_and_good_ones_flow(engine, topic
         assert mine[(topic, offset)] == ("value", f"Failed to deserialize value from topic: {topic}. {reason}",
                                          [reason]), mine
     assert mine[(j, 1)][1].startswith(f"Failed to deserialize value from topic: {j}. Malformed JSON"), mine
+    # the record's bytes only with ksql.logging.processing.rows.include (off by default, as ksqlDB)
+    assert all(e["recordB64"] is None for e in errors if e["topic"] in (j, d))
+
+
+def test_processing_log_rows_include_puts_the_bad_records_bytes_in(engine, topic_name):  # type: ignore[no-untyped-def]
+    src = topic_name("rows")
+    engine.execute(f"""
+        SET 'ksql.logging.processing.rows.include' = 'true';
+        CREATE STREAM rowsin (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE STREAM rowsout AS SELECT * FROM rowsin;
+    """)
+    produce(engine.admin, src, [("1", "not json", 1), ("2", '{"n": 2}', 2)])
+    engine.wait_until_idle()
+    errors = [e[1]["message"]["deserializationError"] for e in read(engine.admin, engine.processing_log_topic)
+              if isinstance(e[1], dict) and (e[1]["message"].get("deserializationError") or {}).get("topic") == src]
+    assert [(e["offset"], e["recordB64"]) for e in errors] == [(0, "bm90IGpzb24=")]  # base64("not json")
+    assert [v for _k, v, _ts in read(engine.admin, "ROWSOUT")] == [{"N": 2}]
 
 
 def test_gzipped_batches_are_read_line_by_line(engine, topic_name):  # type: ignore[no-untyped-def]

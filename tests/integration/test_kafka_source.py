@@ -205,7 +205,7 @@ def test_decoded_read_with_headers_tombstones_and_processing_log(spark, admin, b
         valueSpec=_spec("JSON", Column("ID", BIGINT), Column("NAME", STRING)),
         headerColumns=json.dumps([["HS", "ARRAY<STRUCT<KEY STRING, VALUE BYTES>>", "headers", None],
                                   ["SRC", "BYTES", "header", "src"]]),
-        processingLogTopic=plog, queryId="CSAS_TEST_1")
+        processingLogTopic=plog, processingLogRows="true", queryId="CSAS_TEST_1")
     out = run_available_now(spark, opts, tmp_path)
     rows = out.rows
     assert [(r["K"], r["ID"], r["NAME"], r["ROWTIME"], r["ROWOFFSET"], r["__TOMBSTONE"]) for r in rows] == [

@@ -1,6 +1,6 @@
 """The REST server over real HTTP: one real ``streamsql server`` process (auth on) shared by the
-module, on the session's real broker; the last test SIGKILLs it mid-stream and restarts it on the
-same data directory with TLS and without auth.
+module, on the session's real broker; the crash test starts a server of its own, SIGKILLs it
+mid-stream and restarts it on the same data directory with TLS and without auth.
 """
 
 from __future__ import annotations
@@ -444,11 +444,55 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-def test_restart_after_sigkill_keeps_catalog_queries_and_data(server: ServerProcess, client: httpx.Client,
-                                                               bootstrap: str) -> None:
-    """Runs last: kills the module's server. Restarted on the same data dir and command topic with
+@pytest.fixture
+def own_server(bootstrap: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A server of one test's own, for a test that kills it (the module's server serves the rest,
+    in whatever order they run)."""
+    users = tmp_path / "users.properties"
+    users.write_text(f"{USER}: {PASSWORD},admin\n")
+    proc = ServerProcess(bootstrap, tmp_path / "data", ["--auth-file", str(users)],
+                         service_id=f"own{uuid.uuid4().hex[:8]}_")
+    proc.start(auth=(USER, PASSWORD))
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def test_fuzzed_statements_get_an_error_envelope_never_a_stack_trace(own_server: ServerProcess) -> None:
+    """The statement fuzzer of tests/unit/test_statement_fuzz.py over HTTP, on a server of its own
+    (a fuzzed statement that parses may run, TERMINATE ALL included): every answer is 200 or a
+    4xx with ksqlDB's error envelope, and no message carries a Python traceback."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tests.unit.test_statement_fuzz import PREFIXES, STATEMENTS
+
+    answers: list[int] = []
+    with httpx.Client(base_url=own_server.url, auth=(USER, PASSWORD), timeout=120) as c:
+        @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @given(PREFIXES, STATEMENTS, st.sampled_from(["/ksql", "/query"]))
+        def check(prefix: str, tail: str, endpoint: str) -> None:
+            resp = c.post(endpoint, json={"ksql": prefix + tail, "streamsProperties": {}})
+            answers.append(resp.status_code)
+            assert resp.status_code == 200 or 400 <= resp.status_code < 500, (resp.status_code, resp.text[:500])
+            assert "Traceback" not in resp.text and 'File "' not in resp.text, resp.text[:2000]
+            if resp.status_code != 200:
+                body = resp.json()
+                assert body["@type"] in ("statement_error", "generic_error") and body["message"].strip(), body
+
+        check()
+        assert c.get("/info").status_code == 200  # still serving
+    assert len(answers) == 150 and 400 in answers
+
+
+def test_restart_after_sigkill_keeps_catalog_queries_and_data(own_server: ServerProcess, bootstrap: str) -> None:
+    """Kills its own server mid-stream, restarted on the same data dir and command topic with
     TLS and without auth; everything comes back and no record is lost."""
     from streamsql.kafka.admin import KafkaAdmin
+
+    server = own_server
+    client = httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=600)
 
     src, evens, counts = uniq("orders"), uniq("evens"), uniq("counts")
     topic = src.lower()
@@ -511,3 +555,4 @@ def test_restart_after_sigkill_keeps_catalog_queries_and_data(server: ServerProc
     finally:
         restarted.stop()
         admin.close()
+        client.close()
