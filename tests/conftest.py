@@ -29,6 +29,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             pytest.exit(reason, returncode=4)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    """Name the order the tests ran in (pytest-randomly shuffles every run; -q hides its header),
+    so a failure that depends on it can be repeated."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if seed is not None and config.pluginmanager.hasplugin("randomly"):
+        terminalreporter.write_line(f"tests ran in a random order: --randomly-seed={seed} repeats it")
+
+
 @pytest.fixture(scope="session")
 def broker() -> Iterator["object"]:
     from streamsql.kafka.broker import EmbeddedBroker

@@ -13,6 +13,8 @@ from streamsql.formats import avro_format, schema_registry
 from streamsql.runtime import io as engine_io
 from streamsql.runtime import results as r
 
+from tests.support.processing_log import deserialization_errors
+
 pytestmark = pytest.mark.integration
 
 
@@ -72,8 +74,7 @@ def test_inferred_avro_source_to_avro_sink_with_a_bad_record_in_between(engine, 
     assert written["name"] == "KsqlDataSourceSchema" and [f["name"] for f in written["fields"]] == [
         "ID", "ITEM", "DOUBLE_PRICE"]
     # the malformed record went to the processing log with its offset, and nothing else was lost
-    log = [json.loads(rec.value) for rec in engine.admin.read_all(engine.processing_log_topic) if rec.value]
-    errors = [e["message"]["deserializationError"] for e in log if "deserializationError" in e.get("message", {})]
+    errors = deserialization_errors(engine.admin, engine.processing_log_topic, src)
     # exactly that one record, in ksqlDB's "Failed to deserialize value from topic: <t>. <reason>" shape;
     # it starts with '{' (123) where Confluent's magic byte 0 belongs
     mine = [(e["offset"], e["target"], e["errorMessage"]) for e in errors if e["topic"] == src]

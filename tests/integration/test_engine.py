@@ -10,6 +10,8 @@ from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaErro
 from streamsql.kafka.admin import KafkaAdmin
 from streamsql.runtime import results as r
 
+from tests.support.processing_log import deserialization_errors
+
 pytestmark = pytest.mark.integration
 
 
@@ -122,13 +124,11 @@ def test_malformed_records_go_to_processing_log_and_good_ones_flow(engine, topic
     engine.wait_until_idle()
     assert [(k, v) for k, v, _ in read(engine.admin, "JS_OUT")] == [("1", {"N": 1}), ("4", {"N": 4})]
     assert [(k, v) for k, v, _ in read(engine.admin, "DS_OUT")] == [("1", "1,a"), ("4", "4,d")]
-    log_entries = [rec[1] for rec in read(engine.admin, engine.processing_log_topic)]
-    errors = [e["message"]["deserializationError"] for e in log_entries if isinstance(e, dict)]
+    errors = deserialization_errors(engine.admin, engine.processing_log_topic, j, d)
     # exactly the four bad records of this test's topics, in ksqlDB's shape ("Failed to deserialize
     # value from topic: <topic>. <reason>", the reason also alone in "cause"), each reason the one
     # tests/unit/test_formats.py specifies for that record
-    mine = {(e["topic"], e["offset"]): (e["target"], e["errorMessage"], e["cause"])
-            for e in errors if e["topic"] in (j, d)}
+    mine = {(e["topic"], e["offset"]): (e["target"], e["errorMessage"], e["cause"]) for e in errors}
     assert sorted(mine) == sorted([(j, 1), (j, 2), (d, 1), (d, 2)]), mine
     reasons = {(j, 2): "Failed to deserialize field 'N': cannot convert \"abc\" to INTEGER",
                (d, 1): "Failed to deserialize field 'N': cannot convert \"x\" to INTEGER",
@@ -138,7 +138,7 @@ def test_malformed_records_go_to_processing_log_and_good_ones_flow(engine, topic
                                          [reason]), mine
     assert mine[(j, 1)][1].startswith(f"Failed to deserialize value from topic: {j}. Malformed JSON"), mine
     # the record's bytes only with ksql.logging.processing.rows.include (off by default, as ksqlDB)
-    assert all(e["recordB64"] is None for e in errors if e["topic"] in (j, d))
+    assert all(e["recordB64"] is None for e in errors)
 
 
 def test_processing_log_rows_include_puts_the_bad_records_bytes_in(engine, topic_name):  # type: ignore[no-untyped-def]
@@ -150,8 +150,7 @@ def test_processing_log_rows_include_puts_the_bad_records_bytes_in(engine, topic
     """)
     produce(engine.admin, src, [("1", "not json", 1), ("2", '{"n": 2}', 2)])
     engine.wait_until_idle()
-    errors = [e[1]["message"]["deserializationError"] for e in read(engine.admin, engine.processing_log_topic)
-              if isinstance(e[1], dict) and (e[1]["message"].get("deserializationError") or {}).get("topic") == src]
+    errors = deserialization_errors(engine.admin, engine.processing_log_topic, src)
     assert [(e["offset"], e["recordB64"]) for e in errors] == [(0, "bm90IGpzb24=")]  # base64("not json")
     assert [v for _k, v, _ts in read(engine.admin, "ROWSOUT")] == [{"N": 2}]
 
@@ -179,9 +178,7 @@ def test_gzipped_batches_are_read_line_by_line(engine, topic_name):  # type: ign
     assert rows == [("b0", {"ROUTE": "LHR-CDG", "PRICE": 59.5, "O": 0}, 1000),
                     ("b2", {"ROUTE": "JFK-SFO", "PRICE": 99.0, "O": 2}, 1002),
                     ("b2", {"ROUTE": "JFK-SEA", "PRICE": 42.0, "O": 2}, 1002)]
-    errors = [e[1]["message"]["deserializationError"] for e in read(engine.admin, engine.processing_log_topic)
-              if isinstance(e[1], dict)]
-    mine = [e for e in errors if e["topic"] == src]
+    mine = deserialization_errors(engine.admin, engine.processing_log_topic, src)
     assert {e["offset"] for e in mine} == {1, 2}
     by_offset = {e["offset"]: e["errorMessage"] for e in mine}
     # offset 1 is not gzip at all (8 bytes); offset 2 decompresses but one line's PRICE is 'cheap'
