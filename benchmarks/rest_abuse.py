@@ -222,11 +222,12 @@ def push_fanout(url: str, clients: int) -> dict[str, Any]:
     ready.wait()
     with httpx.Client(base_url=url, timeout=60) as c:
         sent_at.append(time.monotonic())
-        c.post("/ksql", json={"ksql": "INSERT INTO FAN (ID, V) VALUES ('x', 1);"}, headers=KSQL_HEADERS)
+        inserted = c.post("/ksql", json={"ksql": "INSERT INTO FAN (ID, V) VALUES ('x', 1);"}, headers=KSQL_HEADERS)
     for t in threads:
         t.join(120)
     delays = sorted((g - sent_at[0]) * 1000 for g in got)
-    return {"clients": clients, "received": len(got), "errors": dict(errors),
+    return {"clients": clients, "insert_status": inserted.status_code, "insert_answer": inserted.text[:500],
+            "received": len(got), "errors": dict(errors),
             "p50_ms": round(statistics.median(delays), 1) if delays else None,
             "max_ms": round(delays[-1], 1) if delays else None}
 
