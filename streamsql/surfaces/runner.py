@@ -25,14 +25,17 @@ from streamsql.sql import parse
 from streamsql.surfaces.render import render, row_line
 
 
-def run_file(engine: Engine, path: Path, until_idle: bool, out: TextIO = sys.stdout,
+def run_file(engine: Engine, path: Path, until_idle: bool, out: TextIO | None = None,
              stop: threading.Event | None = None) -> int:
+    """``out``: where results go, ``sys.stdout`` as it is when called (a default bound at import
+    would keep whatever stream was ``sys.stdout`` then, closed later under a test's capture)."""
     text = path.read_text(encoding="utf-8")
     return run_script(engine, text, until_idle, out, stop)
 
 
-def run_script(engine: Engine, text: str, until_idle: bool, out: TextIO = sys.stdout,
+def run_script(engine: Engine, text: str, until_idle: bool, out: TextIO | None = None,
                stop: threading.Event | None = None) -> int:
+    out = out if out is not None else sys.stdout
     stop = stop or threading.Event()
     try:
         statements = parse(text, variables=engine.variables, custom_types=engine.catalog.types)

@@ -72,7 +72,8 @@ def select(cases: list[QttCase], filters: list[str], ids: list[str] | None) -> l
     return cases
 
 
-def run_command(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out if out is not None else sys.stdout  # as it is now, not as it was at import
     trio = args.sql_file is not None
     if not trio and args.paths and all(is_rqtt_path(Path(p)) for p in args.paths):
         from streamsql.testing.rqtt import run_rqtt_command  # REST tests: through a real server
