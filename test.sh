@@ -14,4 +14,8 @@ fi
 scripts/setup.sh
 .venv/bin/ruff check streamsql
 .venv/bin/mypy streamsql
-exec .venv/bin/python -m pytest -q "$@"
+# the suite's order: the files' own (CI) unless STREAMSQL_RANDOM_ORDER=1 (pytest-randomly; the
+# last line names the seed): random runs still find order dependencies (docs/reliability.md)
+order=(-p no:randomly)
+if [ "${STREAMSQL_RANDOM_ORDER:-}" = 1 ]; then order=(); fi
+exec .venv/bin/python -m pytest -q "${order[@]}" "$@"
