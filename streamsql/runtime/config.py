@@ -78,6 +78,7 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
 #: every environment variable streamsql reads: name -> what it does
 ENVIRONMENT_DOCS: dict[str, str] = {
     "STREAMSQL_BOOTSTRAP_SERVERS": "Kafka to use when `--bootstrap-servers` is not given",
+    "STREAMSQL_RANDOM_ORDER": "`1`: `./test.sh` runs the suite in a random order (pytest-randomly)",
     "STREAMSQL_SPARK_MASTER": "Spark master when neither `--spark-master` nor `spark.master` is given "
                               "(default `local[2]`)",
     "STREAMSQL_LOG_LEVEL": "Python logging level of the command (default WARNING)",
