@@ -63,3 +63,14 @@ class UnsupportedSchemaError(ConfigError):
 class DataDirError(StreamsqlError):
     """The data directory cannot be used as asked: another engine holds it, or it holds the
     state of another Kafka cluster. The message names the holder or the cluster and the way out."""
+
+
+def spark_message(exc: BaseException) -> str:
+    """The useful first line of a Spark/Py4J error, not the JVM stack."""
+    text = getattr(exc, "desc", None) or getattr(exc, "message", None) or str(exc)
+    text = str(text).strip()
+    for marker in ("\n\tat ", "\nJVM stacktrace:", "\n== "):
+        if marker in text:
+            text = text.split(marker)[0]
+    return text.strip()
+

@@ -62,7 +62,7 @@ class ConnectorStatements:
         except StreamsqlError:
             catalog.connectors.pop(stmt.name, None)
             raise
-        engine._log_command(stmt, replay_seq)
+        engine.log_command(stmt, replay_seq)
         return r.ConnectorCreated(stmt.text, stmt.name, stmt.kind, dict(stmt.config))
 
     def start(self, info: ConnectorInfo) -> None:
@@ -77,7 +77,7 @@ class ConnectorStatements:
         engine.physical_plans[qid] = plan
         if engine.planning_only:
             return
-        handle = SparkBuilder(engine._build_context(qid)).start(plan, checkpoint, qid)
+        handle = SparkBuilder(engine.build_context(qid)).start(plan, checkpoint, qid)
         previous = engine.queries.get(qid)
         engine.queries[qid] = RunningQuery(QueryInfo(qid, info.statement, info.name, list(info.topics), "CONNECTOR"),
                                            handle, checkpoint, restart=lambda: self.start(info),
@@ -93,12 +93,12 @@ class ConnectorStatements:
         qid = query_id(stmt.name)
         running = engine.queries.pop(qid, None)
         if running is not None:
-            engine._stop_handle(running.handle)
+            engine.stop_handle(running.handle)
         engine.physical_plans.pop(qid, None)
         # a connector created again under this name starts afresh (its documents are rewritten
         # with the same ids, so nothing is duplicated)
         shutil.rmtree(engine.data_dir / "checkpoints" / qid, ignore_errors=True)
-        engine._log_command(stmt, replay_seq)
+        engine.log_command(stmt, replay_seq)
         return r.ConnectorDropped(stmt.text, stmt.name)
 
     def show(self, stmt: ast.Show) -> r.ConnectorList:
@@ -139,7 +139,7 @@ class ConnectorStatements:
             return str(e)
         if exc is None:
             return None
-        from streamsql.runtime.engine import spark_message
+        from streamsql.errors import spark_message
 
         return spark_message(exc)
 

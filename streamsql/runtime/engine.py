@@ -19,9 +19,9 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +36,8 @@ from streamsql.errors import (
     ConfigError,
     KafkaError,
     StreamsqlError,
-    UnsupportedSchemaError,
+    spark_message,
 )
-from streamsql.formats import FormatSpec, compression, schema_registry, serde_for
-from streamsql.formats import registry as format_registry
 from streamsql.physical.builder import (
     CHECKPOINT_META,
     BuildContext,
@@ -53,40 +51,33 @@ from streamsql.physical.steps import (
     Collect,
     KafkaSink,
     PhysicalPlan,
-    SparkAggregate,
     physical_plan,
 )
-from streamsql.planner import aggregation
+from streamsql.planner import aggregation, ddl
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.casts import cast_value
+from streamsql.planner.ddl import SourceDefinitions
 from streamsql.planner.expressions import quote
-from streamsql.planner.functions import REGISTRY, unknown_function
 from streamsql.planner.joins import JoinedSource
-from streamsql.planner.planner import TOMBSTONE_COL, Planner, QueryPlan, compile_constant, source_columns
-from streamsql.runtime import io, starts
+from streamsql.planner.planner import TOMBSTONE_COL, Planner, QueryPlan, source_columns
 from streamsql.runtime import results as r
-from streamsql.runtime.config import DEFAULT_PROPERTIES, VALID_OFFSET_RESETS, EngineConfig
+from streamsql.runtime import starts
+from streamsql.runtime.config import VALID_OFFSET_RESETS, EngineConfig
 from streamsql.runtime.data_dir import DataDirLock, check_cluster, record_cluster
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime.pull import check_access_path, lookup_for
+from streamsql.runtime.session import Session
 from streamsql.runtime.topology import Topology
 from streamsql.sql import ast, parse
-from streamsql.sql.dialect import to_ksql
 
 if TYPE_CHECKING:
     from pyspark import Accumulator
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from streamsql.kafka.admin import EndOffsets, KafkaAdmin, Record
-    from streamsql.runtime.progress import PartitionLag
+    from streamsql.kafka.admin import KafkaAdmin
 
 log = logging.getLogger("streamsql")
-
-KNOWN_FORMATS = {"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF", "PROTOBUF_NOSR"}
-#: formats whose records carry a Schema Registry id
-REGISTRY_FORMATS = set(format_registry.REGISTRY_SCHEMA_TYPES)
-KEYED_FORMATS = KNOWN_FORMATS - {"NONE"}
 
 
 #: persistent queries whose start waits for the end of a replay: (id, plan, statement, sink name)
@@ -150,8 +141,10 @@ class Engine:
         self.data_dir = Path(config.data_dir)
         self.catalog = Catalog()
         self.planner = Planner(self.catalog)
-        self.session_properties: dict[str, str] = {}
-        self.variables: dict[str, str] = {}
+        self.definitions = SourceDefinitions(self.prop)
+        #: the engine's own session (the CLI, shell and runner run under it)
+        self.session = Session()
+        self._active = self.session
         self.queries: dict[str, RunningQuery] = {}
         self.stores: dict[str, TableStore] = {}
         #: tables whose store follows their changelog topic (caught up per pull query): the
@@ -165,15 +158,20 @@ class Engine:
         self._claim = DataDirLock(self.data_dir)
         self._spark = spark
         self._admin: KafkaAdmin | None = None
-        self._lock = threading.RLock()
+        #: held while a statement executes; hold it to make several engine calls one step
+        self.lock = threading.RLock()
         self._transient_seq = 0
         from streamsql.runtime.connectors import ConnectorStatements
 
         self.connectors = ConnectorStatements(self)
+        from streamsql.runtime.inspection import Inspection
+
+        self.inspection = Inspection(self)
+        from streamsql.runtime.inserts import ValueInserts
+
+        self.inserts = ValueInserts(self)
         #: plan persistent queries and connectors without starting them (``plan_only``)
         self.planning_only = False
-        #: end offsets of the topics queries read, for their lag (one client per topic)
-        self._end_offsets: dict[str, EndOffsets] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -183,6 +181,11 @@ class Engine:
             from streamsql.runtime.spark import get_spark
 
             self._spark = get_spark(self.config.spark_master, self.config.spark_conf or None)
+        return self._spark
+
+    @property
+    def started_spark(self) -> SparkSession | None:
+        """The SparkSession if one was started (or given), without starting one."""
         return self._spark
 
     @property
@@ -237,38 +240,30 @@ class Engine:
         #: decides where a query with no committed checkpoint offsets begins)
         properties_of: dict[str, dict[str, str]] = {}
         for cmd in commands:
-            saved = dict(self.session_properties)
-            self.session_properties = dict(cmd.properties)
             started = len(deferred)
             try:
-                for stmt in parse(cmd.statement, custom_types=self.catalog.types):
-                    self._execute(stmt, replay_seq=cmd.seq, deferred=deferred)
+                with self.session_scope(Session(dict(cmd.properties))):
+                    for stmt in parse(cmd.statement, custom_types=self.catalog.types):
+                        self._execute(stmt, replay_seq=cmd.seq, deferred=deferred)
             except StreamsqlError as e:
                 log.warning("could not replay command %s (%s): %s", cmd.seq, cmd.statement, e)
             finally:
-                self.session_properties = saved
                 for entry in deferred[started:]:
                     properties_of[entry[0]] = dict(cmd.properties)
         for query_id, plan, stmt, sink in deferred:
             if query_id in self.catalog.queries:
-                saved = self.session_properties
-                self.session_properties = properties_of.get(query_id, {})
-                try:
+                with self.session_scope(Session(properties_of.get(query_id, {}))):
                     self._start_persistent(query_id, plan, stmt, self.catalog.get(sink))
-                finally:
-                    self.session_properties = saved
         return len(commands)
 
     def close(self) -> None:
-        with self._lock:
+        with self.lock:
             for q in list(self.queries.values()):
-                self._stop_handle(q.handle)
+                self.stop_handle(q.handle)
             self.queries.clear()
             for store in self.stores.values():
                 store.stop_following()
-            for tracker in self._end_offsets.values():
-                tracker.close()
-            self._end_offsets.clear()
+            self.inspection.close()
         if self._admin is not None:
             self._admin.close()
         self._claim.release()
@@ -276,8 +271,26 @@ class Engine:
     # --- properties ----------------------------------------------------------------------------
 
     def prop(self, name: str) -> str:
-        """A property's value: session override, else engine config, else ksqlDB's default."""
-        return self.session_properties.get(name) or self.config.property(name)
+        """A property's value: the running session's override, else engine config, else
+        ksqlDB's default."""
+        return self._active.properties.get(name) or self.config.property(name)
+
+    @property
+    def active_session(self) -> Session:
+        """The session statements run under now: a caller's inside :meth:`session_scope`, else
+        the engine's own."""
+        return self._active
+
+    @contextmanager
+    def session_scope(self, session: Session) -> Iterator[Session]:
+        """Run engine calls under ``session`` (holding the engine's lock): what its statements
+        SET or DEFINE stays in it, and the engine's own session is untouched."""
+        with self.lock:
+            saved, self._active = self._active, session
+            try:
+                yield session
+            finally:
+                self._active = saved
 
     @property
     def processing_log_topic(self) -> str:
@@ -285,16 +298,20 @@ class Engine:
 
     # --- execute -------------------------------------------------------------------------------
 
-    def execute(self, text: str) -> list[r.Result]:
-        """Parse ``text`` (one or more statements) and execute each in order. A failing statement
-        raises; statements before it have taken effect."""
-        out: list[r.Result] = []
-        for stmt in parse(text, variables=self.variables, custom_types=self.catalog.types):
-            out.append(self.execute_statement(stmt))
-        return out
+    def execute(self, text: str, session: Session | None = None) -> list[r.Result]:
+        """Parse ``text`` (one or more statements) and execute each in order, under ``session``
+        (default: the running one, see :attr:`active_session`). A failing statement raises;
+        statements before it have taken effect."""
+        with self.lock:
+            session = session or self._active
+            out: list[r.Result] = []
+            for stmt in parse(text, variables=session.variables, custom_types=self.catalog.types):
+                out.append(self.execute_statement(stmt, session))
+            return out
 
-    def execute_statement(self, stmt: ast.Statement) -> r.Result:
-        with self._lock:
+    def execute_statement(self, stmt: ast.Statement, session: Session | None = None) -> r.Result:
+        """Execute one parsed statement under ``session`` (default: the running one)."""
+        with self.lock, self.session_scope(session or self._active):
             try:
                 return self._execute(stmt)
             except StreamsqlError as e:
@@ -313,10 +330,12 @@ class Engine:
             return handler(stmt, replay_seq=replay_seq, deferred=deferred)
         return handler(stmt)
 
-    def _log_command(self, stmt: ast.Statement, replay_seq: int | None) -> int:
+    def log_command(self, stmt: ast.Statement, replay_seq: int | None) -> int:
+        """Append an accepted statement to the command log with its session's properties (a
+        replayed one is logged already: its sequence number is returned)."""
         if replay_seq is not None:
             return replay_seq
-        return self.command_log.append(stmt.text, dict(self.session_properties)).seq
+        return self.command_log.append(stmt.text, dict(self._active.properties)).seq
 
     # --- DDL -----------------------------------------------------------------------------------
 
@@ -337,8 +356,8 @@ class Engine:
                                    f"with the same name already exists")
         if replay_seq is None:  # a command an earlier version accepted replays as it ran then
             for column in stmt.columns:
-                _check_header_type(column)
-        source = self._source_from_ddl(stmt)
+                ddl.check_header_type(column)
+        source = self.definitions.source(stmt)
         if stmt.kind == "TABLE" and not source.key_columns:
             raise AnalysisError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.")
         if replay_seq is None:
@@ -360,7 +379,7 @@ class Engine:
         if existing is not None:
             self.catalog.remove(existing.name)
         self.catalog.add(source)
-        seq = self._log_command(stmt, replay_seq)
+        seq = self.log_command(stmt, replay_seq)
         if source.is_source and source.is_table:
             self._materialize_source_table(source, seq, deferred)
         return r.CommandStatus(stmt.text, f"{stmt.kind.title()} created")
@@ -380,204 +399,7 @@ class Engine:
         else:
             self._start_persistent(query_id, plan, query, table)
 
-    def _source_from_ddl(self, stmt: ast.CreateSource) -> Source:
-        props = stmt.properties
-        topic = props.get("KAFKA_TOPIC")
-        if not topic:
-            raise AnalysisError("Missing required property \"KAFKA_TOPIC\" which has no default value.")
-        # ksqlDB's server defaults for formats a CREATE STREAM/TABLE leaves out
-        key_format, value_format = self._formats(
-            props, default_key=self.prop("ksql.persistence.default.format.key") or "KAFKA",
-            default_value=self.prop("ksql.persistence.default.format.value") or None)
-        columns = list(stmt.columns)
-        for c in columns:
-            if c.name in t.PSEUDO_COLUMNS or c.name in (t.WINDOWSTART, t.WINDOWEND):
-                raise AnalysisError(f"'{c.name}' is a reserved column name. You cannot use it as a name for a column.")
-        for side, is_key in (("KEY", True), ("VALUE", False)):
-            if props.get(f"{side}_SCHEMA_ID") is None:
-                continue
-            fmt = key_format if is_key else value_format
-            if str(fmt).upper() not in REGISTRY_FORMATS:
-                raise AnalysisError(f"{side}_FORMAT should support schema inference when {side}_SCHEMA_ID is "
-                                    f"provided. Current format is {str(fmt).upper()}.")
-            if any(c.is_key == is_key and c.role in ("key", "value") for c in columns):
-                raise AnalysisError(f"Table elements and {side}_SCHEMA_ID cannot both exist for create statement.")
-        _check_delimiters(props, key_format, value_format)
-        inferred: dict[bool, Any] = {}
-        columns = self._infer_columns(props, columns, str(topic), key_format, value_format, inferred)
-        source = Source(
-            name=stmt.name, kind=stmt.kind, columns=columns, topic=str(topic),
-            key_format=key_format if any(c.is_key for c in columns) else "NONE", value_format=value_format,
-            key_delimiter=props.get("KEY_DELIMITER", ","), value_delimiter=props.get("VALUE_DELIMITER", ","),
-            wrap_single_value=self._wrap_single_value(props, columns, value_format),
-            timestamp_column=self._timestamp_column(props, columns), timestamp_format=props.get("TIMESTAMP_FORMAT"),
-            is_source=stmt.is_source, statement=stmt.text,
-        )
-        source.key_format_options = _format_options(props, "KEY", source.key_format)
-        source.value_format_options = _format_options(props, "VALUE", source.value_format)
-        if source.is_table and "compression" in source.value_format_options:
-            raise AnalysisError("VALUE_COMPRESSION is only valid for streams: a compressed batch holds many "
-                                "records, a table's message holds one row")
-        self._check_key_types(source)
-        self._bind_schemas(source, props, inferred)
-        self._validate_formats(source)
-        source.window_type, source.window_size_ms = _window_properties(props)
-        if source.window_type and not source.key_columns:
-            raise AnalysisError("Windowed sources require a key column.")
-        if props.get("FORMAT") is not None or props.get("KEY_FORMAT") is not None:
-            source.declared_key_format = key_format
-        return source
-
-    def _formats(self, props: dict[str, Any], default_key: str | None, default_value: str | None) -> tuple[str, str]:
-        fmt = props.get("FORMAT")
-        key = props.get("KEY_FORMAT")
-        value = props.get("VALUE_FORMAT")
-        if fmt is not None and key is not None:
-            raise AnalysisError("Cannot supply both 'KEY_FORMAT' and 'FORMAT' properties, as 'FORMAT' sets both key "
-                                "and value formats. Either use just 'FORMAT', or use 'KEY_FORMAT' and 'VALUE_FORMAT'.")
-        if fmt is not None and value is not None:
-            raise AnalysisError("Cannot supply both 'VALUE_FORMAT' and 'FORMAT' properties, as 'FORMAT' sets both key "
-                                "and value formats. Either use just 'FORMAT', or use 'KEY_FORMAT' and 'VALUE_FORMAT'.")
-        key = str(fmt or key or default_key or "KAFKA").upper()
-        value_str = fmt or value or default_value
-        if value_str is None:
-            raise AnalysisError("Missing required property \"VALUE_FORMAT\" which has no default value.")
-        value = str(value_str).upper()
-        for f in (key, value):
-            if f not in KNOWN_FORMATS:
-                raise AnalysisError(f"Unknown format: {f}")
-        return key, value
-
-    @staticmethod
-    def _wrap_single_value(props: dict[str, Any], columns: list[t.Column], value_format: str) -> bool:
-        wrap = props.get("WRAP_SINGLE_VALUE")
-        if wrap is None:
-            return True
-        value_cols = [c for c in columns if c.role == "value"]
-        if len(value_cols) != 1:
-            raise AnalysisError("'WRAP_SINGLE_VALUE' is only valid for single-field value schemas")
-        if isinstance(wrap, str):
-            wrap = wrap.strip().lower() == "true"
-        if wrap and str(value_format).upper() not in _WRAPPING_FORMATS:  # KAFKA, DELIMITED: always bare
-            raise ConfigError(f"Format '{str(value_format).upper()}' does not support 'WRAP_SINGLE_VALUE' set to "
-                              f"'true'.")
-        return bool(wrap)
-
-    @staticmethod
-    def _timestamp_column(props: dict[str, Any], columns: list[t.Column]) -> str | None:
-        name = props.get("TIMESTAMP")
-        if name is None:
-            return None
-        name = str(name)
-        match = next((c for c in columns if c.name == name), None) or next(
-            (c for c in columns if c.name.upper() == name.upper()), None)
-        if match is None:
-            raise AnalysisError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: "
-                                f"'{name.upper()}'")
-        if match.type.kind not in (t.Kind.BIGINT, t.Kind.TIMESTAMP, t.Kind.STRING):
-            raise AnalysisError(f"Timestamp column, {match.name}, should be LONG(INT64), TIMESTAMP, or a String "
-                                f"with a timestamp_format specified.")
-        return match.name
-
     # --- Schema Registry formats -------------------------------------------------------------
-
-    def _registry_url(self, fmt: str) -> str:
-        url = self.prop(schema_registry.URL_PROPERTY)
-        if not url:
-            raise ConfigError(f"The '{fmt}' format needs a Schema Registry: set '{schema_registry.URL_PROPERTY}' "
-                              f"(server config, or SET '{schema_registry.URL_PROPERTY}'='http://host:8081').")
-        return url
-
-    def _infer_columns(self, props: dict[str, Any], columns: list[t.Column], topic: str, key_format: str,
-                       value_format: str, inferred_from: dict[bool, Any]) -> list[t.Column]:
-        """ksqlDB's schema inference: a side declared without columns in a registry format takes
-        them from the subject's latest schema (or the one ``KEY_/VALUE_SCHEMA_ID`` names).
-        ``inferred_from`` receives the schema each inferred side came from (True: the key)."""
-        out = list(columns)
-        if value_format in REGISTRY_FORMATS and not any(c.role == "value" for c in columns):
-            url = self._registry_url(value_format)
-            found = self._schema_to_infer(url, topic, False, props.get("VALUE_SCHEMA_ID"))
-            if found is not None:
-                unwrapped = str(props.get("WRAP_SINGLE_VALUE", "true")).lower() == "false"
-                out += format_registry.columns_from_registry(value_format, found.text, role="value",
-                                                             unwrapped=unwrapped,
-                                                             full_name=_schema_full_name(props, "VALUE"))
-                inferred_from[False] = found
-        if key_format in REGISTRY_FORMATS and not any(c.is_key for c in columns):
-            url = self._registry_url(key_format)
-            found = self._schema_to_infer(url, topic, True, props.get("KEY_SCHEMA_ID"))
-            if found is not None:
-                out = format_registry.columns_from_registry(key_format, found.text, role="key", unwrapped=True,
-                                                            full_name=_schema_full_name(props, "KEY")) + out
-                inferred_from[True] = found
-        return out
-
-    @staticmethod
-    def _schema_to_infer(url: str, topic: str, is_key: bool, schema_id: Any) -> Any:
-        if schema_id is not None:
-            return schema_registry.by_id(url, int(schema_id))
-        return schema_registry.latest(url, schema_registry.subject_for(topic, is_key))
-
-    def _bind_schemas(self, source: Source, props: dict[str, Any], inferred: dict[bool, Any] | None = None) -> None:
-        """Attach the registry subjects of a registry-format source: the schemas it may read (a
-        snapshot, for workers that cannot reach a ``mock://`` registry) and the id it writes
-        with (the schema its columns generate, registered if new, as ksqlDB does)."""
-        sides = ((True, source.key_format, source.key_columns, "KEY"),
-                 (False, source.value_format, source.value_columns, "VALUE"))
-        for is_key, fmt, cols, side in sides:
-            if fmt not in REGISTRY_FORMATS or not cols:
-                continue
-            url = self._registry_url(fmt)
-            subject = schema_registry.subject_for(source.topic, is_key)
-            known = schema_registry.versions(url, subject)
-            options = source.key_format_options if is_key else source.value_format_options
-            unwrapped = is_key and len(cols) == 1 or (not is_key and len(cols) == 1 and not source.wrap_single_value)
-            text = format_registry.registry_schema(fmt, cols, unwrapped=unwrapped, full_name=options.get("fullName"),
-                                                   nullable=options.get("nullable"))
-            schema_id = props.get(f"{side}_SCHEMA_ID")
-            if inferred and is_key in inferred:  # columns read from this schema: write with it too
-                writer_id, known[inferred[is_key].id] = inferred[is_key].id, inferred[is_key].text
-            elif schema_id is not None:
-                found = schema_registry.by_id(url, int(schema_id))
-                if not is_key:
-                    _check_registry_columns(fmt, found.text, cols, unwrapped, options.get("fullName"))
-                writer_id, known[found.id] = found.id, found.text
-            else:
-                try:
-                    writer_id = schema_registry.register(url, subject, text,
-                                                         format_registry.REGISTRY_SCHEMA_TYPES[fmt])
-                    known[writer_id] = text
-                except ConfigError:
-                    if not known:
-                        raise
-                    writer_id = max(known)  # the registry refused ours (compatibility): write with its latest
-            binding = schema_registry.SchemaBinding(url, subject, writer_id, known)
-            if is_key:
-                source.key_schema = binding
-            else:
-                source.value_schema = binding
-
-    @staticmethod
-    def _validate_formats(source: Source) -> None:
-        """Fail at statement time when a format cannot hold the columns (ksqlDB does too)."""
-        Engine._check_key_types(source)
-        for part, spec in (("Key", io.key_spec(source)), ("Value", io.value_spec(source))):
-            try:
-                serde_for(spec)
-            except UnsupportedSchemaError as e:  # ksqlDB's message: the format, the columns, why
-                columns = ", ".join(c.sql() for c in spec.columns)
-                raise UnsupportedSchemaError(f"{part} format does not support schema.\nformat: {spec.name}\n"
-                                             f"schema: Persistence{{columns=[{columns}], features=[]}}\n"
-                                             f"reason: {e.message}") from None
-
-    @staticmethod
-    def _check_key_types(source: Source) -> None:
-        for c in source.key_columns:
-            if _contains_map(c.type):
-                raise AnalysisError(
-                    "Map keys, including types that contain maps, are not supported as they may lead to unexpected "
-                    f"behavior due to inconsistent serialization. Key column name: `{c.name}`. Column type: {c.type}. "
-                    "See https://github.com/confluentinc/ksql/issues/6621 for more.")
 
     def _do_DropSource(self, stmt: ast.DropSource, replay_seq: int | None = None,
                        deferred: Deferred | None = None) -> r.Result:
@@ -611,7 +433,7 @@ class Engine:
         self.catalog.remove(stmt.name)
         if stmt.delete_topic and replay_seq is None:
             self._delete_topic(source.topic)
-        self._log_command(stmt, replay_seq)
+        self.log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, f"Source `{stmt.name}` (topic: {source.topic}) was dropped.")
 
     def _delete_topic(self, topic: str) -> None:
@@ -628,7 +450,7 @@ class Engine:
             raise CatalogError(f"Cannot register custom type '{stmt.name}' since it is already registered "
                                f"with type: {self.catalog.types[stmt.name]}")
         self.catalog.types[stmt.name] = stmt.type
-        self._log_command(stmt, replay_seq)
+        self.log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, f"Registered custom type with name '{stmt.name}' and SQL type {stmt.type}")
 
     def _do_DropType(self, stmt: ast.DropType, replay_seq: int | None = None,
@@ -638,7 +460,7 @@ class Engine:
                 return r.CommandStatus(stmt.text, f"Type '{stmt.name}' does not exist")
             raise CatalogError(f"Type {stmt.name} does not exist.")
         del self.catalog.types[stmt.name]
-        self._log_command(stmt, replay_seq)
+        self.log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, f"Dropped type '{stmt.name}'")
 
     # --- persistent queries ------------------------------------------------------------------
@@ -659,8 +481,8 @@ class Engine:
         read = self.catalog.find(stmt.query.source.name)
         if read is not None and read.window_type and read.is_table:
             raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
-        _check_timestamp_projected(stmt)
-        _check_table_is_grouped(stmt)
+        ddl.check_timestamp_projected(stmt)
+        ddl.check_table_is_grouped(stmt)
         plan = self.planner.plan_query(stmt.query, persistent=True, sink_name=stmt.name)
         produces_table = isinstance(plan, AggregatePlan) or plan.source.is_table
         if produces_table and stmt.kind == "STREAM":
@@ -671,11 +493,11 @@ class Engine:
                                 "AS SELECT statement instead.")
         if stmt.query.emit == "FINAL" and (not isinstance(plan, AggregatePlan) or plan.window is None):
             raise AnalysisError("EMIT FINAL is only supported for windowed aggregations.")
-        sink = self._sink_source(stmt, plan)
+        sink = self.definitions.sink(stmt, plan)
         df = self._plan_dataframe(plan, "planning")
         sink.columns = Planner.output_types(plan, df)
         # WITH (TIMESTAMP=...): the records it writes carry that column's time (the builder's sink)
-        sink.timestamp_column = self._timestamp_column(stmt.properties, sink.columns)
+        sink.timestamp_column = self.definitions.timestamp_column(stmt.properties, sink.columns)
         sink.timestamp_format = stmt.properties.get("TIMESTAMP_FORMAT")
         if isinstance(plan, AggregatePlan) and sink.value_format == "DELIMITED" and any(
                 c.function.result_type is not None
@@ -683,14 +505,14 @@ class Engine:
                 for c in plan.calls):
             raise AnalysisError("One of the functions used in the statement has an intermediate type that the value "
                                 "format can not handle. Please remove the function or change the format.")
-        sink.key_format_options = _format_options(stmt.properties, "KEY", sink.key_format)
-        sink.value_format_options = _format_options(stmt.properties, "VALUE", sink.value_format)
-        self._validate_formats(sink)
-        self._bind_schemas(sink, stmt.properties)
+        sink.key_format_options = ddl.format_options(stmt.properties, "KEY", sink.key_format)
+        sink.value_format_options = ddl.format_options(stmt.properties, "VALUE", sink.value_format)
+        self.definitions.validate_formats(sink)
+        self.definitions.bind_schemas(sink, stmt.properties)
         if replay_seq is None:
             config = {"cleanup.policy": "compact"} if sink.is_table and not sink.window_type else None
             self.admin.create_topic(sink.topic, sink.partitions, int(stmt.properties.get("REPLICAS", 1)), config)
-        seq = self._log_command(stmt, replay_seq)
+        seq = self.log_command(stmt, replay_seq)
         query_id = f"{'CTAS' if sink.is_table else 'CSAS'}_{stmt.name}_{seq}"
         sink.writer_query = query_id
         self.catalog.add(sink)
@@ -700,40 +522,6 @@ class Engine:
         else:
             self._start_persistent(query_id, plan, stmt, sink)
         return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
-
-    def _sink_source(self, stmt: ast.CreateAsSelect, plan: QueryPlan | AggregatePlan) -> Source:
-        props = stmt.properties
-        src = plan.source
-        default_key = src.key_format if src.key_format != "NONE" else (src.declared_key_format or "KAFKA")
-        if default_key == "NONE":  # a keyless source's new key takes the server's default key format
-            default_key = self.prop("ksql.persistence.default.format.key") or "KAFKA"
-        key_format, value_format = self._formats(props, default_key=default_key,
-                                                 default_value=src.value_format)
-        _check_delimiters(props, key_format, value_format)
-        topic = str(props.get("KAFKA_TOPIC") or (self.prop("ksql.output.topic.name.prefix") + stmt.name))
-        has_key = bool(plan.key_columns)
-        if not has_key and str(props.get("KEY_FORMAT") or "NONE").upper() != "NONE" and stmt.kind == "STREAM":
-            raise AnalysisError("Key format specified for stream without key columns.")
-        window_type, window_size_ms = None, None
-        if isinstance(plan, AggregatePlan):
-            if plan.window:
-                window_type, window_size_ms = plan.window.type, plan.window.size_ms
-        elif src.window_type and not plan.repartitioned:  # a windowed stream keeps its windows
-            window_type, window_size_ms = src.window_type, src.window_size_ms
-        return Source(
-            name=stmt.name, kind=stmt.kind, columns=[], topic=topic,
-            key_format=key_format if has_key else "NONE", value_format=value_format,
-            partitions=int(props.get("PARTITIONS", src.partitions)),
-            # a DELIMITED sink keeps its source's delimiters unless the WITH clause sets them (ksqlDB)
-            key_delimiter=props.get("KEY_DELIMITER", src.key_delimiter if key_format == src.key_format else ","),
-            value_delimiter=props.get("VALUE_DELIMITER",
-                                      src.value_delimiter if value_format == src.value_format else ","),
-            wrap_single_value=self._wrap_single_value(props, [t.Column(c.name, t.STRING) for c in plan.value_columns],
-                                                      value_format)
-            if "WRAP_SINGLE_VALUE" in props else True,
-            statement=stmt.text,
-            window_type=window_type, window_size_ms=window_size_ms,
-        )
 
     def _do_InsertInto(self, stmt: ast.InsertInto, replay_seq: int | None = None,
                        deferred: Deferred | None = None) -> r.Result:
@@ -764,7 +552,7 @@ class Engine:
             raise AnalysisError(
                 f"Incompatible schema between results and sink.\nResult schema is "
                 f"{', '.join(c.sql() for c in produced)}\nSink schema is {', '.join(c.sql() for c in expected)}")
-        seq = self._log_command(stmt, replay_seq)
+        seq = self.log_command(stmt, replay_seq)
         query_id = str(stmt.properties.get("QUERY_ID") or f"INSERTQUERY_{seq}").upper()
         self.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, target.name, _input_names(plan.source))
         if deferred is not None:
@@ -775,22 +563,32 @@ class Engine:
 
     def _plan_dataframe(self, plan: QueryPlan | AggregatePlan, query_id: str) -> DataFrame:
         """The query's output DataFrame, for its column types (Spark's analyser checks it)."""
-        builder = SparkBuilder(self._build_context(query_id))
+        builder = SparkBuilder(self.build_context(query_id))
         try:
             if isinstance(plan, AggregatePlan):
-                scan = builder.dataframe(physical_plan(plan, Collect(_ignore), self._offset_reset()), upto=1)
+                scan = builder.dataframe(physical_plan(plan, Collect(_ignore), self.offset_reset()), upto=1)
                 aggregation.build_dataframe(plan, scan)  # Spark analyses the keys and arguments
                 return aggregation.post_dataframe(plan, self.spark, [])  # the output columns and their types
-            return builder.dataframe(physical_plan(plan, Collect(_ignore), self._offset_reset()))
+            return builder.dataframe(physical_plan(plan, Collect(_ignore), self.offset_reset()))
         except Exception as e:  # Spark's analyser: type errors the compiler could not see
             raise AnalysisError(spark_message(e)) from None
 
-    def _offset_reset(self) -> str:
+    def offset_reset(self) -> str:
         value = self.prop("auto.offset.reset").lower()
         if value not in VALID_OFFSET_RESETS:
             raise ConfigError(f"Invalid value {value} for configuration auto.offset.reset: "
                               f"String must be one of: earliest, latest")
         return value
+
+    def restart_persistent(self, query_id: str, plan: QueryPlan | AggregatePlan, stmt: ast.Statement,
+                           sink: Source) -> None:
+        """Stop a persistent query and start it again from its checkpoint, planned anew (the
+        server's supervisor does this after a failure, under the statement's own session)."""
+        with self.lock:
+            running = self.queries.get(query_id)
+            if running is not None:
+                self.stop_handle(running.handle)
+            self._start_persistent(query_id, plan, stmt, sink)
 
     def _start_persistent(self, query_id: str, plan: QueryPlan | AggregatePlan, stmt: ast.Statement,
                           sink: Source) -> None:
@@ -809,7 +607,7 @@ class Engine:
                          else self._source_changelog(sink, fresh=not resumed))
         else:
             changelog = sink
-        physical = self._physical_plan(plan, changelog, checkpoint, self._offset_reset())
+        physical = self.persistent_plan(plan, changelog, checkpoint, self.offset_reset())
         self.physical_plans[query_id] = physical
         if self.planning_only:
             return
@@ -818,7 +616,7 @@ class Engine:
         if sink.is_table:  # its store follows the changelog topic the query writes
             self._store(sink)
             self.followed[sink.name] = changelog
-        context = self._build_context(query_id, count_late=any(isinstance(s, Aggregate) for s in physical.steps))
+        context = self.build_context(query_id, count_late=any(isinstance(s, Aggregate) for s in physical.steps))
         handle = SparkBuilder(context).start(physical, checkpoint, query_id)
         info = self.catalog.queries[query_id]
         previous = self.queries.get(query_id)
@@ -826,7 +624,7 @@ class Engine:
                                               restart=lambda: self._start_persistent(query_id, plan, stmt, sink),
                                               restarts=previous.restarts if previous is not None else 0)
 
-    def _physical_plan(self, plan: QueryPlan | AggregatePlan, sink: Source, checkpoint: Path | None,
+    def persistent_plan(self, plan: QueryPlan | AggregatePlan, sink: Source, checkpoint: Path | None,
                        starting_offsets: str) -> PhysicalPlan:
         """A persistent query's steps; every one writes its topic from the executors. A table's
         query (an aggregation, a filter/projection, a source table's materialization) writes
@@ -880,7 +678,7 @@ class Engine:
             (self.data_dir / "tables" / f"{table.writer_query or table.name}.sqlite").unlink(missing_ok=True)
         return changelog
 
-    def _collect_plan(self, plan: QueryPlan | AggregatePlan, terminal: Collect, starting_offsets: str,
+    def collect_plan(self, plan: QueryPlan | AggregatePlan, terminal: Collect, starting_offsets: str,
                       changelog: bool) -> PhysicalPlan:
         """A transient query's steps (push and pull queries, EXPLAIN of a SELECT): an aggregation
         with the session's buckets, record cache and operator choice; ``changelog``: the rows of
@@ -890,7 +688,7 @@ class Engine:
                                  cache=self._record_cache(), operator=self._operator())
         return physical_plan(plan, terminal, starting_offsets, changelog=changelog)
 
-    def _build_context(self, query_id: str, count_late: bool = False) -> BuildContext:
+    def build_context(self, query_id: str, count_late: bool = False) -> BuildContext:
         """``count_late``: a persistent aggregation counts its late records (one accumulator
         per query id, kept across restarts of the query)."""
         dropped = self.dropped_records.get(query_id)
@@ -936,7 +734,7 @@ class Engine:
         """``ksql.functions.collect_list.limit`` / ``collect_set.limit`` when set."""
         out = {}
         for name in ("collect_list", "collect_set"):
-            value = self.session_properties.get(f"ksql.functions.{name}.limit")
+            value = self._active.properties.get(f"ksql.functions.{name}.limit")
             if value is not None and str(value).lstrip("-").isdigit():
                 out[name] = int(value)
         return out
@@ -956,7 +754,7 @@ class Engine:
                 raise CatalogError(f"Unknown queryId: {qid}")
         for qid in ids:
             self._terminate(qid)
-        self._log_command(stmt, replay_seq)
+        self.log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, "Query terminated." if stmt.query_id else "All queries terminated.")
 
     def _terminate(self, query_id: str) -> None:
@@ -965,7 +763,7 @@ class Engine:
         internal topics and state the same way; nothing can resume it, so nothing is left."""
         running = self.queries.pop(query_id, None)
         if running is not None:
-            self._stop_handle(running.handle)
+            self.stop_handle(running.handle)
         self.physical_plans.pop(query_id, None)
         shutil.rmtree(self.data_dir / "checkpoints" / query_id, ignore_errors=True)
         info = self.catalog.queries.pop(query_id, None)
@@ -975,7 +773,7 @@ class Engine:
                 sink.writer_query = None
 
     @staticmethod
-    def _stop_handle(handle: StreamingQuery) -> None:
+    def stop_handle(handle: StreamingQuery) -> None:
         try:
             handle.stop()
         except Exception as e:  # a failed query may not stop cleanly; it is gone either way
@@ -994,70 +792,8 @@ class Engine:
     # --- INSERT VALUES -------------------------------------------------------------------------
 
     def _do_InsertValues(self, stmt: ast.InsertValues) -> r.Result:
-        target = self.catalog.find(stmt.target)
-        if target is None:
-            raise CatalogError(_unknown_insert_target(stmt.target, list(self.catalog.sources)))
-        if target.is_source:
-            raise AnalysisError(f"Cannot insert values into read-only {target.kind.lower()}: {target.name}")
-        # without a column list, values go to the key columns first, then the value columns
-        # (ksqlDB's logical schema order, whatever order the DDL declared them in)
-        writable = [c for c in target.columns if c.role == "key"] + [c for c in target.columns if c.role == "value"]
-        headers = [c.name for c in target.columns if c.role in ("headers", "header")]
-        if not stmt.columns and headers:  # the implicit column list names them too
-            raise AnalysisError(f"Cannot insert into HEADER columns: {', '.join(headers)}")
-        names = stmt.columns or [c.name for c in writable]
-        if len(names) != len(stmt.values):
-            if stmt.columns:
-                raise AnalysisError(f"Failed to prepare statement: Expected number columns and values to match: "
-                                    f"{len(names)}, {len(stmt.values)}")
-            raise AnalysisError(f"Expected a value for each column. Expected Columns: {names}. "
-                                f"Got {[v.sql() for v in stmt.values]}")
-        by_name = {c.name: c for c in target.columns}
-        rowtime: int | None = None
-        given: dict[str, str] = {}
-        for name, node in zip(names, stmt.values):
-            if name == t.ROWTIME:
-                rowtime = int(self._evaluate_constants([(compile_constant(node).sql, t.BIGINT)])[0] or 0)
-                continue
-            if name in (t.ROWPARTITION, t.ROWOFFSET):
-                raise AnalysisError(f"Inserting into column `{name}` is not allowed.")
-            col = by_name.get(name)
-            if col is None:
-                raise AnalysisError(f"Column name {name} does not exist.")
-            if col.role in ("headers", "header"):
-                raise AnalysisError(f"Cannot insert into HEADER columns: {name}")
-            value = compile_constant(node)
-            # a STRUCT literal fills the column's struct by field name (absent fields null), as ksqlDB
-            given[name] = cast_value(value.sql, value.type, col.type) if isinstance(value.type, t.Struct) else value.sql
-        values = self._evaluate_constants([(given.get(c.name, "NULL"), c.type) for c in writable])
-        row = dict(zip([c.name for c in writable], values))
-        key_bytes, value_bytes = self._encode_row(target, row)
-        self.admin.produce(target.topic, key_bytes, value_bytes,
-                           rowtime if rowtime is not None else int(time.time() * 1000))
-        return r.CommandStatus(stmt.text, "Inserted 1 row")
+        return self.inserts.insert(stmt)
 
-    def _evaluate_constants(self, items: list[tuple[str, t.SqlType]]) -> list[Any]:
-        """Evaluate constant expressions in Spark, cast to the column types (so INSERT VALUES
-        accepts the same expressions and coercions as queries do)."""
-        exprs = [f"CAST({sql} AS {t.to_spark(ty).simpleString()}) AS c{i}" for i, (sql, ty) in enumerate(items)]
-        try:
-            table = self.spark.sql("SELECT " + ", ".join(exprs)).toArrow()
-        except Exception as e:
-            raise AnalysisError(f"Failed to evaluate values: {spark_message(e)}") from None
-        return [table.column(i)[0] for i in range(len(items))]
-
-    @staticmethod
-    def _encode_row(target: Source, row: dict[str, Any]) -> tuple[bytes | None, bytes | None]:
-        import pyarrow as pa
-
-        def encode(spec: FormatSpec) -> bytes | None:
-            if not spec.columns:
-                return None
-            arrays = [pa.array([row[c.name].as_py()], type=t.to_arrow(c.type)) for c in spec.columns]
-            batch = pa.RecordBatch.from_arrays(arrays, names=[c.name for c in spec.columns])
-            return serde_for(spec).encode(batch)[0]
-
-        return encode(io.key_spec(target)), encode(io.value_spec(target))
 
     # --- transient queries ---------------------------------------------------------------------
 
@@ -1073,8 +809,8 @@ class Engine:
                 raise AnalysisError("Pull queries don't support GROUP BY clauses." + PULL_QUERY_HELP)
             if plan.source.is_table:
                 return self._pull_table(stmt, plan)
-        starting = self._offset_reset() if push else "earliest"
-        builder = SparkBuilder(self._build_context(query_id))
+        starting = self.offset_reset() if push else "earliest"
+        builder = SparkBuilder(self.build_context(query_id))
         names = [c.name for c in plan.columns]
 
         def on_batch(batch_df: DataFrame, _batch_id: int) -> None:
@@ -1098,7 +834,7 @@ class Engine:
                 if not stream.put([_to_python(v) for v in row]):
                     break
 
-        physical = self._collect_plan(plan, Collect(on_batch, available_now=not push), starting,
+        physical = self.collect_plan(plan, Collect(on_batch, available_now=not push), starting,
                                       changelog=push and plan.source.is_table)
         starts.pin_starts(physical, self.admin.end_offsets)  # a push query sees what follows its acceptance
         df = builder.dataframe(physical)  # built once: its columns name the result, then it runs
@@ -1119,10 +855,10 @@ class Engine:
             except Exception as e:  # the query died: surface it to the reader
                 stream.finish(e)
             finally:
-                self._stop_handle(handle)
+                self.stop_handle(handle)
                 shutil.rmtree(checkpoint, ignore_errors=True)
 
-        stream.on_close(lambda: self._stop_handle(handle))
+        stream.on_close(lambda: self.stop_handle(handle))
         threading.Thread(target=watch, name=f"watch-{query_id}", daemon=True).start()
         return stream
 
@@ -1193,202 +929,18 @@ class Engine:
         return stream
 
     def _do_Print(self, stmt: ast.Print) -> r.Result:
-        topics = self.admin.topics()
-        topic = (stmt.topic if stmt.topic in topics
-                 else next((n for n in topics if n.upper() == stmt.topic.upper()), None))
-        if topic is None:
-            raise KafkaError(f"Could not find topic '{stmt.topic}', or the KSQL user does not have permissions to "
-                             f"list the topic. Topic names are case-sensitive.")
-        stream = r.RowStream(stmt.text, f"print_{topic}", [("record", "STRING")], limit=stmt.limit, kind="print")
-        interval = max(1, stmt.interval or 1)
+        return self.inspection.print(stmt)
 
-        def pump() -> None:
-            try:
-                records = self.admin.iter_records(topic, from_beginning=stmt.from_beginning, follow=True)
-                for i, rec in enumerate(records):
-                    if stream.closed:
-                        return
-                    if i % interval == 0 and not stream.put([format_record(rec)]):
-                        return
-            except Exception as e:
-                stream.finish(e)
-
-        threading.Thread(target=pump, name=f"print-{topic}", daemon=True).start()
-        return stream
 
     # --- meta ----------------------------------------------------------------------------------
-
     def _do_Show(self, stmt: ast.Show) -> r.Result:
-        what = stmt.what.upper()
-        if what in ("STREAMS", "TABLES"):
-            sources = self.catalog.streams() if what == "STREAMS" else self.catalog.tables()
-            return r.SourceList(stmt.text, what, [_source_info(s) for s in sorted(sources, key=lambda s: s.name)])
-        if what == "TOPICS":
-            topics = self.admin.topics()
-            shown = {n: p for n, p in topics.items() if stmt.all_topics or not n.startswith("_")}
-            return r.TopicList(stmt.text, [r.TopicInfo(n, p) for n, p in sorted(shown.items())])
-        if what == "QUERIES":
-            return r.QueryList(stmt.text, self.describe_queries(stmt.extended))
-        if what == "PROPERTIES":
-            props = dict(DEFAULT_PROPERTIES)
-            props.update(self.config.properties)
-            props.update(self.session_properties)
-            return r.Properties(stmt.text, props, dict(self.session_properties))
-        if what == "FUNCTIONS":
-            return r.FunctionList(stmt.text, [r.FunctionInfo(f.name, f.kind, f.category, f.description)
-                                              for f in REGISTRY.all()])
-        if what == "VARIABLES":
-            return r.Properties(stmt.text, dict(self.variables), {})
-        if what == "TYPES":
-            return r.Properties(stmt.text, {k: str(v) for k, v in self.catalog.types.items()}, {})
-        if what == "CONNECTORS":
-            return self.connectors.show(stmt)
-        raise AnalysisError(f"SHOW {what} is not supported")
-
-    def describe_queries(self, extended: bool = True) -> list[r.QueryDescription]:
-        """Every persistent query's state and statistics (SHOW QUERIES [EXTENDED])."""
-        with self._lock:
-            return [self._describe_query(q, extended) for q in list(self.catalog.queries.values())]
-
-    def _describe_query(self, info: QueryInfo, extended: bool = False) -> r.QueryDescription:
-        """A query's state and statistics; ``extended`` (SHOW QUERIES EXTENDED) adds its consumer
-        lag, which asks Kafka for the input topics' offsets."""
-        running = self.queries.get(info.id)
-        state = "NOT_RUNNING"
-        stats: dict[str, Any] = {}
-        if running is not None:
-            handle = running.handle
-            if handle.isActive:
-                state = "RUNNING"
-            elif (exc := handle.exception()) is not None:
-                state = "ERROR"
-                stats["error"] = spark_message(exc)
-            progress = handle.lastProgress
-            if progress:
-                stats.update({"batchId": progress.get("batchId"),
-                              "inputRowsPerSecond": progress.get("inputRowsPerSecond"),
-                              "processedRowsPerSecond": progress.get("processedRowsPerSecond")})
-            dropped = self.dropped_records.get(info.id)
-            if dropped is not None:  # ksqlDB's late-record count (records dropped past grace)
-                stats["numRowsDroppedByWatermark"] = dropped.value
-            elif any(isinstance(s, SparkAggregate) for s in getattr(self.physical_plans.get(info.id), "steps", ())):
-                # Spark's operator drops late rows itself and reports them per micro-batch: the
-                # count over the batches Spark keeps progress for (the last 100)
-                stats["numRowsDroppedByWatermark"] = sum(
-                    int(op.get("numRowsDroppedByWatermark") or 0)
-                    for p in handle.recentProgress for op in (p.get("stateOperators") or []))
-            for op in (progress.get("stateOperators") if progress else None) or []:  # an aggregation's state
-                stats["stateRows"] = stats.get("stateRows", 0) + int(op.get("numRowsTotal") or 0)
-                stats["stateMemoryBytes"] = stats.get("stateMemoryBytes", 0) + int(op.get("memoryUsedBytes") or 0)
-            plan = self.physical_plans.get(info.id)
-            if extended and progress and plan is not None:
-                stats.update(self._lag_stats(plan, progress))
-            ui = self._spark.sparkContext.uiWebUrl if extended and self._spark is not None else None
-            if ui:  # --spark-ui: the query's page in Spark's web UI
-                stats["sparkUi"] = f"{ui}/StreamingQuery/statistics/?id={handle.id}"
-        return r.QueryDescription(info.id, info.statement, info.sink, info.sources, state, info.kind, stats)
-
-    def _lag_stats(self, plan: PhysicalPlan, progress: dict[str, Any]) -> dict[str, Any]:
-        """Consumer lag of a query's inputs for its description's stats."""
-        from streamsql.runtime.progress import lag_stats
-
-        rows = self._query_lag(plan, progress)
-        return lag_stats(rows) if rows is not None else {}
-
-    def _query_lag(self, plan: PhysicalPlan, progress: dict[str, Any]) -> list[PartitionLag] | None:
-        """Per input partition: log start and end now, and the offset the query committed
-        (``runtime/progress.py``); None if Kafka cannot be asked now (descriptions still answer)."""
-        from streamsql.runtime.progress import query_lag
-
-        try:
-            return query_lag(plan, progress, self.topic_offsets)
-        except StreamsqlError as e:
-            log.warning("consumer lag unavailable: %s", e)
-            return None
-
-    def topic_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
-        """Per partition of ``topic``: (log start, log end) now (one client per topic, kept)."""
-        from streamsql.kafka.admin import EndOffsets
-
-        with self._lock:
-            tracker = self._end_offsets.get(topic)
-            if tracker is None:
-                tracker = self._end_offsets[topic] = EndOffsets(self.bootstrap_servers, topic)
-            ends = tracker.ends()
-            starts = tracker.earliest(list(ends))
-        return {p: (starts.get(p, 0), e) for p, e in ends.items()}
-
-    def _offset_summaries(self, source: Source) -> list[r.OffsetSummary]:
-        """DESCRIBE … EXTENDED's consumer groups: each running query that reads ``source``, its
-        committed offsets in the source's topic against the topic's ends (ksqlDB's
-        ``queryOffsetSummaries``; the group id is the one ksqlDB would give the query)."""
-        out = []
-        for info in self.catalog.queries_reading(source.name):
-            running, plan = self.queries.get(info.id), self.physical_plans.get(info.id)
-            progress = running.handle.lastProgress if running is not None else None
-            if not progress or plan is None:
-                continue
-            rows = [row for row in self._query_lag(plan, progress) or [] if row.topic == source.topic]
-            if rows:
-                out.append(r.OffsetSummary(f"_confluent-ksql-{self.prop('ksql.service.id')}query_{info.id}",
-                                           source.topic, [r.PartitionOffsets(x.partition, x.start, x.end, x.committed)
-                                                          for x in rows]))
-        return out
+        return self.inspection.show(stmt)
 
     def _do_Describe(self, stmt: ast.Describe) -> r.Result:
-        if stmt.connector:
-            return self.connectors.describe(stmt)
-        if stmt.function:
-            fn = REGISTRY.get(stmt.name or "")
-            if fn is None:
-                raise unknown_function(stmt.name or "")
-            from streamsql.planner.signatures import variants
-
-            return r.FunctionDescription(stmt.text, r.FunctionInfo(fn.name, fn.kind, fn.category, fn.description),
-                                         [r.FunctionVariant(list(v.params), v.returns, v.variadic)
-                                          for v in variants(fn)])
-        if stmt.listing:
-            sources = self.catalog.streams() if stmt.listing == "STREAMS" else self.catalog.tables()
-            return r.SourceList(stmt.text, stmt.listing, [_source_info(s) for s in sources])
-        source = self.catalog.get(stmt.name or "")
-        fields = [r.FieldInfo(t.ROWTIME, "BIGINT", False)] if stmt.extended else []
-        fields += [r.FieldInfo(c.name, str(c.type) + (" (header)" if c.role in ("headers", "header") else ""), c.is_key)
-                   for c in source.columns]
-        return r.SourceDescription(
-            stmt.text, _source_info(source), fields, source.partitions, source.timestamp_column, source.statement,
-            [q.id for q in self.catalog.queries_reading(source.name)],
-            [q.id for q in self.catalog.queries_writing(source.name)], stmt.extended,
-            self._offset_summaries(source) if stmt.extended else [])
+        return self.inspection.describe(stmt)
 
     def _do_Explain(self, stmt: ast.Explain) -> r.Result:
-        if stmt.query_id:
-            info = self.catalog.queries.get(stmt.query_id.upper())
-            if info is None:
-                raise CatalogError(f"Query with id:{stmt.query_id} does not exist, use SHOW QUERIES to view the full "
-                                   f"set of queries.")
-            text = f"Query {info.id}\n{info.statement}"
-            physical = self.physical_plans.get(info.id)
-            if physical is not None:
-                text += "\n\nPhysical steps:\n" + physical.explain()
-            running = self.queries.get(info.id)
-            if running is not None:
-                text += "\n\nSpark plan:\n" + _spark_plan(running.handle)
-            return r.Explanation(stmt.text, text)
-        inner = stmt.statement
-        query = getattr(inner, "query", None)
-        if query is None:
-            raise AnalysisError("EXPLAIN needs a query or a CREATE ... AS SELECT / INSERT INTO statement")
-        sink = getattr(inner, "name", None) or getattr(inner, "target", None)
-        plan = self.planner.plan_query(query, persistent=sink is not None, sink_name=sink)
-        if isinstance(inner, (ast.CreateAsSelect, ast.InsertInto)):
-            target = (self._sink_source(inner, plan) if isinstance(inner, ast.CreateAsSelect)
-                      else self.catalog.get(inner.target))
-            physical = self._physical_plan(plan, target, None, self._offset_reset())
-        else:
-            terminal = Collect(_ignore, available_now=query.emit is None)
-            physical = self._collect_plan(plan, terminal, self._offset_reset(),
-                                          changelog=plan.source.is_table and query.emit is not None)
-        return r.Explanation(stmt.text, plan.explain() + "\n\nPhysical steps:\n" + physical.explain())
+        return self.inspection.explain(stmt)
 
     def _do_SetProperty(self, stmt: ast.SetProperty) -> r.Result:
         if stmt.name == "auto.offset.reset" and stmt.value.lower() not in VALID_OFFSET_RESETS:
@@ -1400,19 +952,19 @@ class Engine:
             _bucket_count(stmt.value)
         if stmt.name == OPERATOR_PROPERTY:
             _operator_choice(stmt.value)
-        self.session_properties[stmt.name] = stmt.value
+        self._active.properties[stmt.name] = stmt.value
         return r.CommandStatus(stmt.text, f"Successfully changed local property '{stmt.name}' to '{stmt.value}'.")
 
     def _do_UnsetProperty(self, stmt: ast.UnsetProperty) -> r.Result:
-        self.session_properties.pop(stmt.name, None)
+        self._active.properties.pop(stmt.name, None)
         return r.CommandStatus(stmt.text, f"Successfully unset local property '{stmt.name}'.")
 
     def _do_DefineVariable(self, stmt: ast.DefineVariable) -> r.Result:
-        self.variables[stmt.name] = stmt.value
+        self._active.variables[stmt.name] = stmt.value
         return r.CommandStatus(stmt.text, f"Defined variable {stmt.name}")
 
     def _do_UndefineVariable(self, stmt: ast.UndefineVariable) -> r.Result:
-        if self.variables.pop(stmt.name, None) is None:
+        if self._active.variables.pop(stmt.name, None) is None:
             return r.Warning_(stmt.text, f"Cannot undefine variable '{stmt.name}' which was never defined")
         return r.CommandStatus(stmt.text, f"Undefined variable {stmt.name}")
 
@@ -1436,7 +988,7 @@ class Engine:
         session = (ast.SetProperty, ast.UnsetProperty, ast.DefineVariable, ast.UndefineVariable)
         skipped: list[str] = []
         seq = 0
-        for stmt in parse(text, variables=self.variables, custom_types=self.catalog.types):
+        for stmt in parse(text, variables=self._active.variables, custom_types=self.catalog.types):
             try:
                 if isinstance(stmt, planned):
                     self._execute(stmt, replay_seq=seq)  # the sequence number a fresh command log gives it
@@ -1461,7 +1013,7 @@ class Engine:
         ``query_id``: only that query and what it touches (EXPLAIN of one query)."""
         from streamsql.runtime import topology
 
-        with self._lock:
+        with self.lock:
             rates: dict[str, dict[str, float]] = {}
             for qid, q in self.queries.items():
                 progress = q.handle.lastProgress
@@ -1525,7 +1077,7 @@ class Engine:
         log.warning("query %s failed for a transient reason (%s); restarting it from its checkpoint",
                     q.info.id, message.splitlines()[0][:200])
         q.restarts += 1
-        self._stop_handle(q.handle)
+        self.stop_handle(q.handle)
         q.restart()
         self.queries[q.info.id].restarts = q.restarts
         return True
@@ -1542,42 +1094,6 @@ class Engine:
 #: ksqlDB's default ``ksql.streams.cache.max.bytes.buffering`` (10 MB)
 RECORD_CACHE_DEFAULT = "10485760"
 CACHE_PROPERTY = "ksql.streams.cache.max.bytes.buffering"
-#: formats whose single value column may be wrapped in a record or left bare
-_WRAPPING_FORMATS = {"JSON", "JSON_SR", "AVRO", "PROTOBUF", "PROTOBUF_NOSR"}
-
-
-def _check_delimiters(props: dict[str, Any], key_format: str, value_format: str) -> None:
-    """KEY_/VALUE_DELIMITER: one character, or TAB or SPACE, and only for a DELIMITED part
-    (ksqlDB's property validation, then its format's supported configs)."""
-    for side, fmt in (("KEY", key_format), ("VALUE", value_format)):
-        value = props.get(f"{side}_DELIMITER")
-        if value is None:
-            continue
-        text = str(value)
-        reason = None
-        if not text.strip():
-            reason = ("Delimiter cannot be empty, if you meant to have a tab or space for delimiter, please use "
-                      "the special values 'TAB' or 'SPACE'")
-        elif len(text) != 1 and text.upper() not in ("TAB", "SPACE"):
-            reason = f"Invalid delimiter value: '{text}'. Delimiter must be a single character or TAB,SPACE"
-        if reason is not None:
-            raise ConfigError(f"Failed to prepare statement: Configuration {side}_DELIMITER is invalid: {reason}\n"
-                              f"Example valid value: ';'")
-        if str(fmt).upper() != "DELIMITED":
-            raise ConfigError(f"{str(fmt).upper()} does not support the following configs: [delimiter]")
-
-
-def _check_header_type(column: t.Column) -> None:
-    """A HEADER('k') column is BYTES and a HEADERS column ARRAY<STRUCT<KEY STRING, VALUE BYTES>>:
-    the types Kafka's headers have (ksqlDB's messages)."""
-    from streamsql.kafka.source import header_type
-
-    if column.role not in ("headers", "header"):
-        return
-    expected = header_type(column.role)
-    if str(column.type) != str(expected):  # field names as written: `key` is not KEY
-        what = f"HEADER('{column.header_key}')" if column.role == "header" else "HEADERS"
-        raise AnalysisError(f"Invalid type for {what} column: expected {expected}, got {column.type}")
 
 
 _NUMERIC_RANK = {t.Kind.INTEGER: 0, t.Kind.BIGINT: 1, t.Kind.DECIMAL: 2, t.Kind.DOUBLE: 3}
@@ -1602,56 +1118,6 @@ def _widened(plan: QueryPlan, produced: list[t.Column], expected: list[t.Column]
     plan.columns = [replace(c, sql=cast_value(c.sql, types[c.name], casts[c.name]), type=casts[c.name])
                     if c.name in casts else c for c in plan.columns]
     return True
-
-
-def _unknown_insert_target(name: str, known: list[str]) -> str:
-    """ksqlDB's message for INSERT VALUES into a missing source, with a hint when only the case
-    differs (a quoted name keeps its case, an unquoted one is upper-cased)."""
-    message = f"Cannot insert values into an unknown stream/table: `{name}`"
-    other = next((k for k in known if k.upper() == name.upper()), None)
-    if other is None:
-        return message
-    if other == other.upper():
-        return f"{message}\nDid you mean {other}? Hint: try removing double quotes from the source name."
-    return f'{message}\nDid you mean "{other}"? Hint: wrap the source name in double quotes to make it case-sensitive.'
-
-
-def _check_table_is_grouped(stmt: ast.CreateAsSelect) -> None:
-    """CREATE TABLE AS SELECT with aggregates needs a GROUP BY (ksqlDB's message lists the calls,
-    COUNT(*) as it rewrites it: COUNT(ROWTIME))."""
-    if stmt.kind != "TABLE" or stmt.query.group_by:
-        return
-    per_item = [[call for call in item.expression.find_all(exp.Anonymous) if REGISTRY.is_aggregate(str(call.this))]
-                for item in stmt.query.select if item.expression is not None]
-    calls = [call for item_calls in per_item for call in item_calls]
-    if calls and all(per_item):  # a bare column is reported first (the planner's non-aggregate message)
-        shown = [to_ksql(call).upper().replace("(*)", "(ROWTIME)") for call in calls]
-        raise AnalysisError(f"CREATE TABLE AS SELECT statement does not support aggregate function "
-                            f"[{', '.join(shown)}] without a GROUP BY clause.")
-
-
-def _check_timestamp_projected(stmt: ast.CreateAsSelect) -> None:
-    """A sink's TIMESTAMP column must be one of the query's columns; ksqlDB checks it when it
-    analyses the statement, before the projection's key rules, so its message comes first. Only
-    a projection of named columns is checked here (``*``, unnamed expressions and a join's
-    qualified columns get their names from the planner; ``Engine._timestamp_column`` checks them
-    after planning)."""
-    name = stmt.properties.get("TIMESTAMP")
-    if name is None:
-        return
-    names = set()
-    for item in stmt.query.select:
-        if item.alias is not None:
-            names.add(item.alias.upper())
-        elif (not item.star and isinstance(item.expression, exp.Column)
-              and not isinstance(item.expression.this, exp.Star)
-              and not (stmt.query.joins and item.expression.table)):  # a join names A.X as A_X when both have X
-            names.add(item.expression.name.upper())
-        else:
-            return
-    if str(name).upper() not in names:  # ksqlDB names the column as it resolves it: upper case
-        raise AnalysisError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: "
-                            f"'{str(name).upper()}'")
 
 
 BUCKETS_PROPERTY = "streamsql.aggregation.buckets"
@@ -1706,39 +1172,6 @@ def _ignore(_df: DataFrame, _batch_id: int) -> None:
     """The terminal step of a plan built only to learn its output columns."""
 
 
-def _window_properties(props: dict[str, Any]) -> tuple[str | None, int | None]:
-    """``WINDOW_TYPE`` / ``WINDOW_SIZE`` of a source over a windowed topic, checked as ksqlDB does."""
-    from streamsql.sql.parser import _UNIT_MS
-
-    kind = props.get("WINDOW_TYPE")
-    size = props.get("WINDOW_SIZE")
-    if kind is None:
-        if size is not None:
-            raise AnalysisError("'WINDOW_SIZE' should only be set for windowed sources (WINDOW_TYPE).")
-        return None, None
-    kind = str(kind).upper()
-    if kind not in ("TUMBLING", "HOPPING", "SESSION"):
-        raise AnalysisError(f"Invalid value {kind} for property WINDOW_TYPE: String must be one of: "
-                            f"SESSION, HOPPING, TUMBLING")
-    if kind == "SESSION":
-        if size is not None:
-            raise AnalysisError("'WINDOW_SIZE' should not be set for SESSION windows.")
-        return kind, None
-    if size is None:
-        raise AnalysisError(f"{kind} windows require 'WINDOW_SIZE' to be provided in the WITH clause. "
-                            f"For example: 'WINDOW_SIZE'='10 SECONDS'")
-    parts = str(size).split()
-    unit = parts[1].upper() if len(parts) == 2 else ""
-    if len(parts) != 2 or not parts[0].isdigit() or unit not in _UNIT_MS:
-        raise AnalysisError(f"Configuration WINDOW_SIZE is invalid: Invalid duration: '{size}'. "
-                            f"Unknown time unit: '{unit}'")
-    return kind, int(parts[0]) * _UNIT_MS[unit]
-
-
-def _source_info(s: Source) -> r.SourceInfo:
-    return r.SourceInfo(s.name, s.kind, s.topic, s.key_format, s.value_format, s.window_type is not None)
-
-
 def _to_python(value: Any) -> Any:
     from pyspark.sql import Row
 
@@ -1755,103 +1188,9 @@ def _to_python(value: Any) -> Any:
     return value
 
 
-def spark_message(exc: BaseException) -> str:
-    """The useful first line of a Spark/Py4J error, not the JVM stack."""
-    text = getattr(exc, "desc", None) or getattr(exc, "message", None) or str(exc)
-    text = str(text).strip()
-    for marker in ("\n\tat ", "\nJVM stacktrace:", "\n== "):
-        if marker in text:
-            text = text.split(marker)[0]
-    return text.strip()
-
-
-def _spark_plan(handle: StreamingQuery) -> str:
-    try:
-        return handle._jsq.explainInternal(False)
-    except Exception:
-        return "(plan not available)"
-
-
-def format_record(rec: Record) -> str:
-    """PRINT's line for one record (ksqlDB's layout)."""
-    from datetime import datetime
-
-    ts = datetime.fromtimestamp(rec.timestamp / 1000, tz=UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
-
-    def text(b: bytes | None) -> str:
-        if b is None:
-            return "<null>"
-        try:
-            return b.decode("utf-8")
-        except UnicodeDecodeError:
-            return b.hex()
-
-    return f"rowtime: {ts} Z, key: {text(rec.key)}, value: {text(rec.value)}, partition: {rec.partition}"
-
-
-def _contains_map(sql: t.SqlType) -> bool:
-    if isinstance(sql, t.Map):
-        return True
-    if isinstance(sql, t.Array):
-        return _contains_map(sql.element)
-    if isinstance(sql, t.Struct):
-        return any(_contains_map(f.type) for f in sql.fields)
-    return False
-
-
 def _input_names(source: Source) -> list[str]:
     """The catalog sources a query reads (both sides of a join)."""
     if isinstance(source, JoinedSource) and source.join is not None:
         return [side.source.name for side in source.join.leaves()]
     return [source.name]
 
-
-def _check_registry_columns(fmt: str, text: str, columns: list[t.Column], unwrapped: bool,
-                            full_name: str | None) -> None:
-    """A query writing its values with a given ``VALUE_SCHEMA_ID``: its columns must be the
-    schema's first columns, in order and of the same types (the schema may have more: optional
-    ones or ones with defaults are filled in), as ksqlDB checks. Names compare in any case
-    (Protobuf inference upper-cases them)."""
-    registered = format_registry.columns_from_registry(fmt, text, role="value", unwrapped=unwrapped,
-                                                       full_name=full_name)
-    def same(a: t.Column, b: t.Column) -> bool:
-        return (a.name.upper(), str(a.type).upper()) == (b.name.upper(), str(b.type).upper())
-
-    changed = [c for i, c in enumerate(columns) if i >= len(registered) or not same(registered[i], c)]
-    if changed:
-        raise AnalysisError(f"The following value columns are changed, missing or reordered: "
-                            f"[{', '.join(_plain_sql(c) for c in changed)}]. Schema from schema registry is "
-                            f"[{', '.join(_plain_sql(c) for c in registered)}]")
-
-
-def _plain_sql(column: t.Column) -> str:
-    return f"`{column.name}` {column.type}"
-
-
-def _schema_full_name(props: dict[str, Any], side: str) -> str | None:
-    """``{side}_SCHEMA_FULL_NAME`` (or the older ``{side}_AVRO_SCHEMA_FULL_NAME``)."""
-    name = props.get(f"{side}_SCHEMA_FULL_NAME", props.get(f"{side}_AVRO_SCHEMA_FULL_NAME"))
-    return None if name is None else str(name)
-
-
-def _format_options(props: dict[str, Any], side: str, fmt: str) -> dict[str, str]:
-    """The WITH-clause options a side's serde needs: the schema's full name
-    (``{side}_SCHEMA_FULL_NAME``, or ``{side}_AVRO_SCHEMA_FULL_NAME``) and Protobuf's null
-    representation (``{side}_PROTOBUF_NULLABLE_REPRESENTATION``), and our ``VALUE_COMPRESSION``
-    (gzipped batches of lines, ``formats/compression.py``)."""
-    out: dict[str, str] = {}
-    name = _schema_full_name(props, side)
-    if name is not None:
-        out["fullName"] = name
-    nullable = props.get(f"{side}_PROTOBUF_NULLABLE_REPRESENTATION")
-    if nullable is not None:
-        if not fmt.startswith("PROTOBUF"):
-            raise AnalysisError(f"{side}_PROTOBUF_NULLABLE_REPRESENTATION is only valid for the PROTOBUF formats")
-        if str(nullable).upper() not in ("OPTIONAL", "WRAPPER"):
-            raise AnalysisError(f"Invalid value {nullable} for property {side}_PROTOBUF_NULLABLE_REPRESENTATION: "
-                                f"String must be one of: OPTIONAL, WRAPPER")
-        out["nullable"] = str(nullable).upper()
-    codec = props.get(f"{side}_COMPRESSION")
-    if codec is not None:
-        out["compression"] = compression.check_compression(str(codec), fmt, side)
-    return out

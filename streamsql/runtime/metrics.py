@@ -45,7 +45,7 @@ class ProgressTotals(StreamingQueryListener):
     """Per query name (streamsql's query id), the totals of every micro-batch Spark reported."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         self.totals: dict[str, QueryTotals] = {}
 
     def onQueryStarted(self, event: Any) -> None:
@@ -56,7 +56,7 @@ class ProgressTotals(StreamingQueryListener):
         name = progress.name
         if not name:
             return
-        with self._lock:
+        with self.lock:
             t = self.totals.setdefault(name, QueryTotals())
             t.batches += 1
             t.input_rows += int(progress.numInputRows or 0)
@@ -73,7 +73,7 @@ class ProgressTotals(StreamingQueryListener):
         pass
 
     def snapshot(self, name: str) -> QueryTotals:
-        with self._lock:
+        with self.lock:
             t = self.totals.get(name)
             return QueryTotals(t.batches, t.input_rows, t.output_rows, t.dropped_by_watermark) if t else QueryTotals()
 
@@ -121,7 +121,7 @@ class EngineCollector(Collector):
         lag = GaugeMetricFamily("streamsql_query_consumer_lag",
                                 "Records of an input partition the query has not committed yet",
                                 labels=["query", "topic", "partition"])
-        listener = _LISTENERS.get(id(engine._spark)) if engine._spark is not None else None
+        listener = _LISTENERS.get(id(engine.started_spark)) if engine.started_spark is not None else None
         for qid, running in list(engine.queries.items()):
             handle = running.handle
             up.add_metric([qid], 1.0 if handle.isActive else 0.0)
@@ -142,14 +142,14 @@ class EngineCollector(Collector):
                 state_rows.add_metric([qid], sum(int(op.get("numRowsTotal") or 0) for op in operators))
                 state_bytes.add_metric([qid], sum(int(op.get("memoryUsedBytes") or 0) for op in operators))
             plan = engine.physical_plans.get(qid)
-            for row in (engine._query_lag(plan, progress) or []) if plan is not None else []:
+            for row in (engine.inspection.query_lag(plan, progress) or []) if plan is not None else []:
                 lag.add_metric([qid, row.topic, str(row.partition)], row.lag)
         yield from (up, batches, rows_in, rows_out, rate, duration, late, state_rows, state_bytes, lag)
         logged = CounterMetricFamily("streamsql_processing_log_records",
                                      "Records in the processing log topic: undecodable input records and "
                                      "failing functions of every query of the service", labels=["topic"])
         try:
-            total = sum(end for _start, end in engine.topic_offsets(engine.processing_log_topic).values())
+            total = sum(end for _start, end in engine.inspection.topic_offsets(engine.processing_log_topic).values())
             logged.add_metric([engine.processing_log_topic], total)
         except StreamsqlError:
             pass

@@ -14,8 +14,7 @@ from typing import Any
 
 from streamsql import types as t
 from streamsql.catalog import Source
-from streamsql.formats import FormatSpec, serde_for
-from streamsql.runtime import io
+from streamsql.runtime.inserts import encode_row
 from streamsql.server.errors import bad_request
 
 
@@ -80,7 +79,7 @@ def _coerce(value: Any, ty: t.SqlType, column: str) -> Any:
     raise bad_request(f"Failed to convert value {value!r} of column {column} to {ty}")
 
 
-def encode_row(source: Source, row: dict[str, Any]) -> tuple[bytes | None, bytes | None, int]:
+def encode_json_row(source: Source, row: dict[str, Any]) -> tuple[bytes | None, bytes | None, int]:
     """(key bytes, value bytes, timestamp ms) for one inserted row."""
     import pyarrow as pa
 
@@ -101,15 +100,8 @@ def encode_row(source: Source, row: dict[str, Any]) -> tuple[bytes | None, bytes
             col = col_exact
         values[col.name] = _coerce(value, col.type, col.name)
 
-    def encode(spec: FormatSpec) -> bytes | None:
-        if not spec.columns:
-            return None
-        try:
-            arrays = [pa.array([values.get(c.name)], type=t.to_arrow(c.type)) for c in spec.columns]
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-            raise bad_request(f"Failed to encode row: {e}") from None
-        batch = pa.RecordBatch.from_arrays(arrays, names=[c.name for c in spec.columns])
-        return serde_for(spec).encode(batch)[0]
-
-    return encode(io.key_spec(source)), encode(io.value_spec(source)), (
-        rowtime if rowtime is not None else int(time.time() * 1000))
+    try:
+        key, value = encode_row(source, values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+        raise bad_request(f"Failed to encode row: {e}") from None
+    return key, value, rowtime if rowtime is not None else int(time.time() * 1000)

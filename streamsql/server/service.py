@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from streamsql import types as t
 from streamsql.errors import ParseError, StreamsqlError
 from streamsql.runtime import results as r
+from streamsql.runtime.session import Session
 from streamsql.server import entities
 from streamsql.server.errors import (
     BAD_REQUEST,
@@ -177,15 +178,12 @@ class KsqlService:
         if not isinstance(text, str) or not text.strip():
             raise bad_request("'ksql' must be a non-empty string of statements")
         engine = self.engine
-        with engine._lock:
-            saved = engine.session_properties, engine.variables
-            engine.session_properties, engine.variables = dict(overrides), dict(variables)
-            try:
-                return self._execute_all(text)
-            finally:
-                engine.session_properties, engine.variables = saved
-                with self._applied:
-                    self._applied.notify_all()
+        try:
+            with engine.session_scope(Session(dict(overrides), dict(variables))) as session:
+                return self._execute_all(text, session)
+        finally:
+            with self._applied:
+                self._applied.notify_all()
 
     def _pin_session(self) -> None:
         """Make the engine's SparkSession the JVM thread's active session before Spark calls.
@@ -194,17 +192,17 @@ class KsqlService:
         session active (foreachBatch callbacks), where the streamsql data source is not registered,
         and Spark looks Python data sources up in the *active* session.
         """
-        spark = self.engine._spark
+        spark = self.engine.started_spark
         if spark is not None:
             jvm = spark._jvm
             assert jvm is not None  # a started session has its JVM view
             jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
-    def _execute_all(self, text: str) -> list[dict[str, Any]]:
+    def _execute_all(self, text: str, session: Session) -> list[dict[str, Any]]:
         engine = self.engine
         self._pin_session()
         try:
-            statements = parse(text, variables=engine.variables, custom_types=engine.catalog.types)
+            statements = parse(text, variables=session.variables, custom_types=engine.catalog.types)
         except ParseError as e:
             raise statement_error(e.message, e.statement or text.strip()) from None
         except StreamsqlError as e:
@@ -256,45 +254,40 @@ class KsqlService:
         if not isinstance(text, str) or not text.strip():
             raise bad_request("the request must hold one SELECT or PRINT statement")
         engine = self.engine
-        with engine._lock:
-            saved = engine.session_properties, engine.variables
-            engine.session_properties, engine.variables = dict(overrides), dict(variables)
+        with engine.session_scope(Session(dict(overrides), dict(variables))) as session:
+            self._pin_session()
             try:
-                self._pin_session()
-                try:
-                    statements = parse(text, variables=engine.variables, custom_types=engine.catalog.types)
-                except StreamsqlError as e:
-                    raise statement_error(e.message, e.statement or text.strip()) from None
-                if len(statements) != 1:
-                    raise statement_error(f"Expected exactly one statement, got {len(statements)}", text.strip())
-                stmt = statements[0]
-                if not isinstance(stmt, (ast.SelectStatement, ast.Print)):
-                    raise statement_error("The query endpoints only run SELECT and PRINT statements; send "
-                                          f"{type(stmt).__name__} statements to /ksql.", _text(stmt))
-                result: r.Result
-                try:
-                    if self._shareable(stmt):
-                        assert isinstance(stmt, ast.SelectStatement)
-                        unlimited = dataclasses.replace(stmt, query=dataclasses.replace(stmt.query, limit=None))
+                statements = parse(text, variables=session.variables, custom_types=engine.catalog.types)
+            except StreamsqlError as e:
+                raise statement_error(e.message, e.statement or text.strip()) from None
+            if len(statements) != 1:
+                raise statement_error(f"Expected exactly one statement, got {len(statements)}", text.strip())
+            stmt = statements[0]
+            if not isinstance(stmt, (ast.SelectStatement, ast.Print)):
+                raise statement_error("The query endpoints only run SELECT and PRINT statements; send "
+                                      f"{type(stmt).__name__} statements to /ksql.", _text(stmt))
+            result: r.Result
+            try:
+                if self._shareable(stmt):
+                    assert isinstance(stmt, ast.SelectStatement)
+                    unlimited = dataclasses.replace(stmt, query=dataclasses.replace(stmt.query, limit=None))
 
-                        def start_shared() -> r.RowStream:
-                            stream = engine.execute_statement(unlimited)
-                            assert isinstance(stream, r.RowStream)  # a push query always streams
-                            return stream
+                    def start_shared() -> r.RowStream:
+                        stream = engine.execute_statement(unlimited)
+                        assert isinstance(stream, r.RowStream)  # a push query always streams
+                        return stream
 
-                        result = self.push_hub.subscribe(PushQueryHub.key(stmt.text, dict(overrides), dict(variables)),
-                                                         stmt.text, stmt.query.limit, start_shared)
-                    else:
-                        result = engine.execute_statement(stmt)
-                except StreamsqlError as e:
-                    raise statement_error(e.message, _text(stmt)) from None
-                except Exception as e:
-                    if _is_analysis_error(e):
-                        log.warning("query rejected by Spark's analyser: %s", e)
-                        raise statement_error(_clean(e), _text(stmt)) from None
-                    raise
-            finally:
-                engine.session_properties, engine.variables = saved
+                    result = self.push_hub.subscribe(PushQueryHub.key(stmt.text, dict(overrides), dict(variables)),
+                                                     stmt.text, stmt.query.limit, start_shared)
+                else:
+                    result = engine.execute_statement(stmt)
+            except StreamsqlError as e:
+                raise statement_error(e.message, _text(stmt)) from None
+            except Exception as e:
+                if _is_analysis_error(e):
+                    log.warning("query rejected by Spark's analyser: %s", e)
+                    raise statement_error(_clean(e), _text(stmt)) from None
+                raise
         assert isinstance(result, r.RowStream)
         source = self.engine.catalog.find(stmt.query.source.name) if isinstance(stmt, ast.SelectStatement) else None
         handle = QueryHandle(result, self._key_columns(stmt, result),
@@ -368,11 +361,11 @@ class KsqlService:
     def insert_row(self, source: Any, row: Any) -> None:
         """Encode one JSON row with the stream's formats and produce it (column names are
         case-insensitive; a ``ROWTIME`` field sets the record timestamp)."""
-        from streamsql.server.inserts import encode_row
+        from streamsql.server.inserts import encode_json_row
 
         if not isinstance(row, dict):
             raise bad_request("Each inserted row must be a JSON object")
-        key, value, rowtime = encode_row(source, row)
+        key, value, rowtime = encode_json_row(source, row)
         self.engine.admin.produce(source.topic, key, value, rowtime)
 
     # --- /ksql/terminate -----------------------------------------------------------------------
@@ -382,7 +375,7 @@ class KsqlService:
         source name matches a ``deleteTopicList`` pattern) and empty the command log."""
         patterns = [re.compile(str(p), re.IGNORECASE) for p in (delete_topics or [])]
         engine = self.engine
-        with engine._lock:
+        with engine.lock:
             engine.execute("TERMINATE ALL;") if engine.catalog.queries else None
             for name in list(engine.catalog.sources):
                 source = engine.catalog.find(name)

@@ -14,6 +14,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from streamsql.runtime.session import Session
 from streamsql.sql import ast, parse
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ class QuerySupervisor:
 
     def restart(self, query_id: str) -> bool:
         engine = self.engine
-        with engine._lock:
+        with engine.lock:
             running = engine.queries.get(query_id)
             if running is not None and running.info.kind == "CONNECTOR":
                 return self._restart_connector(query_id, running.info.sink)
@@ -86,18 +87,14 @@ class QuerySupervisor:
             query = getattr(stmt, "query", None)
             if sink is None or query is None or not isinstance(stmt, (ast.CreateAsSelect, ast.InsertInto)):
                 return False
-            saved = engine.session_properties
-            engine.session_properties = self._properties_of(query_id)
             try:
-                self._activate_session()
-                plan = engine.planner.plan_query(query, persistent=True, sink_name=sink.name)
-                engine._stop_handle(running.handle)
-                engine._start_persistent(query_id, plan, stmt, sink)
+                with engine.session_scope(Session(self._properties_of(query_id))):
+                    self._activate_session()
+                    plan = engine.planner.plan_query(query, persistent=True, sink_name=sink.name)
+                    engine.restart_persistent(query_id, plan, stmt, sink)
             except Exception as e:
                 log.warning("could not restart query %s: %s", query_id, e)
                 return False
-            finally:
-                engine.session_properties = saved
         self.restarts[query_id] = self.restarts.get(query_id, 0) + 1
         log.warning("restarted query %s from its checkpoint after it failed: %s", query_id, reason)
         return True
@@ -114,7 +111,7 @@ class QuerySupervisor:
         reason = _reason(running.handle)
         try:
             self._activate_session()
-            engine._stop_handle(running.handle)
+            engine.stop_handle(running.handle)
             engine.connectors.start(info)
         except Exception as e:
             log.warning("could not restart connector %s: %s", name, e)

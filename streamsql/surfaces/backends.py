@@ -58,7 +58,7 @@ class EmbeddedBackend:
     def execute(self, text: str) -> Iterator[r.Result]:
         from streamsql.sql import parse
 
-        statements = parse(text, variables=self.engine.variables, custom_types=self.engine.catalog.types)
+        statements = parse(text, variables=self.engine.session.variables, custom_types=self.engine.catalog.types)
         for stmt in statements:
             yield self.engine.execute_statement(stmt)
 
@@ -70,8 +70,8 @@ class EmbeddedBackend:
         sources = {s.name: ("TABLE" if s.is_table else "STREAM") for s in catalog.sources.values()}
         columns = {s.name: [c.name for c in s.columns] for s in catalog.sources.values()}
         return Vocabulary(sources, columns, sorted(catalog.queries), [f.name for f in REGISTRY.all()],
-                          sorted(set(DEFAULT_PROPERTIES) | set(self.engine.session_properties)),
-                          sorted(self.engine.variables), sorted({s.topic for s in catalog.sources.values()}))
+                          sorted(set(DEFAULT_PROPERTIES) | set(self.engine.session.properties)),
+                          sorted(self.engine.session.variables), sorted({s.topic for s in catalog.sources.values()}))
 
     def close(self) -> None:
         self.engine.close()

@@ -196,7 +196,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     install_interrupt(stop)
     with kafka_cluster(_config(args)) as config:
         engine = Engine(config)
-        engine.variables.update(variables)
+        engine.session.variables.update(variables)
         metrics = None
         try:
             for notice in engine.start():
@@ -276,7 +276,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="streamsql-topology-") as data_dir:
             config = resolve_config(broker.bootstrap_servers, data_dir, args.config, args.spark_master, None)
             engine = Engine(config)
-            engine.variables.update(variables)
+            engine.session.variables.update(variables)
             try:
                 for skipped in engine.plan_only(path.read_text(encoding="utf-8")):
                     print(f"streamsql: not drawn (runs no query): {skipped.splitlines()[0][:100]}", file=sys.stderr)

@@ -53,7 +53,7 @@ class ProgressDisplay:
 
     def _line(self) -> str:
         try:
-            return status_line(self.engine.describe_queries())
+            return status_line(self.engine.inspection.describe_queries())
         except StreamsqlError as e:  # Kafka unreachable for the lag: say so, keep going
             return f"progress unavailable: {e}"
 

@@ -38,7 +38,7 @@ def run_script(engine: Engine, text: str, until_idle: bool, out: TextIO | None =
     out = out if out is not None else sys.stdout
     stop = stop or threading.Event()
     try:
-        statements = parse(text, variables=engine.variables, custom_types=engine.catalog.types)
+        statements = parse(text, variables=engine.session.variables, custom_types=engine.catalog.types)
     except StreamsqlError as e:
         print(f"Error: {e}", file=out)
         return 1

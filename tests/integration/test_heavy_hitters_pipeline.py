@@ -44,7 +44,7 @@ def test_heavy_hitters_pipeline(engine, topic_name):  # type: ignore[no-untyped-
         text = text.replace(f"'{name}'", f"'{unique}'")
         sink_text = sink_text.replace(f"'{name}'", f"'{unique}'")
     search = OsmemServer.start()
-    engine.variables["elasticsearch_url"] = search.url  # streamsql run --define elasticsearch_url=…
+    engine.session.variables["elasticsearch_url"] = search.url  # streamsql run --define elasticsearch_url=…
     try:
         run_pipeline(engine, topics, text, sink_text, search.url)
     finally:

@@ -169,8 +169,8 @@ def test_seed_003_cheapest_quotes_as_avro_and_gzipped_batches_as_bytes(engine, t
     engine.admin.flush()
     with RegistryServer() as registry:
         engine.execute(f"SET 'ksql.schema.registry.url'='{registry.url}';")
-        engine.variables.update(s3_url=s3_url, schema_registry_url=registry.url)  # run --define …
-        for stmt in parse(text, variables=engine.variables):
+        engine.session.variables.update(s3_url=s3_url, schema_registry_url=registry.url)  # run --define …
+        for stmt in parse(text, variables=engine.session.variables):
             engine.execute_statement(stmt)
             engine.wait_until_idle()
         engine.wait_until_idle()

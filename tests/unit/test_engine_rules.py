@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamsql.errors import AnalysisError
-from streamsql.runtime.engine import _check_header_type
+from streamsql.planner.ddl import check_header_type
 from streamsql.sql import parse
 
 
@@ -20,19 +20,19 @@ def test_header_columns_have_the_types_kafka_headers_have() -> None:
     k, h1, v = columns("CREATE STREAM S (K STRING KEY, H1 INT HEADER('key'), V BIGINT) "
                        "WITH (kafka_topic='s', value_format='json');")
     with pytest.raises(AnalysisError, match=r"^Invalid type for HEADER\('key'\) column: expected BYTES, got INTEGER$"):
-        _check_header_type(h1)
-    _check_header_type(k)
-    _check_header_type(v)
+        check_header_type(h1)
+    check_header_type(k)
+    check_header_type(v)
     [_, ok, bad] = columns("CREATE STREAM S (K STRING KEY, H ARRAY<STRUCT<key STRING, value BYTES>> HEADERS, "
                            "B ARRAY<STRING> HEADERS) WITH (kafka_topic='s', value_format='json');")
-    _check_header_type(ok)
+    check_header_type(ok)
     [quoted] = columns("CREATE STREAM S (H ARRAY<STRUCT<`key` STRING, `VALUE` BYTES>> HEADERS) "
                        "WITH (kafka_topic='s', value_format='json');")
     with pytest.raises(AnalysisError, match=r"got ARRAY<STRUCT<`key` STRING, `VALUE` BYTES>>$"):
-        _check_header_type(quoted)  # a quoted lower-case field name is another field
+        check_header_type(quoted)  # a quoted lower-case field name is another field
     with pytest.raises(AnalysisError, match=r"^Invalid type for HEADERS column: expected "
                                             r"ARRAY<STRUCT<`KEY` STRING, `VALUE` BYTES>>, got ARRAY<STRING>$"):
-        _check_header_type(bad)
+        check_header_type(bad)
 
 
 @pytest.mark.parametrize("props, message", [
@@ -46,33 +46,33 @@ def test_header_columns_have_the_types_kafka_headers_have() -> None:
 ])
 def test_delimiters_are_one_character_of_a_delimited_format(props: dict[str, str], message: str) -> None:
     from streamsql.errors import ConfigError
-    from streamsql.runtime.engine import _check_delimiters
+    from streamsql.planner.ddl import check_delimiters
 
     with pytest.raises(ConfigError) as err:
-        _check_delimiters(props, "KAFKA", "DELIMITED")
+        check_delimiters(props, "KAFKA", "DELIMITED")
     assert str(err.value) == message
-    _check_delimiters({"VALUE_DELIMITER": "TAB", "KEY_DELIMITER": ";"}, "DELIMITED", "DELIMITED")
+    check_delimiters({"VALUE_DELIMITER": "TAB", "KEY_DELIMITER": ";"}, "DELIMITED", "DELIMITED")
 
 
 def test_wrap_single_value_true_needs_a_format_that_wraps() -> None:
     from streamsql import types as t
     from streamsql.errors import ConfigError
-    from streamsql.runtime.engine import Engine
+    from streamsql.planner.ddl import SourceDefinitions
 
     one = [t.Column("K", t.STRING, "key"), t.Column("FOO", t.INTEGER)]
     with pytest.raises(ConfigError, match=r"^Format 'DELIMITED' does not support 'WRAP_SINGLE_VALUE' set to 'true'\.$"):
-        Engine._wrap_single_value({"WRAP_SINGLE_VALUE": True}, one, "DELIMITED")
-    assert Engine._wrap_single_value({"WRAP_SINGLE_VALUE": "false"}, one, "KAFKA") is False
-    assert Engine._wrap_single_value({"WRAP_SINGLE_VALUE": True}, one, "JSON") is True
+        SourceDefinitions.wrap_single_value({"WRAP_SINGLE_VALUE": True}, one, "DELIMITED")
+    assert SourceDefinitions.wrap_single_value({"WRAP_SINGLE_VALUE": "false"}, one, "KAFKA") is False
+    assert SourceDefinitions.wrap_single_value({"WRAP_SINGLE_VALUE": True}, one, "JSON") is True
 
 
 def test_a_table_of_aggregates_needs_a_group_by() -> None:
-    from streamsql.runtime.engine import _check_table_is_grouped
+    from streamsql.planner.ddl import check_table_is_grouped
 
     [stmt] = parse("CREATE TABLE OUTPUT AS SELECT COUNT(*), SUM(x) FROM TEST;")
     with pytest.raises(AnalysisError, match=r"^CREATE TABLE AS SELECT statement does not support aggregate function "
                                             r"\[COUNT\(ROWTIME\), SUM\(X\)\] without a GROUP BY clause\.$"):
-        _check_table_is_grouped(stmt)  # type: ignore[arg-type]
+        check_table_is_grouped(stmt)  # type: ignore[arg-type]
 
 
 def test_partition_by_needs_an_expression() -> None:
@@ -83,15 +83,15 @@ def test_partition_by_needs_an_expression() -> None:
 
 
 def test_insert_values_into_a_missing_source_hints_at_its_case() -> None:
-    from streamsql.runtime.engine import _unknown_insert_target
+    from streamsql.runtime.inserts import unknown_insert_target
 
-    assert _unknown_insert_target("INPUT", ["input"]) == (
+    assert unknown_insert_target("INPUT", ["input"]) == (
         'Cannot insert values into an unknown stream/table: `INPUT`\nDid you mean "input"? Hint: wrap the source '
         "name in double quotes to make it case-sensitive.")
-    assert _unknown_insert_target("input", ["INPUT"]) == (
+    assert unknown_insert_target("input", ["INPUT"]) == (
         "Cannot insert values into an unknown stream/table: `input`\nDid you mean INPUT? Hint: try removing double "
         "quotes from the source name.")
-    assert _unknown_insert_target("NOPE", ["INPUT"]) == "Cannot insert values into an unknown stream/table: `NOPE`"
+    assert unknown_insert_target("NOPE", ["INPUT"]) == "Cannot insert values into an unknown stream/table: `NOPE`"
 
 
 def test_insert_into_records_where_its_target_is() -> None:

@@ -106,14 +106,14 @@ def test_a_key_of_nulls_is_a_null_key_and_non_string_map_keys_are_rejected() -> 
 
 def test_format_options_are_checked_at_statement_time() -> None:
     from streamsql.errors import AnalysisError
-    from streamsql.runtime.engine import _format_options
+    from streamsql.planner.ddl import format_options
 
-    assert _format_options({"VALUE_PROTOBUF_NULLABLE_REPRESENTATION": "optional"}, "VALUE", "PROTOBUF") == {
+    assert format_options({"VALUE_PROTOBUF_NULLABLE_REPRESENTATION": "optional"}, "VALUE", "PROTOBUF") == {
         "nullable": "OPTIONAL"}
     with pytest.raises(AnalysisError, match="String must be one of: OPTIONAL, WRAPPER"):
-        _format_options({"VALUE_PROTOBUF_NULLABLE_REPRESENTATION": "maybe"}, "VALUE", "PROTOBUF")
+        format_options({"VALUE_PROTOBUF_NULLABLE_REPRESENTATION": "maybe"}, "VALUE", "PROTOBUF")
     with pytest.raises(AnalysisError, match="only valid for the PROTOBUF formats"):
-        _format_options({"VALUE_PROTOBUF_NULLABLE_REPRESENTATION": "OPTIONAL"}, "VALUE", "JSON")
+        format_options({"VALUE_PROTOBUF_NULLABLE_REPRESENTATION": "OPTIONAL"}, "VALUE", "JSON")
 
 
 def test_a_schema_full_name_picks_one_of_several_messages() -> None:

@@ -20,6 +20,6 @@ def test_results_go_to_the_current_stdout(monkeypatch: pytest.MonkeyPatch, capsy
     runner = importlib.reload(runner)  # imported while another stream was sys.stdout
     monkeypatch.undo()
     at_import.close()
-    engine = SimpleNamespace(variables={}, catalog=SimpleNamespace(types={}))  # parsing needs only these
+    engine = SimpleNamespace(session=SimpleNamespace(variables={}), catalog=SimpleNamespace(types={}))  # parsing needs only these
     assert runner.run_script(engine, "SELEKT 1;", until_idle=False) == 1  # type: ignore[arg-type]
     assert capsys.readouterr().out.startswith("Error: line 1:1: ")

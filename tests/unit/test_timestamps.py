@@ -112,13 +112,13 @@ def test_a_sinks_timestamp_column_missing_from_the_projection_is_named_before_th
     the TIMESTAMP column's message comes first; a projection it cannot name yet is left to the
     check after planning."""
     from streamsql.errors import AnalysisError
-    from streamsql.runtime.engine import _check_timestamp_projected
+    from streamsql.planner.ddl import check_timestamp_projected
     from streamsql.sql import parse
 
     [missing] = parse("CREATE STREAM TS WITH (timestamp='invalid_ts') AS SELECT id, event_ts FROM test;")
     with pytest.raises(AnalysisError, match="^The TIMESTAMP column set in the WITH clause does not exist in the "
                                             "schema: 'INVALID_TS'$"):
-        _check_timestamp_projected(missing)  # type: ignore[arg-type]
+        check_timestamp_projected(missing)  # type: ignore[arg-type]
     for text in ("CREATE STREAM TS WITH (timestamp='ets') AS SELECT k, event_ts AS ets FROM test;",
                  "CREATE STREAM TS WITH (timestamp='nope') AS SELECT * FROM test;",
                  "CREATE STREAM TS WITH (timestamp='nope') AS SELECT k, id + 1 FROM test;",
@@ -126,4 +126,4 @@ def test_a_sinks_timestamp_column_missing_from_the_projection_is_named_before_th
                  "CREATE STREAM J WITH (timestamp='B_TS') AS SELECT A.ID, B.TS FROM A JOIN B WITHIN 1 SECOND "
                  "ON A.ID = B.ID;"):
         [stmt] = parse(text)
-        _check_timestamp_projected(stmt)  # type: ignore[arg-type]
+        check_timestamp_projected(stmt)  # type: ignore[arg-type]

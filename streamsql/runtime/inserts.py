@@ -1,0 +1,116 @@
+"""INSERT INTO … VALUES: one row, its expressions evaluated as a query would evaluate them, written
+to the target's topic with the target's key and value formats; and the row encoding it shares
+with the REST server's ``/inserts-stream``.
+
+ksqlDB produces the row with its own producer; so do we (the engine's Kafka admin client), with
+the row's ROWTIME (or now) as the record's timestamp. INSERT VALUES is not put in the command log:
+replaying it on restart would write the row again.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from streamsql import types as t
+from streamsql.catalog import Source
+from streamsql.errors import AnalysisError, CatalogError, spark_message
+from streamsql.formats import FormatSpec, serde_for
+from streamsql.planner.casts import cast_value
+from streamsql.planner.planner import compile_constant
+from streamsql.runtime import io
+from streamsql.runtime import results as r
+from streamsql.sql import ast
+
+if TYPE_CHECKING:
+    from streamsql.runtime.engine import Engine
+
+
+def encode_row(target: Source, values: dict[str, Any]) -> tuple[bytes | None, bytes | None]:
+    """(key bytes, value bytes) of one row of Python values, keyed by column name (a column left
+    out is null), with ``target``'s formats and the serdes queries write with. A value that does
+    not fit its column raises Arrow's error (``pyarrow.ArrowInvalid``, ``ArrowTypeError``) or
+    ``OverflowError``; callers say which row."""
+    import pyarrow as pa
+
+    def encode(spec: FormatSpec) -> bytes | None:
+        if not spec.columns:
+            return None
+        arrays = [pa.array([values.get(c.name)], type=t.to_arrow(c.type)) for c in spec.columns]
+        batch = pa.RecordBatch.from_arrays(arrays, names=[c.name for c in spec.columns])
+        return serde_for(spec).encode(batch)[0]
+
+    return encode(io.key_spec(target)), encode(io.value_spec(target))
+
+
+class ValueInserts:
+    """INSERT VALUES for one engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def insert(self, stmt: ast.InsertValues) -> r.Result:
+        target = self.engine.catalog.find(stmt.target)
+        if target is None:
+            raise CatalogError(unknown_insert_target(stmt.target, list(self.engine.catalog.sources)))
+        if target.is_source:
+            raise AnalysisError(f"Cannot insert values into read-only {target.kind.lower()}: {target.name}")
+        # without a column list, values go to the key columns first, then the value columns
+        # (ksqlDB's logical schema order, whatever order the DDL declared them in)
+        writable = [c for c in target.columns if c.role == "key"] + [c for c in target.columns if c.role == "value"]
+        headers = [c.name for c in target.columns if c.role in ("headers", "header")]
+        if not stmt.columns and headers:  # the implicit column list names them too
+            raise AnalysisError(f"Cannot insert into HEADER columns: {', '.join(headers)}")
+        names = stmt.columns or [c.name for c in writable]
+        if len(names) != len(stmt.values):
+            if stmt.columns:
+                raise AnalysisError(f"Failed to prepare statement: Expected number columns and values to match: "
+                                    f"{len(names)}, {len(stmt.values)}")
+            raise AnalysisError(f"Expected a value for each column. Expected Columns: {names}. "
+                                f"Got {[v.sql() for v in stmt.values]}")
+        by_name = {c.name: c for c in target.columns}
+        rowtime: int | None = None
+        given: dict[str, str] = {}
+        for name, node in zip(names, stmt.values):
+            if name == t.ROWTIME:
+                rowtime = int(self._evaluate_constants([(compile_constant(node).sql, t.BIGINT)])[0] or 0)
+                continue
+            if name in (t.ROWPARTITION, t.ROWOFFSET):
+                raise AnalysisError(f"Inserting into column `{name}` is not allowed.")
+            col = by_name.get(name)
+            if col is None:
+                raise AnalysisError(f"Column name {name} does not exist.")
+            if col.role in ("headers", "header"):
+                raise AnalysisError(f"Cannot insert into HEADER columns: {name}")
+            value = compile_constant(node)
+            # a STRUCT literal fills the column's struct by field name (absent fields null), as ksqlDB
+            given[name] = cast_value(value.sql, value.type, col.type) if isinstance(value.type, t.Struct) else value.sql
+        values = self._evaluate_constants([(given.get(c.name, "NULL"), c.type) for c in writable])
+        row = dict(zip([c.name for c in writable], values))
+        key_bytes, value_bytes = encode_row(target, {name: value.as_py() for name, value in row.items()})
+        self.engine.admin.produce(target.topic, key_bytes, value_bytes,
+                           rowtime if rowtime is not None else int(time.time() * 1000))
+        return r.CommandStatus(stmt.text, "Inserted 1 row")
+
+    def _evaluate_constants(self, items: list[tuple[str, t.SqlType]]) -> list[Any]:
+        """Evaluate constant expressions in Spark, cast to the column types (so INSERT VALUES
+        accepts the same expressions and coercions as queries do)."""
+        exprs = [f"CAST({sql} AS {t.to_spark(ty).simpleString()}) AS c{i}" for i, (sql, ty) in enumerate(items)]
+        try:
+            table = self.engine.spark.sql("SELECT " + ", ".join(exprs)).toArrow()
+        except Exception as e:
+            raise AnalysisError(f"Failed to evaluate values: {spark_message(e)}") from None
+        return [table.column(i)[0] for i in range(len(items))]
+
+
+
+def unknown_insert_target(name: str, known: list[str]) -> str:
+    """ksqlDB's message for INSERT VALUES into a missing source, with a hint when only the case
+    differs (a quoted name keeps its case, an unquoted one is upper-cased)."""
+    message = f"Cannot insert values into an unknown stream/table: `{name}`"
+    other = next((k for k in known if k.upper() == name.upper()), None)
+    if other is None:
+        return message
+    if other == other.upper():
+        return f"{message}\nDid you mean {other}? Hint: try removing double quotes from the source name."
+    return f'{message}\nDid you mean "{other}"? Hint: wrap the source name in double quotes to make it case-sensitive.'
