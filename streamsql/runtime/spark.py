@@ -16,6 +16,11 @@ Settings and why:
     half of its CPU seconds in a 500k-record W3 run, and without them the run was 1.3× faster
     end to end and in its steady batches too (docs/performance.md). A cluster's driver keeps the
     JVM's defaults; ``spark.driver.extraJavaOptions`` set by the user replaces ours.
+  * py4j's callback server (which the JVM calls for ``foreachBatch`` and listeners) waits for
+    connections with ``select()``, which fails on a descriptor numbered 1,024 or more. A server
+    holding hundreds of client connections when its first push query starts gets such a number,
+    and then no callback ever runs (the abuse drill's 200 push clients, docs/reliability.md):
+    :func:`_unlimited_select` gives py4j a ``select`` over the platform's selector (epoll).
   * the Python workers' ``pyspark.zip`` is byte-compiled once (:mod:`streamsql.runtime.worker_zip`):
     every Python process Spark starts would otherwise compile PySpark from source (0.6 CPU-s each).
 
@@ -45,6 +50,7 @@ import contextlib
 import hashlib
 import os
 import re
+import selectors
 import shutil
 import sys
 import tempfile
@@ -52,10 +58,42 @@ import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import py4j.java_gateway  # type: ignore[import-untyped]
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
+
+class _SelectorSelect:
+    """The part of the ``select`` module py4j's callback server uses, over :mod:`selectors`
+    (no limit on descriptor numbers)."""
+
+    error = OSError
+
+    @staticmethod
+    def select(rlist: list[Any], wlist: list[Any], xlist: list[Any],
+               timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
+        with selectors.DefaultSelector() as selector:
+            events: dict[Any, int] = {}
+            for f in rlist:
+                events[f] = events.get(f, 0) | selectors.EVENT_READ
+            for f in wlist:
+                events[f] = events.get(f, 0) | selectors.EVENT_WRITE
+            for f, mask in events.items():
+                selector.register(f, mask)
+            ready = selector.select(timeout) if events else []
+        return ([key.fileobj for key, mask in ready if mask & selectors.EVENT_READ],
+                [key.fileobj for key, mask in ready if mask & selectors.EVENT_WRITE], [])
+
+
+def _unlimited_select() -> None:
+    """Give py4j's callback server a ``select`` that works for any descriptor (see the module
+    docstring); its ``xlist`` is never used by py4j."""
+    py4j.java_gateway.select = _SelectorSelect
+
+
+_unlimited_select()
 _lock = threading.Lock()
 #: keeps Spark's own logging to errors (the default prints WARN lines users cannot act on)
 _LOG4J = Path(__file__).with_name("log4j2.properties")

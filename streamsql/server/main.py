@@ -48,9 +48,39 @@ def build_service(config: EngineConfig) -> KsqlService:
     return KsqlService(Engine(config, command_log=command_log), command_log, service_id)
 
 
+def close_on_client_eof() -> None:
+    """Close a connection as soon as its client closes it.
+
+    hypercorn (0.17, 0.18) ignores the end of a connection's input while no request is in
+    flight: its HTTP/1.1 protocol drops the "closed" event when it has no stream, and the
+    connection waits for its keep-alive timer (an hour here, for clients that keep a
+    connection open between statements as ksqlDB's do) before it closes its socket. Each
+    request of a client that opens a connection per request left a socket in CLOSE-WAIT: the
+    abuse drill's 1,000 statements left 1,003, and past 1,024 descriptors py4j's callback server
+    stopped (runtime/spark.py). The read loop ending means the client is gone, so the idle timer
+    is stopped then and the connection closes at once.
+    """
+    from hypercorn.asyncio import tcp_server
+
+    original = tcp_server.TCPServer._read_data
+    if getattr(original, "closes_on_eof", False):
+        return
+
+    async def read_data(self: tcp_server.TCPServer) -> None:
+        await original(self)
+        idle = getattr(self, "idle_task", None)
+        if idle is not None:
+            await idle.stop()
+
+    read_data.closes_on_eof = True  # type: ignore[attr-defined]
+    tcp_server.TCPServer._read_data = read_data  # type: ignore[method-assign]
+
+
 def serve(config: EngineConfig, listen: ListenOptions, settings: ServerSettings) -> int:
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config
+
+    close_on_client_eof()
 
     service = build_service(config)
     app = KsqlApp(service, settings)
