@@ -369,10 +369,20 @@ class KafkaAdmin:
             raise kafka_error(f"cannot produce to topic '{topic}'", errors[0])
 
     def flush(self) -> None:
+        """Wait for every record produced to be acknowledged. Past the timeout, records not yet
+        sent are withdrawn; records already sent cannot be, and Kafka may still store them when
+        it answers again (a broker that froze mid-request does): the error says which."""
         if self._producer is not None:
             left = self._producer.flush(self.timeout_s)
             if left:
-                raise KafkaError(f"{left} record(s) not acknowledged by Kafka within {self.timeout_s:.0f}s")
+                self._producer.purge(in_queue=True, in_flight=False)
+                self._producer.poll(0)  # the withdrawn records' delivery reports
+                sent = len(self._producer)
+                withdrawn = left - sent
+                raise KafkaError(f"{left} record(s) not acknowledged by Kafka within {self.timeout_s:.0f}s"
+                                 + (f"; {withdrawn} withdrawn" if withdrawn else "")
+                                 + (f"; {sent} already sent may still be written when Kafka answers again"
+                                    if sent else ""))
 
     # -- read -----------------------------------------------------------------------------------
 

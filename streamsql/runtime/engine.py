@@ -895,7 +895,15 @@ class Engine:
                           _enabled(ranges, self.prop(ranges)))
         store = self.stores.get(table.name)
         if store is not None and table.name in self.followed:
-            store.follow(self.bootstrap_servers, self.followed[table.name])
+            try:
+                store.follow(self.bootstrap_servers, self.followed[table.name])
+            except KafkaError as e:
+                # Kafka unreachable (an outage): answer from what the store holds, as ksqlDB
+                # answers from its local state store, if it ever caught up (an empty store that
+                # never did would answer "no rows", which is not what the table holds)
+                if not store.offsets():
+                    raise
+                log.warning("pull query over %s answered from its store as last caught up: %s", table.name, e)
         if store is None:
             raise AnalysisError(f"The `{table.name}` table isn't queryable. To derive a queryable table, you can do "
                                 f"'CREATE TABLE QUERYABLE_{table.name} AS SELECT * FROM {table.name}'. See "
