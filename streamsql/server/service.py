@@ -39,7 +39,7 @@ from streamsql.sql import ast, parse
 if TYPE_CHECKING:
     from streamsql.catalog.kafka_commands import KafkaCommandLog
     from streamsql.runtime.engine import Engine
-    from streamsql.server.supervisor import QuerySupervisor
+    from streamsql.runtime.supervisor import QuerySupervisor
 
 log = logging.getLogger("streamsql.server")
 
@@ -129,9 +129,9 @@ class KsqlService:
                             self._statuses[cid] = {"status": "SUCCESS", "message": "Executed during restore"}
                 except StreamsqlError:
                     continue
-            from streamsql.server.supervisor import QuerySupervisor
+            from streamsql.runtime.supervisor import QuerySupervisor
 
-            self.supervisor = QuerySupervisor(self.engine, self.command_log)
+            self.supervisor = QuerySupervisor(self.engine)
             self.supervisor.start()
             self.ready.set()
             return notices

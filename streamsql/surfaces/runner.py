@@ -21,6 +21,7 @@ from typing import TextIO
 from streamsql.errors import StreamsqlError
 from streamsql.runtime import results as r
 from streamsql.runtime.engine import Engine
+from streamsql.runtime.supervisor import QuerySupervisor
 from streamsql.sql import parse
 from streamsql.surfaces.render import render, row_line
 
@@ -63,11 +64,18 @@ def run_script(engine: Engine, text: str, until_idle: bool, out: TextIO | None =
         return 0
     if engine.queries:
         print(f"Running {len(engine.queries)} persistent query(ies); Ctrl-C to stop.", file=out, flush=True)
+        # a query that fails (Kafka away for a while, a worker that could not start) is restarted
+        # from its checkpoint with a growing back-off, as the server and ksqlDB do; each failure
+        # is reported once
+        supervisor = QuerySupervisor(engine)
+        reported: set[tuple[str, str]] = set()
         while not stop.is_set():
             stop.wait(1.0)
             for qid, message in engine.failed_queries():
-                print(f"Query {qid} failed: {message}", file=out, flush=True)
-                return 1
+                if (qid, message) not in reported:
+                    reported.add((qid, message))
+                    print(f"Query {qid} failed: {message}; restarting it from its checkpoint", file=out, flush=True)
+            supervisor.check()
     return 0
 
 

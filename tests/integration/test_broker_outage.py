@@ -77,3 +77,64 @@ def test_a_frozen_broker_leaves_pull_queries_answering_and_inserts_saying_what_h
         assert (b"c" in written) == ("already sent" in str(failed.value)), (written, str(failed.value))
     finally:
         engine.close()
+
+
+def test_streamsql_run_restarts_its_query_after_the_broker_comes_back(own_broker: EmbeddedBroker,  # type: ignore[no-untyped-def]
+                                                                      tmp_path) -> None:
+    """``streamsql run`` used to exit with the error of a query that failed while Kafka did not
+    answer; it now restarts the query from its checkpoint (the server's supervisor, shared), so
+    a headless pipeline outlives a broker's outage and loses nothing."""
+    import json
+    import subprocess
+    import sys
+
+    from streamsql.kafka.admin import KafkaAdmin
+
+    admin = KafkaAdmin(own_broker.bootstrap_servers)
+    admin.create_topic("orders", 2)
+    script = tmp_path / "pipeline.sql"
+    script.write_text("SET 'auto.offset.reset'='earliest';\n"
+                      "CREATE STREAM orders (id VARCHAR KEY, qty INT) WITH (KAFKA_TOPIC='orders', VALUE_FORMAT='JSON');\n"
+                      "CREATE STREAM doubled AS SELECT id, qty * 2 AS q2 FROM orders;\n")
+
+    def produce(lo: int, hi: int) -> None:
+        for i in range(lo, hi):
+            admin.produce("orders", f"o{i}".encode(), json.dumps({"QTY": i}).encode(), 1_700_000_000_000 + i,
+                          flush=False)
+        admin.flush()
+
+    def output() -> set[int]:
+        try:
+            return {json.loads(r.value)["Q2"] for r in admin.read_all("DOUBLED") if r.value is not None}
+        except KafkaError:  # the run has not created its output topic yet
+            return set()
+
+    def wait_for(wanted: set[int], timeout_s: float) -> set[int]:
+        deadline = time.monotonic() + timeout_s
+        while (got := output()) != wanted and time.monotonic() < deadline:
+            time.sleep(1)
+        return got
+
+    log = tmp_path / "run.log"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "streamsql", "run", str(script), "--bootstrap-servers",
+                                 own_broker.bootstrap_servers, "--data-dir", str(tmp_path / "state")],
+                                cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        produce(0, 100)
+        assert wait_for({2 * i for i in range(100)}, 180) == {2 * i for i in range(100)}, log.read_text()
+        assert own_broker.pid is not None
+        os.kill(own_broker.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 120  # until the query has failed (its clients time out)
+        while "restarting it from its checkpoint" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(1)
+        os.kill(own_broker.pid, signal.SIGCONT)
+        assert "restarting it from its checkpoint" in log.read_text(), log.read_text()
+        assert proc.poll() is None, log.read_text()  # before: exit 1 with the query's error
+        produce(100, 200)
+        assert wait_for({2 * i for i in range(200)}, 240) == {2 * i for i in range(200)}, log.read_text()
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(60)

@@ -226,7 +226,7 @@ def test_a_connector_that_ran_out_of_retries_is_restarted_and_writes_everything_
     """max.retries exhausted while the server is stopped: the connector's query fails (FAILED in
     DESCRIBE CONNECTOR, with the reason); the server's supervisor restarts it on its checkpoint
     once the server answers, and the failed batch is written again under the same ids."""
-    from streamsql.server.supervisor import QuerySupervisor
+    from streamsql.runtime.supervisor import QuerySupervisor
     from tests.integration.test_engine import produce
 
     topic = topic_name("retry")
@@ -247,7 +247,7 @@ def test_a_connector_that_ran_out_of_retries_is_restarted_and_writes_everything_
         assert described.connector.state == "FAILED" and "max.retries" in (described.trace or "")
     finally:
         os.kill(search.pid, signal.SIGCONT)
-    assert QuerySupervisor(engine, command_log=None).restart("CONNECTOR_RETRYING")  # type: ignore[arg-type]
+    assert QuerySupervisor(engine).restart("CONNECTOR_RETRYING")
     engine.wait_until_idle()
     docs = documents(search.url, topic.lower())
     assert sorted(d["n"] for d in docs.values()) == list(range(6))

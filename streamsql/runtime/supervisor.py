@@ -4,7 +4,8 @@ A persistent query can die from a transient cause (a Spark Python worker that co
 time on a loaded machine, a broker that was briefly away). ksqlDB retries such a query with an
 exponential backoff (``ksql.query.retry.backoff.initial.ms`` / ``max.ms``); here a supervisor
 thread does the same: it re-plans the query's statement under the properties it was created with
-and starts it on the same checkpoint, so it resumes where its last committed batch ended.
+and starts it on the same checkpoint, so it resumes where its last committed batch ended. The
+server and ``streamsql run`` (without ``--until-idle``) both run one.
 """
 
 from __future__ import annotations
@@ -20,19 +21,17 @@ from streamsql.sql import ast, parse
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
-    from streamsql.catalog.kafka_commands import KafkaCommandLog
     from streamsql.runtime.engine import Engine
 
-log = logging.getLogger("streamsql.server")
+log = logging.getLogger("streamsql")
 
 INITIAL_BACKOFF_S = 2.0
 MAX_BACKOFF_S = 60.0
 
 
 class QuerySupervisor:
-    def __init__(self, engine: Engine, command_log: KafkaCommandLog, interval_s: float = 1.0) -> None:
+    def __init__(self, engine: Engine, interval_s: float = 1.0) -> None:
         self.engine = engine
-        self.command_log = command_log
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._backoff: dict[str, tuple[float, float]] = {}  # query id -> (next attempt at, backoff)
@@ -132,7 +131,7 @@ class QuerySupervisor:
         sequence number: ``CSAS_X_7``, ``INSERTQUERY_7``)."""
         tail = query_id.rsplit("_", 1)[-1]
         if tail.isdigit():
-            for cmd in self.command_log.read_all():
+            for cmd in self.engine.command_log.read_all():
                 if cmd.seq == int(tail):
                     return dict(cmd.properties)
         return {}
