@@ -32,13 +32,13 @@ import json
 import random
 import re
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import finish_drill
 from streamsql import samples
 from streamsql.kafka.broker import EmbeddedBroker
 from streamsql.runtime.config import EngineConfig
@@ -193,12 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dirty: {dirty_s:.1f} s → {dirty_rate:,.0f} records/s ({dirty_rate / clean_rate:.2f}× clean)")
         print(f"good records out: {len(set(keys)):,} of {len(dirty_flagged):,} expected; lost {len(lost)}, "
               f"duplicated {doubled}; bad records in the processing log: {figures['bad_logged']:,} of {len(bad):,}")
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(figures, indent=2) + "\n")
-        for failure in failures:
-            print(f"FAILED {failure}", file=sys.stderr)
-        return 1 if failures else 0
+        return finish_drill(figures, failures, args.json, show=False)
     finally:
         engine.close()
         broker.stop()

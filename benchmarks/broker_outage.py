@@ -29,7 +29,6 @@ import argparse
 import json
 import os
 import signal
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -38,6 +37,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.report import finish_drill
 from streamsql.kafka.admin import KafkaAdmin
 from streamsql.kafka.broker import EmbeddedBroker
 from streamsql.testing.server_process import ServerProcess
@@ -155,14 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             pass
         server.stop()
         broker.stop()
-    report["failures"] = failures
-    print(json.dumps(report, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
-    for f in failures:
-        print(f"FAILED {f}", file=sys.stderr)
-    return 1 if failures else 0
+    return finish_drill(report, failures, args.json)
 
 
 if __name__ == "__main__":

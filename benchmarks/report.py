@@ -107,3 +107,20 @@ def chart(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> Path 
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def finish_drill(report: dict[str, Any], failures: list[str], json_path: Path | None,
+                 show: bool = True) -> int:
+    """A reliability drill's end: its figures (with ``failures``) printed as JSON when ``show``
+    and written to ``json_path`` if given, each failure on stderr; the exit code (1 on any)."""
+    import sys
+
+    report["failures"] = failures
+    if show:
+        print(json.dumps(report, indent=2))
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2) + "\n")
+    for failure in failures:
+        print(f"FAILED {failure}", file=sys.stderr)
+    return 1 if failures else 0

@@ -24,10 +24,8 @@ a crashed server, or a push client that missed its row.
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -40,6 +38,7 @@ from typing import Any
 import httpx
 import psutil
 
+from benchmarks.report import finish_drill
 from streamsql.kafka.broker import EmbeddedBroker
 from streamsql.testing.server_process import ServerProcess
 
@@ -300,14 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
         broker.stop()
-    report["failures"] = failures
-    print(json.dumps(report, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
-    for f in failures:
-        print(f"FAILED {f}", file=sys.stderr)
-    return 1 if failures else 0
+    return finish_drill(report, failures, args.json)
 
 
 if __name__ == "__main__":
