@@ -145,6 +145,9 @@ class EmbeddedBroker:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+        source = sys.modules.get("streamsql.kafka.source")
+        if source is not None:  # this process's cached readers of it would retry it forever
+            source.close_consumers(self.bootstrap_servers)
 
     def wait(self) -> int:
         """Block until the broker process ends (foreground ``streamsql broker``)."""

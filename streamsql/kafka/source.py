@@ -417,6 +417,17 @@ def _consumer(opts: SourceOptions) -> Consumer:
         return c
 
 
+def close_consumers(bootstrap: str) -> None:
+    """Close this process's cached readers of the cluster at ``bootstrap``, for a cluster that is
+    gone while the process lives on (an embedded broker stopped): librdkafka would otherwise try
+    to reconnect to it, and log each failure, until the process ends."""
+    with _CONSUMERS_LOCK:
+        for key in [k for k in _CONSUMERS if k[0] == bootstrap]:
+            consumer = _CONSUMERS.pop(key)
+            _KNOWN_TOPICS.pop(id(consumer), None)
+            consumer.close()
+
+
 def read_range(opts: SourceOptions, schema: StructType, partition: int, start: int, end: int
                ) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches holding exactly the records with ``start <= offset < end``.

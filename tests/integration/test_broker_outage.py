@@ -29,6 +29,11 @@ def own_broker() -> Iterator[EmbeddedBroker]:
     assert broker.pid is not None
     os.kill(broker.pid, signal.SIGCONT)  # a failed test must not leave it frozen
     broker.stop()
+    # the pull queries' cached reader of it is closed with it (it used to retry the gone broker,
+    # and log each failure, for the rest of the test session)
+    from streamsql.kafka import source
+
+    assert not [key for key in source._CONSUMERS if key[0] == broker.bootstrap_servers]
 
 
 def _pull(engine: Engine, text: str, expected: list[list[object]], timeout_s: float = 60) -> list[list[object]]:
