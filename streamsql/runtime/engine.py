@@ -1091,9 +1091,15 @@ class Engine:
         return True
 
     def failed_queries(self) -> list[tuple[str, str]]:
+        """The persistent queries that stopped with an error, and the error (a handle whose JVM
+        side is gone counts as failed); the runner reports them, the supervisor restarts them."""
         out = []
-        for qid, q in self.queries.items():
-            exc = q.handle.exception() if not q.handle.isActive else None
+        for qid, q in list(self.queries.items()):
+            try:
+                exc = q.handle.exception() if not q.handle.isActive else None
+            except Exception as e:  # noqa: BLE001 - the handle itself is broken
+                out.append((qid, spark_message(e)))
+                continue
             if exc is not None:
                 out.append((qid, spark_message(exc)))
         return out

@@ -52,15 +52,7 @@ class QuerySupervisor:
                 log.exception("query supervisor")
 
     def failed(self) -> list[str]:
-        out = []
-        for qid, running in list(self.engine.queries.items()):
-            handle = running.handle
-            try:
-                if not handle.isActive and handle.exception() is not None:
-                    out.append(qid)
-            except Exception:  # a handle whose JVM side is gone counts as failed
-                out.append(qid)
-        return out
+        return [qid for qid, _ in self.engine.failed_queries()]
 
     def check(self) -> None:
         now = time.monotonic()
