@@ -22,13 +22,12 @@ import re
 import socket
 import ssl
 import threading
-from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from streamsql.entities import result_from_entity
 from streamsql.errors import StreamsqlError
 from streamsql.runtime import results as r
-from streamsql.server.entities import offset_summary
 
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
 KSQL_JSON = "application/vnd.ksql.v1+json"
@@ -43,171 +42,6 @@ class RemoteError(StreamsqlError):
         super().__init__(message, statement)
         self.error_code = error_code
         self.entities = entities or []
-
-
-# --- JSON -> results ------------------------------------------------------------------------------
-
-
-def schema_to_sql(schema: dict[str, Any] | None) -> str:
-    """ksqlDB's ``SchemaInfo`` (``{"type", "fields"?, "memberSchema"?, "parameters"?}``) as SQL
-    type text, e.g. ``STRUCT<A INTEGER, B ARRAY<STRING>>``."""
-    if not schema:
-        return "UNKNOWN"
-    kind = str(schema.get("type", "UNKNOWN"))
-    if kind == "STRUCT" and schema.get("fields") is not None:
-        return "STRUCT<" + ", ".join(f"{f['name']} {schema_to_sql(f.get('schema'))}" for f in schema["fields"]) + ">"
-    if kind == "ARRAY" and schema.get("memberSchema"):
-        return f"ARRAY<{schema_to_sql(schema['memberSchema'])}>"
-    if kind == "MAP" and schema.get("memberSchema"):
-        return f"MAP<STRING, {schema_to_sql(schema['memberSchema'])}>"
-    if kind == "DECIMAL" and schema.get("parameters"):
-        p = schema["parameters"]
-        return f"DECIMAL({p.get('precision')}, {p.get('scale')})"
-    return kind
-
-
-def _source_info(d: dict[str, Any], kind: str | None = None) -> r.SourceInfo:
-    return r.SourceInfo(name=d.get("name", ""), kind=(d.get("type") or kind or "STREAM").upper(),
-                        topic=d.get("topic", ""), key_format=d.get("keyFormat", ""),
-                        value_format=d.get("valueFormat", ""),
-                        windowed=bool(d.get("isWindowed", d.get("windowType") is not None)))
-
-
-def _running_query(q: dict[str, Any]) -> r.QueryDescription:
-    sinks = q.get("sinks") or []
-    return r.QueryDescription(id=q.get("id", ""), statement=q.get("queryString", ""), sink=sinks[0] if sinks else "",
-                              sources=list(q.get("sources") or []),
-                              state=q.get("state") or _state(q.get("statusCount")),
-                              kind=q.get("queryType", "PERSISTENT"))
-
-
-def _state(status_count: dict[str, int] | None) -> str:
-    return next(iter(status_count), "UNKNOWN") if status_count else "UNKNOWN"
-
-
-def _query_ids(queries: Iterable[Any] | None) -> list[str]:
-    return [q.get("id", "") if isinstance(q, dict) else str(q) for q in queries or []]
-
-
-def _properties(entity: dict[str, Any]) -> r.Properties:
-    raw = entity.get("properties") or []
-    values = {p["name"]: str(p.get("value")) for p in raw} if isinstance(raw, list) else {
-        k: str(v) for k, v in raw.items()}
-    over = entity.get("overwrittenProperties") or []
-    overridden = {name: values.get(name, "") for name in (over if isinstance(over, list) else over.keys())}
-    return r.Properties(entity.get("statementText", ""), values, overridden)
-
-
-def _offset_summaries(summaries: Any) -> list[r.OffsetSummary]:
-    out = []
-    for summary in summaries or []:
-        for topic in summary.get("topicSummaries") or []:
-            out.append(r.OffsetSummary(str(summary.get("groupId", "")), str(topic.get("kafkaTopic", "")), [
-                r.PartitionOffsets(int(o.get("partition", 0)), int(o.get("logStartOffset", 0)),
-                                   int(o.get("logEndOffset", 0)), int(o.get("consumerOffset", 0)))
-                for o in topic.get("offsets") or []]))
-    return out
-
-
-def _describe_query(entity: dict[str, Any]) -> r.Explanation:
-    d = entity.get("queryDescription") or {}
-    lines = []
-    if d.get("id"):
-        qid = d["id"]["id"] if isinstance(d["id"], dict) else d["id"]
-        lines.append(f"ID                   : {qid}")
-    if d.get("queryType"):
-        lines.append(f"Query Type           : {d['queryType']}")
-    if d.get("statementText"):
-        lines.append(f"SQL                  : {d['statementText']}")
-    if d.get("state"):
-        lines.append(f"Status               : {d['state']}")
-    for title, key in (("Execution plan", "executionPlan"), ("Processing topology", "topology")):
-        if d.get(key):
-            lines += ["", title, "-" * len(title), d[key]]
-    return r.Explanation(entity.get("statementText", ""), "\n".join(lines).strip("\n"))
-
-
-def result_from_entity(entity: dict[str, Any]) -> r.Result:
-    """One ksqlDB ``/ksql`` response entity as a result. Unknown entity types come back as an
-    :class:`~streamsql.runtime.results.Explanation` holding the entity's JSON, so nothing the
-    server said is lost."""
-    kind = entity.get("@type")
-    text = entity.get("statementText", "")
-    if kind == "currentStatus":
-        status = entity.get("commandStatus") or {}
-        seq = entity.get("commandSequenceNumber")
-        return r.CommandStatus(text, status.get("message", ""), seq if seq is not None and seq >= 0 else None,
-                               status.get("queryId"))
-    if kind == "warning_entity":
-        return r.Warning_(text, entity.get("message", ""))
-    if kind in ("streams", "tables"):
-        noun = kind[:-1].upper()
-        return r.SourceList(text, kind.upper(), [_source_info(s, noun) for s in entity.get(kind) or []])
-    if kind == "source_descriptions":
-        described = entity.get("sourceDescriptions") or []
-        noun = "TABLES" if any(str(d.get("type")).upper() == "TABLE" for d in described) else "STREAMS"
-        return r.SourceList(text, noun, [_source_info(d) for d in described])
-    if kind == "sourceDescription":
-        d = entity.get("sourceDescription") or {}
-        fields = [r.FieldInfo(f.get("name", ""), schema_to_sql(f.get("schema")), f.get("type") == "KEY")
-                  for f in d.get("fields") or []]
-        return r.SourceDescription(
-            text, _source_info(d), fields, int(d.get("partitions") or 0), d.get("timestamp") or None,
-            d.get("statement", ""), _query_ids(d.get("readQueries")), _query_ids(d.get("writeQueries")),
-            bool(d.get("extended", False)), _offset_summaries(d.get("queryOffsetSummaries")))
-    if kind == "queries":
-        return r.QueryList(text, [_running_query(q) for q in entity.get("queries") or []])
-    if kind == "query_descriptions":
-        return r.QueryList(text, [r.QueryDescription(id=str(q.get("id", "")), statement=q.get("statementText", ""),
-                                                     sink=(q.get("sinks") or [""])[0], sources=q.get("sources") or [],
-                                                     state=q.get("state", "UNKNOWN"),
-                                                     kind=q.get("queryType", "PERSISTENT"))
-                                  for q in entity.get("queryDescriptions") or []])
-    if kind == "queryDescription":
-        return _describe_query(entity)
-    if kind in ("kafka_topics", "kafka_topics_extended"):
-        topics = []
-        for t in entity.get("topics") or []:
-            replicas = t.get("replicaInfo") or []
-            topics.append(r.TopicInfo(t.get("name", ""), len(replicas), max(replicas) if replicas else 1))
-        return r.TopicList(text, topics)
-    if kind == "properties":
-        return _properties(entity)
-    if kind == "variables":
-        return r.Properties(text, {v["name"]: str(v.get("value")) for v in entity.get("variables") or []}, {})
-    if kind == "type_list":
-        return r.Properties(text, {name: schema_to_sql(s) for name, s in (entity.get("types") or {}).items()}, {})
-    if kind == "function_names":
-        return r.FunctionList(text, [r.FunctionInfo(f.get("name", ""), f.get("type", "SCALAR"), f.get("category", ""))
-                                     for f in entity.get("functions") or []])
-    if kind == "describe_function":
-        return r.FunctionList(text, [r.FunctionInfo(entity.get("name", ""), entity.get("type", "SCALAR"),
-                                                    entity.get("category", ""), entity.get("description", ""))])
-    if kind == "terminate_query":
-        return r.CommandStatus(text, "Query terminated." if entity.get("wasTerminated", True)
-                               else f"Query {entity.get('queryId')} was not running.")
-    if kind in ("connector_info", "drop_connector", "connector_list", "connector_description"):
-        return _connector_result(kind, text, entity)
-    return r.Explanation(text, json.dumps(entity, indent=2))
-
-
-def _connector_result(kind: str, text: str, entity: dict[str, Any]) -> r.Result:
-    if kind == "connector_info":
-        info = entity.get("info") or {}
-        return r.ConnectorCreated(text, info.get("name", ""), str(info.get("type", "sink")).upper(),
-                                  dict(info.get("config") or {}))
-    if kind == "drop_connector":
-        return r.ConnectorDropped(text, entity.get("connectorName", ""))
-    if kind == "connector_list":
-        return r.ConnectorList(text, [r.ConnectorSummary(c.get("name", ""), str(c.get("type", "")).upper(),
-                                                         c.get("className", ""), str(c.get("state", "")).split(" ")[0])
-                                      for c in entity.get("connectors") or []])
-    status = entity.get("status") or {}
-    state = status.get("connector") or {}
-    summary = r.ConnectorSummary(status.get("name", ""), str(status.get("type", "")).upper(),
-                                 entity.get("connectorClass", ""), state.get("state", ""))
-    return r.ConnectorDescription(text, summary, list(entity.get("topics") or []), state.get("worker_id", ""),
-                                  state.get("trace"))
 
 
 def error_from_body(body: Any, http_status: int) -> RemoteError:
@@ -314,65 +148,6 @@ def query_limit(statement: str) -> int | None:
 
 def is_push_query(statement: str) -> bool:
     return re.search(r"\bEMIT\s+(CHANGES|FINAL)\b", statement, re.IGNORECASE) is not None
-
-
-# --- results -> JSON (what the shell's ``output JSON`` mode prints) --------------------------------
-
-
-def result_to_entity(result: r.Result) -> dict[str, Any]:
-    """A result as the ksqlDB REST entity that carries it (the inverse of
-    :func:`result_from_entity`)."""
-    base: dict[str, Any] = {"statementText": result.statement}
-    if isinstance(result, r.CommandStatus):
-        status: dict[str, Any] = {"status": "SUCCESS", "message": result.message}
-        if result.query_id:
-            status["queryId"] = result.query_id
-        seq = result.command_seq if result.command_seq is not None else -1
-        return {"@type": "currentStatus", **base, "commandStatus": status, "commandSequenceNumber": seq,
-                "warnings": []}
-    if isinstance(result, r.Warning_):
-        return {"@type": "warning_entity", **base, "message": result.message, "warnings": []}
-    if isinstance(result, r.SourceList):
-        key = result.kind.lower()
-        return {"@type": key, **base, key: [
-            {"type": s.kind.upper(), "name": s.name, "topic": s.topic, "keyFormat": s.key_format,
-             "valueFormat": s.value_format, "isWindowed": s.windowed} for s in result.sources], "warnings": []}
-    if isinstance(result, r.SourceDescription):
-        s = result.source
-        fields = [{"name": f.name, "schema": {"type": f.type}, **({"type": "KEY"} if f.key else {})}
-                  for f in result.fields]
-        return {"@type": "sourceDescription", **base, "sourceDescription": {
-            "name": s.name, "windowType": None, "readQueries": [{"id": q} for q in result.read_queries],
-            "writeQueries": [{"id": q} for q in result.write_queries], "fields": fields, "type": s.kind.upper(),
-            "timestamp": result.timestamp_column or "", "statistics": "", "errorStats": "",
-            "extended": result.extended, "keyFormat": s.key_format, "valueFormat": s.value_format, "topic": s.topic,
-            "partitions": result.partitions, "replication": 1, "statement": result.statement_text,
-            "queryOffsetSummaries": [offset_summary(o) for o in result.offset_summaries]}, "warnings": []}
-    if isinstance(result, r.QueryList):
-        return {"@type": "queries", **base, "queries": [
-            {"queryString": q.statement, "sinks": [q.sink] if q.sink else [], "sinkKafkaTopics": [], "id": q.id,
-             "statusCount": {q.state: 1}, "queryType": q.kind, "state": q.state, "sources": q.sources}
-            for q in result.queries], "warnings": []}
-    if isinstance(result, r.TopicList):
-        return {"@type": "kafka_topics", **base, "topics": [
-            {"name": t.name, "replicaInfo": [t.replicas] * t.partitions} for t in result.topics], "warnings": []}
-    if isinstance(result, r.Properties):
-        words = result.statement.upper().split()
-        if words[:2] == ["SHOW", "VARIABLES"]:
-            return {"@type": "variables", **base, "variables": [
-                {"name": k, "value": v} for k, v in sorted(result.properties.items())], "warnings": []}
-        return {"@type": "properties", **base, "properties": [
-            {"name": k, "scope": "KSQL", "value": v} for k, v in sorted(result.properties.items())],
-            "overwrittenProperties": sorted(result.overridden), "defaultProperties": [], "warnings": []}
-    if isinstance(result, r.FunctionList):
-        return {"@type": "function_names", **base, "functions": [
-            {"name": f.name, "type": f.kind, "category": f.category} for f in result.functions], "warnings": []}
-    if isinstance(result, r.Explanation):
-        return {"@type": "queryDescription", **base, "queryDescription": {"executionPlan": result.text},
-                "warnings": []}
-    from streamsql.server.entities import connector_entity
-
-    return connector_entity(result, base) or {"@type": "unknown", **base}
 
 
 # --- HTTP ------------------------------------------------------------------------------------------

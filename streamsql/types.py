@@ -229,6 +229,10 @@ ROWOFFSET = "ROWOFFSET"
 WINDOWSTART = "WINDOWSTART"
 WINDOWEND = "WINDOWEND"
 PSEUDO_COLUMNS: dict[str, SqlType] = {ROWTIME: BIGINT, ROWPARTITION: INTEGER, ROWOFFSET: BIGINT}
+#: Internal columns of every source row on Spark: the record's headers (passed on to the
+#: output record) and whether its value was null (a tombstone).
+HEADERS_COL = "__HEADERS"
+TOMBSTONE_COL = "__TOMBSTONE"
 
 
 def to_arrow(t: SqlType) -> pa.DataType:

@@ -28,8 +28,8 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from streamsql.errors import ConfigError, KafkaError
 from streamsql.kafka.admin import produce_waiting
-from streamsql.kafka.source import HEADERS_COL, TOMBSTONE_COL, _opt, kafka_settings
-from streamsql.types import ROWTIME
+from streamsql.kafka.source import _opt, kafka_settings
+from streamsql.types import HEADERS_COL, ROWTIME, TOMBSTONE_COL
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError as LibrdkafkaError

@@ -43,6 +43,7 @@ from streamsql import types as T
 from streamsql.errors import ConfigError, KafkaError
 from streamsql.kafka import processing_log as plog
 from streamsql.kafka.admin import common_settings
+from streamsql.types import HEADERS_COL, TOMBSTONE_COL
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("streamsql.kafka.source")
 
 #: Pseudo columns appended after the user's columns in decoded mode.
-HEADERS_COL = "__HEADERS"
-TOMBSTONE_COL = "__TOMBSTONE"
 
 _HEADERS_TYPE = T.Array(T.Struct((T.StructField("KEY", T.STRING), T.StructField("VALUE", T.BYTES))))
 

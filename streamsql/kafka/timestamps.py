@@ -122,7 +122,7 @@ class CheckedTimes:
     throw_on_invalid: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from streamsql.kafka.source import TOMBSTONE_COL
+        from streamsql.types import TOMBSTONE_COL
 
         for batch in batches:
             names = batch.schema.names

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 from streamsql import types as t
 from streamsql.errors import StreamsqlError
 from streamsql.kafka.processing_log import LogTarget
-from streamsql.kafka.source import TOMBSTONE_COL
 from streamsql.physical import aggregate as agg
-from streamsql.physical import joins, spark_aggregate
+from streamsql.physical import frames, joins, spark_aggregate
 from streamsql.physical import table_changes as tc
 from streamsql.physical.buckets import BUCKET_COL, bucket_expression, bucket_values, recorded_shuffle_partitions
 from streamsql.physical.steps import (
@@ -38,14 +37,16 @@ from streamsql.physical.steps import (
     TopicScan,
 )
 from streamsql.planner import aggregation
+from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.expressions import quote
 from streamsql.runtime import io
+from streamsql.types import TOMBSTONE_COL
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from streamsql.planner.planner import Planner
+    from streamsql.planner.planner import QueryPlan
 
 #: written into a stateful query's checkpoint: what its state layout depends on
 CHECKPOINT_META = "streamsql.json"
@@ -71,7 +72,6 @@ class BuildContext:
 
     spark: SparkSession
     bootstrap_servers: str
-    planner: Planner
     processing_log_topic: str | None = None
     #: ``ksql.logging.processing.rows.include``: undecodable records' bytes in their entries
     processing_log_rows: bool = False
@@ -91,6 +91,34 @@ class SparkBuilder:
         self._shuffle_partitions: int | None = None
 
     # --- DataFrames ------------------------------------------------------------------------
+
+    def output_columns(self, plan: PhysicalPlan) -> list[t.Column]:
+        """The columns the plan's query produces, with the types Spark's analysis gives them
+        (authoritative: it also rejects type errors the compiler could not see). An
+        aggregation's are analysed up to its pre-aggregation select, then read from its output
+        projection."""
+        logical = plan.steps[1].plan if isinstance(plan.steps[1], (Aggregate, SparkAggregate)) else None
+        if logical is None:
+            df = self.dataframe(plan)
+            select = next(s for s in plan.steps if isinstance(s, Select))
+            return self.result_columns(select.plan, df)
+        frames.pre_aggregate(logical, self.dataframe(plan, upto=1))  # Spark analyses the keys and arguments
+        return self.result_columns(logical, None)
+
+    def result_columns(self, plan: QueryPlan | AggregatePlan, df: DataFrame | None) -> list[t.Column]:
+        """The output columns of ``df``, the plan's built DataFrame, typed by Spark. An
+        aggregation's are those of its output projection over the operator's rows."""
+        if isinstance(plan, AggregatePlan):
+            df = self.ctx.spark.createDataFrame([], aggregation.post_schema(plan)).selectExpr(
+                *aggregation.post_select(plan))
+        assert df is not None, "a stateless plan's columns are read from its DataFrame"
+        fields = {f.name: f.dataType for f in df.schema.fields}
+        return [t.Column(c.name, t.from_spark(fields[c.name]), "key" if c.is_key else "value") for c in plan.columns]
+
+    def stored_rows(self, plan: QueryPlan, schema: Any, rows: list[tuple[Any, ...]]) -> DataFrame:
+        """A pull query over a table's store: the plan's filter and projection applied to the
+        stored rows (``schema``: the table's columns and the source's internal columns)."""
+        return frames.select(plan, self.ctx.spark.createDataFrame(rows, schema))
 
     def dataframe(self, plan: PhysicalPlan, upto: int | None = None, checkpoint: Path | None = None) -> DataFrame:
         """The streaming DataFrame of the plan's steps (all but a terminal one). ``checkpoint``: a
@@ -117,7 +145,7 @@ class SparkBuilder:
         if isinstance(step, Aggregate):
             return self._aggregate(step, df)
         if isinstance(step, SparkAggregate):
-            return spark_aggregate.build(step.plan, df)
+            return spark_aggregate.build(step.plan, frames.pre_aggregate(step.plan, df))
         if isinstance(step, TableChanges):
             return self._table_changes(step, df)
         raise TypeError(f"not a transformation step: {step!r}")
@@ -169,15 +197,15 @@ class SparkBuilder:
             # records without a key are not table rows (ksqlDB ignores them); a multi-column key
             # with some null columns is still a key
             keyed = " OR ".join(f"{quote(c.name)} IS NOT NULL" for c in step.plan.source.key_columns)
-            return self.ctx.planner.to_changelog_dataframe(step.plan, df.where(keyed) if keyed else df)
-        return self.ctx.planner.to_dataframe(step.plan, df)
+            return frames.select_changes(step.plan, df.where(keyed) if keyed else df)
+        return frames.select(step.plan, df)
 
     def _aggregate(self, step: Aggregate, df: DataFrame) -> DataFrame:
         """pre-aggregation select → bucket → pack → stateful operator → unpack → projection and
         HAVING over the new and the previous value → the table's change rows."""
         plan = step.plan
         self._use_rocksdb()
-        pre = aggregation.build_dataframe(plan, df)
+        pre = frames.pre_aggregate(plan, df)
         values = self._bucket_values(step.buckets)
         keyed = pre.withColumn(BUCKET_COL, _expr(bucket_expression([n for n, _, _ in plan.keys], values)))
         packed = keyed.mapInArrow(agg.pack, f"{BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")

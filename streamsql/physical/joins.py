@@ -42,12 +42,11 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 from streamsql import types as t
 from streamsql.planner.expressions import quote
 from streamsql.planner.joins import SYNTHETIC_KEY, JoinSide, JoinSpec, leftmost_column, side_columns
+from streamsql.types import HEADERS_COL, TOMBSTONE_COL
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-HEADERS_COL = "__HEADERS"
-TOMBSTONE_COL = "__TOMBSTONE"
 #: within equal timestamps, table updates are applied before stream records (Kafka Streams
 #: processes the table's record first when its timestamp is not later)
 _TABLE_FIRST = {0: 1, 1: 0}

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamsql import types as t
-from streamsql.kafka.source import TOMBSTONE_COL
 from streamsql.planner import aggregation
 from streamsql.planner.expressions import quote
+from streamsql.types import TOMBSTONE_COL
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -93,13 +93,12 @@ def unsupported_reason(plan: AggregatePlan) -> str | None:
     return None
 
 
-def build(plan: AggregatePlan, source_df: DataFrame) -> DataFrame:
-    """The aggregated rows in the columns every aggregation step gives its sink: the table's
-    columns, ROWTIME, ``__WINDOWSTART``/``__WINDOWEND``, ``__TOMBSTONE`` (false) and ``__HAVING``
-    (true)."""
+def build(plan: AggregatePlan, pre: DataFrame) -> DataFrame:
+    """The aggregated rows of ``pre`` (the plan's pre-aggregation select) in the columns every
+    aggregation step gives its sink: the table's columns, ROWTIME, ``__WINDOWSTART``/
+    ``__WINDOWEND``, ``__TOMBSTONE`` (false) and ``__HAVING`` (true)."""
     from pyspark.sql import functions as F
 
-    pre = aggregation.build_dataframe(plan, source_df)
     keys = [quote(name) for name, _, _ in plan.keys]
     if keys:  # ksqlDB drops a record whose grouping key is (partly) null
         pre = pre.where(" AND ".join(f"{k} IS NOT NULL" for k in keys))

@@ -32,9 +32,9 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, BooleanType, StringType, StructField, StructType
 
 from streamsql import types as t
-from streamsql.kafka.source import TOMBSTONE_COL
 from streamsql.physical.aggregate import OUT_COL, ipc_bytes, packed_values
 from streamsql.runtime.materialized import key_text
+from streamsql.types import TOMBSTONE_COL
 
 HAVING_COL = "__HAVING"
 WINDOW_START_COL = "__WINDOWSTART"

@@ -40,7 +40,7 @@ from streamsql.sql import ast
 from streamsql.sql.dialect import to_ksql
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    pass
 
 #: ksqlDB's grace period when a window declares none (ksql 0.x: 24 hours).
 DEFAULT_GRACE_MS = 24 * 60 * 60 * 1000
@@ -421,25 +421,6 @@ def _implicit_name(node: exp.Expr) -> str | None:
     return None
 
 
-def build_dataframe(plan: AggregatePlan, source_df: DataFrame) -> DataFrame:
-    """Stage 1 on the source's streaming DataFrame (stateless): keys, arguments, ROWTIME,
-    ROWPARTITION, ROWOFFSET; over a table also the source key columns and ``__MATCH``."""
-    pre = [f"{sql} AS {quote(name)}" for name, sql, _ in plan.keys]
-    pre += [f"{sql} AS {quote(name)}" for name, sql in plan.arguments]
-    pre += [t.ROWTIME, t.ROWPARTITION, t.ROWOFFSET]
-    if plan.over_table:
-        # every change of the table reaches the processor: a tombstone or a row that stops
-        # matching WHERE retracts the row's previous value
-        match = f"(NOT __TOMBSTONE) AND coalesce({plan.where}, false)" if plan.where else "NOT __TOMBSTONE"
-        pre.append(f"{match} AS {MATCH_COL}")
-        pre += [f"{quote(c.name)} AS {quote(n)}" for c, n in zip(plan.source.key_columns, plan.source_key_columns)]
-        return source_df.selectExpr(*pre)
-    df = source_df.where("NOT __TOMBSTONE")
-    if plan.where:
-        df = df.where(plan.where)
-    return df.selectExpr(*pre)
-
-
 def post_schema(plan: AggregatePlan) -> Any:
     """The Spark schema of the processor's output rows (the post-aggregation scope)."""
     from pyspark.sql import types as st
@@ -457,8 +438,3 @@ def post_select(plan: AggregatePlan) -> list[str]:
     out += [t.ROWTIME, t.WINDOWSTART, t.WINDOWEND]
     out.append(f"coalesce({plan.having}, false) AS __HAVING" if plan.having else "true AS __HAVING")
     return out
-
-
-def post_dataframe(plan: AggregatePlan, spark: SparkSession, rows: list[tuple[Any, ...]]) -> DataFrame:
-    """Stage 3 over processor output rows (tuples in :func:`post_schema` order)."""
-    return spark.createDataFrame(rows, post_schema(plan)).selectExpr(*post_select(plan))

@@ -1,10 +1,10 @@
-"""Plan a query: resolve it against the catalog into a :class:`QueryPlan`, then build its Spark
-DataFrame.
+"""Plan a query: resolve it against the catalog into a :class:`QueryPlan`.
 
 The plan is the analysed form (what ksqlDB calls the logical plan): where rows come from, the
 filter, the key and value columns produced, each as Spark SQL text over the source's columns.
-Building the DataFrame from it (the physical plan) is mechanical, so EXPLAIN can show the plan
-and tests can check it without a SparkSession.
+Building the DataFrame from it is mechanical (``physical/``: its steps, and the one builder that
+applies them to Spark), so EXPLAIN can show the plan and tests can check it without a
+SparkSession.
 
 Every source row carries, besides its declared columns, ROWTIME/ROWPARTITION/ROWOFFSET and two
 internal columns: ``__HEADERS`` (the record's headers, propagated to the output record) and
@@ -31,10 +31,8 @@ from streamsql.planner.joins import SYNTHETIC_KEY, JoinedSource, plan_join
 from streamsql.sql import ast
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    pass
 
-HEADERS_COL = "__HEADERS"
-TOMBSTONE_COL = "__TOMBSTONE"
 RESERVED_OUTPUT_NAMES = {t.ROWTIME, t.ROWPARTITION, t.ROWOFFSET, t.WINDOWSTART, t.WINDOWEND}
 
 
@@ -393,49 +391,10 @@ class Planner:
                 raise AnalysisError(f"Duplicate column name: `{c.name}`. Please alias one of them.")
             seen.add(c.name)
 
-    # --- physical -----------------------------------------------------------------------------
-
-    def to_dataframe(self, plan: QueryPlan, source_df: DataFrame) -> DataFrame:
-        """Apply the plan to the source's streaming DataFrame. Output: the plan's columns, then
-        ROWTIME, __HEADERS and __TOMBSTONE for the sink."""
-        df = source_df
-        if plan.where:
-            df = df.where(f"(NOT {TOMBSTONE_COL}) AND ({plan.where})")
-        df = tf.explode(df, plan.table_functions)
-        # a null-valued record keeps its key, and a PARTITION BY of key columns only is evaluated
-        # on it; one reading its value gives it a null key (ksqlDB's PartitionByParamsFactory)
-        exprs = [f"{_null_for_tombstones(c.sql) if c.is_key and c.sql in plan.keys_from_value else c.sql} "
-                 f"AS {quote(c.name)}" for c in plan.columns]
-        if not any(c.name == t.ROWTIME for c in plan.columns):  # a transient query may select ROWTIME itself
-            exprs.append(f"{plan.rowtime_sql} AS {t.ROWTIME}")
-        exprs += [HEADERS_COL, TOMBSTONE_COL]
-        if plan.source.window_type and not plan.repartitioned:  # the sink writes the same windows
-            exprs += [f"{t.WINDOWSTART} AS __WINDOWSTART", f"{t.WINDOWEND} AS __WINDOWEND"]
-        return df.selectExpr(*exprs)
-
-    def to_changelog_dataframe(self, plan: QueryPlan, source_df: DataFrame) -> DataFrame:
-        """A stateless query over a TABLE: every input row produces an output row; ``__HAVING``
-        is false when the row must be removed from the result (tombstone, or WHERE not met)."""
-        alive = f"(NOT {TOMBSTONE_COL})" + (f" AND coalesce({plan.where}, false)" if plan.where else "")
-        exprs = [f"{c.sql} AS {quote(c.name)}" for c in plan.columns]
-        exprs += [f"{plan.rowtime_sql} AS {t.ROWTIME}", "CAST(NULL AS BIGINT) AS __WINDOWSTART",
-                  "CAST(NULL AS BIGINT) AS __WINDOWEND", f"{alive} AS __HAVING"]
-        return source_df.selectExpr(*exprs)
-
-    @staticmethod
-    def output_types(plan: QueryPlan | AggregatePlan, df: DataFrame) -> list[t.Column]:
-        """The output columns with the types Spark's analysis gives them (authoritative)."""
-        fields = {f.name: f.dataType for f in df.schema.fields}
-        return [t.Column(c.name, t.from_spark(fields[c.name]), "key" if c.is_key else "value") for c in plan.columns]
-
 
 def compile_constant(node: exp.Expr) -> Compiled:
     """Compile an expression with no columns in scope (INSERT VALUES)."""
     return ExpressionCompiler(Scope([], set(), "VALUES")).compile(node)
-
-
-def _null_for_tombstones(sql: str) -> str:
-    return f"CASE WHEN {TOMBSTONE_COL} THEN NULL ELSE {sql} END"
 
 
 def _reject_reserved_aliases(query: ast.Query) -> None:

@@ -23,7 +23,6 @@ from streamsql.errors import AnalysisError
 from streamsql.planner.expressions import Compiled, quote
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
 
     from streamsql.planner.functions import FunctionRegistry
     from streamsql.sql import ast
@@ -61,17 +60,6 @@ def uses_table_functions(query: ast.Query, registry: FunctionRegistry) -> bool:
                 if registry.is_table_function(str(call.this)):
                     return True
     return False
-
-
-def explode(df: DataFrame, arrays: list[str]) -> DataFrame:
-    """One row per position of the longest array; the arrays stay as ``__TF*`` columns."""
-    if not arrays:
-        return df
-    df = df.selectExpr("*", *[f"{sql} AS {quote(array_column(i))}" for i, sql in enumerate(arrays)])
-    sizes = ", ".join(f"coalesce(size({quote(array_column(i))}), 0)" for i in range(len(arrays)))
-    n = f"greatest(0, {sizes})"
-    # sequence(0, -1) counts down, so the filter keeps exactly 0 .. n-1
-    return df.selectExpr("*", f"explode(filter(sequence(0, {n} - 1), p -> p >= 0 AND p < {n})) AS {POSITION}")
 
 
 # --- the built-in table functions ---------------------------------------------------------------

@@ -53,13 +53,13 @@ from streamsql.physical.steps import (
     PhysicalPlan,
     physical_plan,
 )
-from streamsql.planner import aggregation, ddl
+from streamsql.planner import ddl
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.casts import cast_value
 from streamsql.planner.ddl import SourceDefinitions
 from streamsql.planner.expressions import quote
 from streamsql.planner.joins import JoinedSource
-from streamsql.planner.planner import TOMBSTONE_COL, Planner, QueryPlan, source_columns
+from streamsql.planner.planner import Planner, QueryPlan, source_columns
 from streamsql.runtime import results as r
 from streamsql.runtime import starts
 from streamsql.runtime.config import VALID_OFFSET_RESETS, EngineConfig
@@ -69,6 +69,7 @@ from streamsql.runtime.pull import check_access_path, lookup_for
 from streamsql.runtime.session import Session
 from streamsql.runtime.topology import Topology
 from streamsql.sql import ast, parse
+from streamsql.types import TOMBSTONE_COL
 
 if TYPE_CHECKING:
     from pyspark import Accumulator
@@ -494,8 +495,7 @@ class Engine:
         if stmt.query.emit == "FINAL" and (not isinstance(plan, AggregatePlan) or plan.window is None):
             raise AnalysisError("EMIT FINAL is only supported for windowed aggregations.")
         sink = self.definitions.sink(stmt, plan)
-        df = self._plan_dataframe(plan, "planning")
-        sink.columns = Planner.output_types(plan, df)
+        sink.columns = self._output_columns(plan)
         # WITH (TIMESTAMP=...): the records it writes carry that column's time (the builder's sink)
         sink.timestamp_column = self.definitions.timestamp_column(stmt.properties, sink.columns)
         sink.timestamp_format = stmt.properties.get("TIMESTAMP_FORMAT")
@@ -541,13 +541,11 @@ class Engine:
         if target.is_source:
             raise AnalysisError(f"Cannot insert into read-only stream: {target.name}")
         plan = self.planner.plan_query(stmt.query, persistent=True, sink_name=target.name)
-        df = self._plan_dataframe(plan, "planning")
-        produced = Planner.output_types(plan, df)
+        produced = self._output_columns(plan)
         expected = [c for c in target.columns if c.role in ("key", "value")]
         if isinstance(plan, QueryPlan) and _widened(plan, produced, expected):
             # ksqlDB casts numbers up to the sink's types (INT → BIGINT → DECIMAL → DOUBLE)
-            df = self._plan_dataframe(plan, "planning")
-            produced = Planner.output_types(plan, df)
+            produced = self._output_columns(plan)
         if [(c.name, str(c.type), c.role) for c in produced] != [(c.name, str(c.type), c.role) for c in expected]:
             raise AnalysisError(
                 f"Incompatible schema between results and sink.\nResult schema is "
@@ -561,15 +559,11 @@ class Engine:
             self._start_persistent(query_id, plan, stmt, target)
         return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
 
-    def _plan_dataframe(self, plan: QueryPlan | AggregatePlan, query_id: str) -> DataFrame:
-        """The query's output DataFrame, for its column types (Spark's analyser checks it)."""
-        builder = SparkBuilder(self.build_context(query_id))
+    def _output_columns(self, plan: QueryPlan | AggregatePlan) -> list[t.Column]:
+        """The query's output columns and their types, from Spark's analysis of its plan."""
+        builder = SparkBuilder(self.build_context("planning"))
         try:
-            if isinstance(plan, AggregatePlan):
-                scan = builder.dataframe(physical_plan(plan, Collect(_ignore), self.offset_reset()), upto=1)
-                aggregation.build_dataframe(plan, scan)  # Spark analyses the keys and arguments
-                return aggregation.post_dataframe(plan, self.spark, [])  # the output columns and their types
-            return builder.dataframe(physical_plan(plan, Collect(_ignore), self.offset_reset()))
+            return builder.output_columns(physical_plan(plan, Collect(_ignore), self.offset_reset()))
         except Exception as e:  # Spark's analyser: type errors the compiler could not see
             raise AnalysisError(spark_message(e)) from None
 
@@ -696,7 +690,7 @@ class Engine:
             dropped = self.dropped_records[query_id] = self.spark.sparkContext.accumulator(0)
         return BuildContext(
             dropped_counter=dropped,
-            spark=self.spark, bootstrap_servers=self.bootstrap_servers, planner=self.planner,
+            spark=self.spark, bootstrap_servers=self.bootstrap_servers,
             processing_log_topic=self.processing_log_topic,
             processing_log_rows=self.prop("ksql.logging.processing.rows.include").strip().lower() == "true",
             max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
@@ -838,8 +832,7 @@ class Engine:
                                       changelog=push and plan.source.is_table)
         starts.pin_starts(physical, self.admin.end_offsets)  # a push query sees what follows its acceptance
         df = builder.dataframe(physical)  # built once: its columns name the result, then it runs
-        typed = aggregation.post_dataframe(plan, self.spark, []) if isinstance(plan, AggregatePlan) else df
-        columns = Planner.output_types(plan, typed)
+        columns = builder.result_columns(plan, df)
         stream = r.RowStream(stmt.text, query_id, [(c.name, str(c.type)) for c in columns],
                              limit=plan.limit, kind="push" if push else "pull")
         checkpoint = Path(tempfile.mkdtemp(prefix="streamsql-transient-"))
@@ -924,9 +917,9 @@ class Engine:
             rec = {n: _spark_value(v, types[n]) if n in types else v for n, v in rec.items()}
             rec.update({t.WINDOWSTART: wstart, t.WINDOWEND: wend, t.ROWTIME: rowtime, TOMBSTONE_COL: False})
             data.append(tuple(rec.get(f.name) for f in schema.fields))
-        df = self.spark.createDataFrame(data, schema)
-        out = self.planner.to_dataframe(plan, df)
-        result = Planner.output_types(plan, out)
+        builder = SparkBuilder(self.build_context("pull"))
+        out = builder.stored_rows(plan, schema, data)
+        result = builder.result_columns(plan, out)
         names = [c.name for c in plan.columns]
         stream = r.RowStream(stmt.text, f"query_{int(time.time() * 1000)}", [(c.name, str(c.type)) for c in result],
                              limit=plan.limit, kind="pull")

@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamsql import entities
 from streamsql.runtime import results as r
-from streamsql.server import entities
 from streamsql.server.errors import (
     BAD_REQUEST,
     HTTP2_ONLY,

@@ -20,11 +20,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from streamsql import entities
 from streamsql import types as t
 from streamsql.errors import ParseError, StreamsqlError
 from streamsql.runtime import results as r
 from streamsql.runtime.session import Session
-from streamsql.server import entities
 from streamsql.server.errors import (
     BAD_REQUEST,
     COMMAND_QUEUE_CATCHUP_TIMEOUT,
@@ -227,7 +227,7 @@ class KsqlService:
             seq = getattr(result, "command_seq", None)
             if seq is None and after > before:
                 seq = after - 1
-            entity = entities.to_entity(stmt, result, engine.catalog, seq)
+            entity = entities.to_entity(result, stmt, engine.catalog, seq)
             if entity is None:
                 continue
             if entity["@type"] == "currentStatus" and entity["commandId"]:

@@ -146,9 +146,9 @@ class RowBoxes:
 
 
 def render_json(result: r.Result) -> str:
-    from streamsql.client import result_to_entity
+    from streamsql.entities import to_entity
 
-    return json.dumps(result_to_entity(result), indent=2, default=str)
+    return json.dumps(to_entity(result), indent=2, default=str)
 
 
 def stream_header_json(stream: r.RowStream) -> str:

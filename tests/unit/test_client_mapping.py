@@ -19,11 +19,10 @@ from streamsql.client import (
     is_push_query,
     parse_query_line,
     query_limit,
-    result_from_entity,
-    result_to_entity,
     results_from_ksql_response,
-    schema_to_sql,
 )
+from streamsql.entities import result_from_entity, schema_to_sql
+from streamsql.entities import to_entity as result_to_entity
 from streamsql.runtime import results as r
 
 

@@ -10,10 +10,10 @@ import re
 
 import pytest
 
+from streamsql import entities
 from streamsql import types as t
 from streamsql.errors import ConfigError
 from streamsql.runtime import results as r
-from streamsql.server import entities
 from streamsql.server.app import client_message, load_users
 from streamsql.server.errors import ServerError, statement_error
 from streamsql.server.service import normalize_overrides
@@ -35,12 +35,12 @@ def test_command_ids_and_current_status() -> None:
     assert entities.command_id(create) == "stream/`S`/create"
     term, = parse("TERMINATE csas_x_1;")
     assert entities.command_id(term) == "terminate/CSAS_X_1/execute"
-    entity = entities.to_entity(create, r.CommandStatus(create.text, "Stream created"), None, 7)  # type: ignore[arg-type]
+    entity = entities.to_entity(r.CommandStatus(create.text, "Stream created"), create, None, 7)
     assert entity == {"@type": "currentStatus", "statementText": create.text.rstrip(";") + ";",
                       "commandId": "stream/`S`/create", "commandStatus": {"status": "SUCCESS", "message": "Stream created"},
                       "commandSequenceNumber": 7, "warnings": []}
     set_stmt, = parse("SET 'auto.offset.reset'='earliest';")
-    assert entities.to_entity(set_stmt, r.CommandStatus(set_stmt.text, "ok"), None, None) is None  # type: ignore[arg-type]
+    assert entities.to_entity(r.CommandStatus(set_stmt.text, "ok"), set_stmt) is None
 
 
 def test_schema_info_and_headers() -> None:
@@ -54,7 +54,7 @@ def test_schema_info_and_headers() -> None:
 
 
 def test_row_values_as_ksqldb_writes_them() -> None:
-    ts = dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=dt.timezone.utc)
+    ts = dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=dt.UTC)
     assert entities.json_value([ts, dt.date(2024, 1, 2), decimal.Decimal("1.50"), b"\x01", {"k": [1]}]) == [
         "2024-01-02T03:04:05.678", "2024-01-02", 1.5, "AQ==", {"k": [1]}]
 
@@ -108,3 +108,18 @@ def test_query_rows_mark_table_deletes_as_tombstones() -> None:
 
     assert _row_entity([1, "a"]) == {"row": {"columns": [1, "a"]}}
     assert _row_entity(TombstoneRow([1, None])) == {"row": {"columns": [1, None], "tombstone": True}}
+
+
+def test_function_types_are_ksqldb_enum_names_and_the_shell_renders_what_the_server_sends() -> None:
+    """ksqlDB's ``FunctionType`` is a Java enum serialised by name (SCALAR, AGGREGATE, TABLE); the
+    server wrote them in lower case before the two encoders became one."""
+    show, = parse("SHOW FUNCTIONS;")
+    result = r.FunctionList(show.text, [r.FunctionInfo("ABS", "SCALAR", "MATHEMATICAL"),
+                                        r.FunctionInfo("COUNT", "AGGREGATE", "AGGREGATE")])
+    served = entities.to_entity(result, show, None, None)
+    assert served is not None
+    assert [f["type"] for f in served["functions"]] == ["SCALAR", "AGGREGATE"]
+    shown = entities.to_entity(result)  # the shell's JSON output: the result alone
+    assert shown is not None and shown["functions"] == served["functions"]
+    back = entities.result_from_entity(served)
+    assert isinstance(back, r.FunctionList) and back.functions == result.functions

@@ -14,7 +14,7 @@ import pytest
 from streamsql import types as T
 from streamsql.kafka import timestamps
 from streamsql.kafka.processing_log import LogTarget
-from streamsql.kafka.source import TOMBSTONE_COL
+from streamsql.types import TOMBSTONE_COL
 
 
 class Recorder(LogTarget):
