@@ -38,8 +38,11 @@ def client_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = None
     """The base librdkafka settings for any client, with ``extra`` (user settings) on top."""
     # Never create topics as a side effect of a metadata request: tansu does so by default,
     # which would turn a misspelt topic into a new empty one instead of an error.
+    from streamsql.kafka import settings
+
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "log_level": LOG_LEVEL,
                             "allow.auto.create.topics": False}
+    conf.update(settings.of(bootstrap_servers))  # the cluster's security settings (kafka/settings.py)
     conf.update(extra or {})
     return conf
 
@@ -86,6 +89,10 @@ def produce_waiting(producer: Any, topic: str, kwargs: dict[str, Any]) -> None:
             producer.poll(0.05)
         except KafkaException as e:
             raise KafkaError(f"cannot write to topic '{topic}': {e.args[0].str()}") from None
+
+
+#: librdkafka's errors for a TLS handshake or a SASL login that failed (each retry fails alike)
+_SECURITY_ERRORS = frozenset({_CKError._SSL, _CKError._AUTHENTICATION, _CKError.SASL_AUTHENTICATION_FAILED})
 
 
 def kafka_error(what: str, err: BaseException | _CKError | None) -> KafkaError:
@@ -240,16 +247,31 @@ class KafkaAdmin:
         self.bootstrap_servers = bootstrap_servers
         self.timeout_s = timeout_s
         self._extra = dict(config or {})
-        self._admin = AdminClient(client_config(bootstrap_servers, self._extra))
+        #: the last TLS or authentication failure librdkafka reported for the cluster: such a
+        #: failure repeats on every retry, so a call gives up with it instead of timing out
+        self.security_error: str | None = None
+        conf: dict[str, Any] = {**client_config(bootstrap_servers, self._extra), "error_cb": self._on_error}
+        self._admin = AdminClient(conf)
         self._producer: Producer | None = None
+
+    def _on_error(self, err: _CKError) -> None:
+        if err.code() in _SECURITY_ERRORS:
+            self.security_error = err.str()
 
     # -- topics ---------------------------------------------------------------------------------
 
     def _metadata(self, topic: str | None = None) -> ClusterMetadata:
-        try:
-            return self._admin.list_topics(topic, timeout=self.timeout_s)
-        except KafkaException as e:
-            raise kafka_error(f"cannot reach Kafka at {self.bootstrap_servers}", e) from None
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return self._admin.list_topics(topic, timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+            except KafkaException as e:
+                self._admin.poll(0)  # serves error_cb
+                if self.security_error is not None:
+                    raise KafkaError(f"cannot reach Kafka at {self.bootstrap_servers}: {self.security_error}"
+                                     ) from None
+                if time.monotonic() >= deadline:
+                    raise kafka_error(f"cannot reach Kafka at {self.bootstrap_servers}", e) from None
 
     def topics(self) -> dict[str, int]:
         """Every topic (internal ones included) → partition count."""

@@ -88,8 +88,11 @@ class EmbeddedBroker:
     """A tansu broker process on 127.0.0.1. Use as a context manager or call start()/stop()."""
 
     def __init__(self, port: int | None = None, data_dir: str | Path | None = None,
-                 die_with_parent: bool = False) -> None:
+                 die_with_parent: bool = False, advertised_port: int | None = None) -> None:
         self.port = port or free_port()
+        #: the port clients are told to reconnect to: another one when something in front of
+        #: the broker (a TLS terminator) is where they connect
+        self.advertised_port = advertised_port or self.port
         self.data_dir = Path(data_dir) if data_dir else None
         self.cluster_id = f"streamsql-{uuid.uuid4().hex[:12]}"
         #: Linux: the kernel kills the broker when the thread that started it ends, even by
@@ -110,7 +113,8 @@ class EmbeddedBroker:
         if _port_open(self.port):
             raise KafkaError(f"cannot start the embedded broker: port {self.port} is already in use")
         url = f"tcp://127.0.0.1:{self.port}"
-        cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+        advertised = f"tcp://127.0.0.1:{self.advertised_port}"
+        cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
                "--cluster-id", self.cluster_id, "--storage-engine", "memory://tansu/"]
         log: int | IO[bytes] = subprocess.DEVNULL
         if self.data_dir is not None:

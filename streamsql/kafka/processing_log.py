@@ -43,6 +43,15 @@ class LogTarget:
 
     bootstrap: str | None = None
     topic: str | None = None
+    #: the cluster's client settings (kafka/settings.py), taken where the target is made (the
+    #: driver) so that executors, another process, write with them
+    settings: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.settings and self.bootstrap:
+            from streamsql.kafka import settings as kafka_settings
+
+            object.__setattr__(self, "settings", tuple(sorted(kafka_settings.of(self.bootstrap).items())))
 
     def publish(self, entries: Sequence[Mapping[str, Any]], settings: Mapping[str, str] | None = None) -> None:
         """Log each entry, and write it to the topic when there is one. A failure to write must
@@ -57,7 +66,7 @@ class LogTarget:
         from streamsql.kafka.sink import cached_producer
 
         try:
-            producer = cached_producer(self.bootstrap, dict(settings or {}))
+            producer = cached_producer(self.bootstrap, {**dict(self.settings), **dict(settings or {})})
             for e in entries:
                 producer.produce(self.topic, value=json.dumps(e).encode("utf-8"))
             producer.flush(30)

@@ -27,8 +27,10 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from streamsql.errors import ConfigError, KafkaError
+from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka.admin import produce_waiting
-from streamsql.kafka.source import _opt, kafka_settings
+from streamsql.kafka.source import _opt
+from streamsql.kafka.source import kafka_settings as option_settings
 from streamsql.types import HEADERS_COL, ROWTIME, TOMBSTONE_COL
 
 if TYPE_CHECKING:
@@ -105,7 +107,7 @@ class SinkOptions:
             raise ConfigError("the Kafka sink needs option 'topic'")
         window = _opt(options, "windowType")
         return SinkOptions(bootstrap, topic, _opt(options, "keySpec"), _opt(options, "valueSpec"),
-                           kafka_settings(options), window.upper() if window else None,
+                           option_settings(options), window.upper() if window else None,
                            (_opt(options, "computedKey") or "").lower() == "true")
 
 
@@ -302,7 +304,8 @@ def write_exact_timestamps(opts: SinkOptions, keys: list[bytes | None], values: 
     try:
         producer = KafkaProducer(bootstrap_servers=opts.bootstrap.split(","), acks="all",
                                  enable_idempotence=True, linger_ms=5, key_serializer=_key_bytes,
-                                 allow_auto_create_topics=False, max_block_ms=EXACT_MAX_BLOCK_MS)
+                                 allow_auto_create_topics=False, max_block_ms=EXACT_MAX_BLOCK_MS,
+                                 **kafka_settings.kafka_python({**kafka_settings.of(opts.bootstrap), **opts.kafka}))
         for k, v, ts, h in zip(keys, values, timestamps, headers):
             key = _NULL_KEY if k is None and v is None else k
             futures.append(producer.send(opts.topic, key=key, value=v, timestamp_ms=ts, headers=list(h) if h else None))

@@ -40,6 +40,7 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from streamsql import types as t
+from streamsql.kafka.processing_log import LogTarget
 from streamsql.physical.buckets import BUCKET_COL
 
 if TYPE_CHECKING:
@@ -154,8 +155,8 @@ class AggregateOperator(StatefulProcessor):
         self.limits = limits
         #: ksql.streams.cache.max.bytes.buffering > 0: the latest update per key per batch
         self.cache = cache
-        self.bootstrap = bootstrap
-        self.log_topic = log_topic
+        #: made here, in the driver: it carries the cluster's client settings to the executors
+        self.log_target = LogTarget(bootstrap, log_topic)
 
     def init(self, handle: Any) -> None:
         self.state = handle.getMapState("aggregation", StructType([StructField("k", StringType())]),
@@ -171,7 +172,7 @@ class AggregateOperator(StatefulProcessor):
         records = [r for pdf in rows for blob in packed_values(pdf) for r in unpack_rows(blob)]
         backend = MapStateBackend(self.state)
         processor = AggregationProcessor(self.plan, backend, self.limits,
-                                         _error_reporter(self.bootstrap, self.log_topic))
+                                         _error_reporter(self.log_target))
         before = processor.dropped
         updates = processor.process(records)
         if self.dropped is not None and processor.dropped > before:
@@ -197,13 +198,13 @@ def packed_values(pdf: Any) -> Any:
     return pdf.iloc[:, -1]
 
 
-def _error_reporter(bootstrap: str | None, topic: str | None) -> Any:
+def _error_reporter(target: LogTarget) -> Any:
     """Where the aggregation reports a record it dropped (a failing Python UDAF, a DECIMAL
     overflow): the processing-log topic, naming the failing function."""
     from streamsql.udf.aggregate import FunctionError
     from streamsql.udf.runtime import ErrorLog
 
-    errors = ErrorLog(bootstrap, topic)
+    errors = ErrorLog(target)
 
     def report(row: dict[str, Any], error: BaseException) -> None:
         function = error.function if isinstance(error, FunctionError) else "aggregation"

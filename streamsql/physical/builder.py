@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamsql import types as t
 from streamsql.errors import StreamsqlError
+from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka.processing_log import LogTarget
 from streamsql.physical import aggregate as agg
 from streamsql.physical import frames, joins, spark_aggregate
@@ -183,7 +184,8 @@ class SparkBuilder:
         from streamsql.kafka.datasource import read_stream
 
         ctx = self.ctx
-        frames = [read_stream(ctx.spark, {"kafka.bootstrap.servers": ctx.bootstrap_servers, "topic": topic,
+        frames = [read_stream(ctx.spark, {"kafka.bootstrap.servers": ctx.bootstrap_servers,
+                                          **kafka_settings.as_options(ctx.bootstrap_servers), "topic": topic,
                                           "startingOffsets": step.starting_offsets, "queryId": ctx.query_id,
                                           **({"maxRecordsPerBatch": str(ctx.max_records)} if ctx.max_records else {})})
                   for topic in step.topics]

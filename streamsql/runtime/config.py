@@ -78,6 +78,9 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
 #: every environment variable streamsql reads: name -> what it does
 ENVIRONMENT_DOCS: dict[str, str] = {
     "STREAMSQL_BOOTSTRAP_SERVERS": "Kafka to use when `--bootstrap-servers` is not given",
+    "STREAMSQL_KAFKA_*": "a Kafka client setting for every client, e.g. `STREAMSQL_KAFKA_SASL_PASSWORD` for "
+                         "`sasl.password` (underscores become dots; over the config file's, under "
+                         "`--kafka-property`)",
     "STREAMSQL_RANDOM_ORDER": "`1`: `./test.sh` runs the suite in a random order (pytest-randomly)",
     "STREAMSQL_SPARK_MASTER": "Spark master when neither `--spark-master` nor `spark.master` is given "
                               "(default `local[2]`)",
@@ -106,12 +109,22 @@ class EngineConfig:
     properties: dict[str, str] = field(default_factory=dict)
     #: Spark settings (``spark.*``) for the session this process creates
     spark_conf: dict[str, str] = field(default_factory=dict)
+    #: the Kafka cluster's client settings (security, client id) in librdkafka's names, for
+    #: every client (kafka/settings.py); settings of this kind in ``properties`` are added to them
+    kafka: dict[str, str] = field(default_factory=dict)
     #: the cluster is a broker whose topics end with it (the data directory's local broker, an
     #: embedded one): state written against it may be reset when the cluster changes
     ephemeral_kafka: bool = False
 
     def property(self, name: str) -> str:
         return self.properties.get(name, DEFAULT_PROPERTIES.get(name, ""))
+
+    def client_settings(self) -> dict[str, str]:
+        """The Kafka client settings: :attr:`kafka` over those among the properties (a config
+        made in Python, e.g. ``streamsql.connect(properties=...)``)."""
+        from streamsql.kafka import settings as kafka_settings
+
+        return {**kafka_settings.from_sources(self.properties), **self.kafka}
 
 
 def read_properties_file(path: Path) -> dict[str, str]:
@@ -145,7 +158,8 @@ def parse_spark_conf(pairs: list[str] | None) -> dict[str, str]:
 
 def resolve_config(bootstrap_servers: str | None = None, data_dir: str | None = None,
                    config_file: str | None = None, spark_master: str | None = None,
-                   spark_conf: list[str] | dict[str, str] | None = None) -> EngineConfig:
+                   spark_conf: list[str] | dict[str, str] | None = None,
+                   kafka_properties: list[str] | None = None) -> EngineConfig:
     props: dict[str, str] = {}
     path = Path(config_file) if config_file else Path.cwd() / "streamsql.properties"
     if config_file and not path.exists():
@@ -159,4 +173,8 @@ def resolve_config(bootstrap_servers: str | None = None, data_dir: str | None = 
     conf.update(flags)
     conf_master = conf.pop("spark.master", None)
     master = spark_master or conf_master
-    return EngineConfig(servers or None, directory, master, props, conf)
+    from streamsql.kafka import settings as kafka_settings
+
+    kafka = kafka_settings.from_sources(props, os.environ, kafka_properties)
+    props = {k: v for k, v in props.items() if not kafka_settings.is_client_setting(k)}
+    return EngineConfig(servers or None, directory, master, props, conf, kafka=kafka)

@@ -38,6 +38,7 @@ from streamsql.errors import (
     StreamsqlError,
     spark_message,
 )
+from streamsql.kafka import settings as kafka_settings
 from streamsql.physical.builder import (
     CHECKPOINT_META,
     BuildContext,
@@ -139,6 +140,10 @@ class Engine:
                               "(the CLI starts an embedded broker when none are given)")
         self.config = config
         self.bootstrap_servers: str = config.bootstrap_servers
+        #: every Kafka client of this cluster gets them, in this process and in executors
+        self.kafka_settings = config.client_settings()
+        kafka_settings.check(self.bootstrap_servers, self.kafka_settings)
+        kafka_settings.register(self.bootstrap_servers, self.kafka_settings)
         self.data_dir = Path(config.data_dir)
         self.catalog = Catalog()
         self.planner = Planner(self.catalog)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from streamsql import types as t
 from streamsql.catalog import QueryInfo, Source
 from streamsql.errors import AnalysisError, CatalogError, KafkaError, StreamsqlError, spark_message
+from streamsql.kafka import settings as kafka_settings
 from streamsql.physical.steps import Collect, PhysicalPlan, SparkAggregate
 from streamsql.planner.functions import REGISTRY, unknown_function
 from streamsql.runtime import results as r
@@ -60,6 +61,8 @@ class Inspection:
         if what == "PROPERTIES":
             props = dict(DEFAULT_PROPERTIES)
             props.update(self.engine.config.properties)
+            # the Kafka client settings, as the cluster's clients use them; a secret never shown
+            props.update(kafka_settings.redacted(self.engine.kafka_settings))
             session = self.engine.active_session
             props.update(session.properties)
             return r.Properties(stmt.text, props, dict(session.properties))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from streamsql import types as t
 from streamsql.catalog import Source
 from streamsql.formats import FormatSpec
+from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka.processing_log import LogTarget as PLogTarget
 from streamsql.planner.expressions import quote, string_literal
 
@@ -47,6 +48,7 @@ def value_spec(source: Source) -> FormatSpec:
 def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
     options = {
         "kafka.bootstrap.servers": bootstrap_servers,
+        **kafka_settings.as_options(bootstrap_servers),
         "topic": source.topic,
         "keySpec": key_spec(source).to_json(),
         "valueSpec": value_spec(source).to_json(),

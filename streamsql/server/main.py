@@ -35,6 +35,7 @@ class ListenOptions:
 
 def build_service(config: EngineConfig) -> KsqlService:
     from streamsql.catalog.kafka_commands import KafkaCommandLog, command_topic_name
+    from streamsql.kafka import settings as kafka_settings
     from streamsql.runtime.engine import Engine
     from streamsql.server.service import KsqlService
 
@@ -44,6 +45,8 @@ def build_service(config: EngineConfig) -> KsqlService:
         # torn down by a stopped query is retried instead of failing the next query
         config.spark_master = "local[2,4]"
     service_id = config.property("ksql.service.id")
+    # the command topic's clients are made before the engine, which registers them too
+    kafka_settings.register(config.bootstrap_servers, config.client_settings())
     command_log = KafkaCommandLog(config.bootstrap_servers, command_topic_name(service_id))
     return KsqlService(Engine(config, command_log=command_log), command_log, service_id)
 

@@ -53,6 +53,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spark-master", help="Spark master URL (default local[2]; spark://HOST:7077 for a cluster)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting, e.g. spark.executor.memory=2g (repeatable; overrides the config file's)")
+    p.add_argument("--kafka-property", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Kafka client setting for every client, e.g. security.protocol=SASL_SSL (repeatable; "
+                        "overrides the config file's and STREAMSQL_KAFKA_* variables)")
     p.add_argument("--spark-ui", action="store_true",
                    help="turn on Spark's web UI (off by default; SHOW QUERIES EXTENDED links each query's page)")
 
@@ -159,6 +162,10 @@ def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
     else:
         print(f"streamsql: using the local broker of {config.data_dir} at {record.bootstrap_servers} "
               f"(pid {record.pid})", file=sys.stderr, flush=True)
+    if config.kafka:
+        print(f"streamsql: the Kafka client settings given ({', '.join(sorted(config.kafka))}) are for a cluster "
+              f"named with --bootstrap-servers; the local broker does not use them", file=sys.stderr, flush=True)
+        config.kafka = {}
     config.bootstrap_servers = record.bootstrap_servers
     config.ephemeral_kafka = True
     try:
@@ -173,7 +180,8 @@ def _config(args: argparse.Namespace) -> EngineConfig:
     conf = list(getattr(args, "conf", None) or [])
     if getattr(args, "spark_ui", False):
         conf.append("spark.ui.enabled=true")
-    config = resolve_config(args.bootstrap_servers, args.data_dir, args.config, args.spark_master, conf)
+    config = resolve_config(args.bootstrap_servers, args.data_dir, args.config, args.spark_master, conf,
+                            getattr(args, "kafka_property", None))
     if config.spark_conf:
         from streamsql.runtime.spark import configure
 
@@ -275,6 +283,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="streamsql-topology-") as data_dir:
             config = resolve_config(broker.bootstrap_servers, data_dir, args.config, args.spark_master, None)
+            config.kafka = {}  # the embedded broker speaks plaintext
             engine = Engine(config)
             engine.session.variables.update(variables)
             try:

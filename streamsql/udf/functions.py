@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamsql.kafka.processing_log import LogTarget
 from streamsql.planner import udf_compile
 from streamsql.planner.functions import REGISTRY
 from streamsql.udf import loader, runtime
@@ -66,4 +67,4 @@ def install(spark: SparkSession, bootstrap: str | None, processing_log_topic: st
     with _lock:
         specs, generation = _state["specs"], _state["generation"]
     if specs:
-        runtime.install(spark, specs, generation, runtime.ErrorLog(bootstrap, processing_log_topic))
+        runtime.install(spark, specs, generation, runtime.ErrorLog(LogTarget(bootstrap, processing_log_topic)))

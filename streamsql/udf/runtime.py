@@ -38,13 +38,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ErrorLog:
-    """Where a worker reports a failing call: the processing-log topic (None: log only)."""
+    """Where a worker reports a failing call: the processing-log topic (no topic: log only)."""
 
-    bootstrap: str | None = None
-    topic: str | None = None
+    target: LogTarget = LogTarget()
 
     def report(self, function: str, error: BaseException, args: Sequence[Any]) -> None:
-        LogTarget(self.bootstrap, self.topic).publish([processing_log_entry(function, error, args)])
+        self.target.publish([processing_log_entry(function, error, args)])
 
 
 def _jsonable(v: Any) -> Any:

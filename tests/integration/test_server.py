@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import threading
 import time
 import uuid
@@ -18,6 +17,7 @@ import httpx
 import pytest
 
 from streamsql.testing.server_process import ServerProcess
+from tests.support.tls import self_signed
 
 pytestmark = pytest.mark.integration
 
@@ -463,13 +463,6 @@ def test_basic_auth(server: ServerProcess) -> None:
     assert httpx.get(server.url + "/info", auth=(USER, PASSWORD)).status_code == 200
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
-    return cert, key
-
-
 @pytest.fixture
 def own_server(bootstrap: str, tmp_path: Path):  # type: ignore[no-untyped-def]
     """A server of one test's own, for a test that kills it (the module's server serves the rest,
@@ -550,7 +543,7 @@ def test_restart_after_sigkill_keeps_catalog_queries_and_data(own_server: Server
     server.kill()
     produce(500, 100)  # written while no server runs
 
-    cert, key = _self_signed(server.data_dir.parent)
+    cert, key = self_signed(server.data_dir.parent)
     restarted = ServerProcess(bootstrap, server.data_dir, ["--tls-cert", str(cert), "--tls-key", str(key)],
                               service_id=server.service_id, scheme="https")
     restarted.start()

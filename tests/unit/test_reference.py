@@ -36,4 +36,5 @@ def test_every_environment_variable_is_documented() -> None:
     read = {m for p in _sources() if p.name != "test_reference.py" for m in ENV_LITERAL.findall(p.read_text())}
     read |= set(re.findall(r"\$\{?(STREAMSQL_[A-Z_]+)", (ROOT / "test.sh").read_text()))
     assert {"STREAMSQL_BOOTSTRAP_SERVERS", "STREAMSQL_QTT_DIR"} <= read  # the scan works
-    assert read - set(ENVIRONMENT_DOCS) == set()
+    families = [name[:-1] for name in ENVIRONMENT_DOCS if name.endswith("*")]  # STREAMSQL_KAFKA_*
+    assert {n for n in read - set(ENVIRONMENT_DOCS) if not n.startswith(tuple(families))} == set()
