@@ -1,11 +1,10 @@
-"""Queries against a Kafka cluster that speaks TLS only (issue 20): every client of the engine —
-the admin, the source and sink in Spark's executors, the table's store, INSERT VALUES — takes
-the cluster's settings from the properties, and a certificate the settings do not trust is one
-clear error.
+"""Queries against a Kafka cluster that speaks only TLS, or only SASL/PLAIN (issue 20): every
+client of the engine — the admin, the source and sink in Spark's executors, the table's store,
+INSERT VALUES — takes the cluster's settings, and a certificate the settings do not trust or a
+wrong password is one clear error.
 
-The cluster is a real tansu process behind a real TLS terminator (tests/support/tls.py), which
-advertises the terminator's port: a client that does not speak TLS, or does not trust its
-certificate, cannot reach the broker at all.
+Each cluster is a real tansu process behind a real terminator process (tests/support/proxies.py)
+whose port it advertises: a client without the right settings cannot reach the broker at all.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from streamsql.kafka.broker import EmbeddedBroker, free_port
 from streamsql.kafka.source import close_consumers
 from streamsql.runtime.config import EngineConfig
 from streamsql.runtime.engine import Engine
-from tests.support.tls import TlsTerminator, self_signed
+from tests.support.proxies import SaslPlainTerminator, TlsTerminator, self_signed
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +30,38 @@ def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     """A broker reachable only through TLS: (bootstrap servers, the CA certificate)."""
     directory = tmp_path_factory.mktemp("tls")
     cert, key = self_signed(directory)
-    tls_port = free_port()
-    broker = EmbeddedBroker(advertised_port=tls_port).start()
+    port = free_port()
+    broker = EmbeddedBroker(advertised_port=port).start()
     try:
-        with TlsTerminator(tls_port, broker.port, cert, key):
-            yield f"127.0.0.1:{tls_port}", cert
+        with TlsTerminator(port, broker.port, cert, key):
+            yield f"127.0.0.1:{port}", cert
     finally:
-        close_consumers(f"127.0.0.1:{tls_port}")  # the stores' readers of it, which would retry it
+        close_consumers(f"127.0.0.1:{port}")  # the stores' readers of it, which would retry it
         broker.stop()
+
+
+USER, PASSWORD = "streamsql", "pa ss;word"
+
+
+@pytest.fixture(scope="module")
+def sasl_cluster() -> Iterator[str]:
+    """A broker reachable only after a SASL/PLAIN login as USER with PASSWORD."""
+    port = free_port()
+    broker = EmbeddedBroker(advertised_port=port).start()
+    try:
+        with SaslPlainTerminator(port, broker.port, USER, PASSWORD):
+            yield f"127.0.0.1:{port}"
+    finally:
+        close_consumers(f"127.0.0.1:{port}")
+        broker.stop()
+
+
+def _secured(kind: str, request: pytest.FixtureRequest) -> tuple[str, dict[str, str]]:
+    if kind == "tls":
+        bootstrap, ca = request.getfixturevalue("tls_cluster")
+        return bootstrap, {"security.protocol": "SSL", "ssl.ca.location": str(ca)}
+    return request.getfixturevalue("sasl_cluster"), {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                                                    "sasl.username": USER, "sasl.password": PASSWORD}
 
 
 def _consume(bootstrap: str, settings: dict[str, str], topic: str, count: int, timeout_s: float = 60
@@ -60,10 +83,10 @@ def _consume(bootstrap: str, settings: dict[str, str], topic: str, count: int, t
         consumer.close()
 
 
-def test_queries_read_and_write_a_tls_only_cluster(tls_cluster: tuple[str, Path], spark: Any, tmp_path: Path
-                                                   ) -> None:
-    bootstrap, ca = tls_cluster
-    settings = {"security.protocol": "SSL", "ssl.ca.location": str(ca)}
+@pytest.mark.parametrize("kind", ["tls", "sasl"])
+def test_queries_read_and_write_a_secured_cluster(kind: str, request: pytest.FixtureRequest, spark: Any,
+                                                  tmp_path: Path) -> None:
+    bootstrap, settings = _secured(kind, request)
     engine = Engine(EngineConfig(bootstrap, tmp_path / "state", kafka=dict(settings)), spark=spark)
     engine.start()
     try:
@@ -89,8 +112,9 @@ def test_queries_read_and_write_a_tls_only_cluster(tls_cluster: tuple[str, Path]
                 break
             time.sleep(0.5)
         assert rows == [["ann", 35.0], ["bob", 20.0], ["cy", 1.0], ["dee", 50.0]]
-        shown = engine.execute("SHOW PROPERTIES;")[-1]
-        assert shown.properties["security.protocol"] == "SSL"  # type: ignore[attr-defined]
+        shown = engine.execute("SHOW PROPERTIES;")[-1].properties  # type: ignore[attr-defined]
+        assert shown["security.protocol"] == settings["security.protocol"]
+        assert PASSWORD not in str(shown) and shown.get("sasl.password", "[hidden]") == "[hidden]"
     finally:
         engine.close()
 
@@ -109,4 +133,19 @@ def test_a_certificate_the_settings_do_not_trust_is_one_clear_error(tls_cluster:
     engine.close()
     message = str(raised.value)
     assert "certificate" in message and "ssl.ca.location" in message, message
+    assert time.monotonic() - started < 60
+
+
+def test_a_wrong_password_is_one_clear_error(sasl_cluster: str, spark: Any, tmp_path: Path) -> None:
+    settings = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": USER,
+                "sasl.password": "guess"}
+    engine = Engine(EngineConfig(sasl_cluster, tmp_path / "state", kafka=settings), spark=spark)
+    started = time.monotonic()
+    with pytest.raises(StreamsqlError) as raised:
+        engine.start()
+        engine.execute("SHOW TOPICS;")
+    engine.close()
+    message = str(raised.value)
+    assert "SASL authentication error" in message and "Invalid username or password" in message, message
+    assert "guess" not in message
     assert time.monotonic() - started < 60

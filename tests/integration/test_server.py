@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from streamsql.testing.server_process import ServerProcess
-from tests.support.tls import self_signed
+from tests.support.proxies import self_signed
 
 pytestmark = pytest.mark.integration
 
