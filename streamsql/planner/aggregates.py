@@ -111,8 +111,9 @@ def names() -> list[str]:
 
 
 def _reject(name: str, types: Sequence[t.SqlType | None]) -> AnalysisError:
-    shown = ", ".join("null" if ty is None else str(ty) for ty in types)
-    return AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).")
+    from streamsql.planner.functions import rejected_types
+
+    return rejected_types(name, types)
 
 
 def _is_numeric(ty: t.SqlType | None) -> bool:

@@ -36,6 +36,7 @@ from streamsql.errors import AnalysisError
 from streamsql.planner import aggregates
 from streamsql.planner.aggregates import BoundAggregate
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
+from streamsql.planner.functions import rejected_types
 from streamsql.sql import ast
 from streamsql.sql.dialect import to_ksql
 
@@ -333,8 +334,7 @@ class AggregationPlanner:
         assert fn is not None
         args = [a for a in call.expressions if not isinstance(a, exp.Star)]
         if len(args) < fn.min_args or len(args) > fn.max_args:
-            shown = ", ".join(self._shown(a) for a in args)
-            raise AnalysisError(f"Function '{fn.name.lower()}' does not accept parameters ({shown}).")
+            raise rejected_types(fn.name, [self._shown(a) for a in args])
         n_columns = fn.columns(len(args))
         for a in args:
             _reject_window_bounds(a)

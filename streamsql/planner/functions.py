@@ -74,8 +74,7 @@ class FunctionRegistry:
             raise unknown_function(name)
         if fn.compile_nodes is not None:
             if len(args) < fn.min_args or (fn.max_args is not None and len(args) > fn.max_args):
-                shown = ", ".join(_shown_type(compiler, a) for a in args)
-                raise AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).")
+                raise rejected_types(name, [_shown_type(compiler, a) for a in args])
             return fn.compile_nodes(args, compiler)
         compiled = [compiler.compile(a) if not isinstance(a, exp.Star) else _star() for a in args]
         bad_arity = len(compiled) < fn.min_args or (fn.max_args is not None and len(compiled) > fn.max_args)
@@ -87,8 +86,15 @@ class FunctionRegistry:
 
 
 def rejected(name: str, compiled: Sequence[Compiled]) -> AnalysisError:
-    """ksqlDB's error for a call whose argument types match no signature."""
-    shown = ", ".join("null" if c.type is None else str(c.type) for c in compiled if c.sql != "*")
+    """ksqlDB's error for a call whose compiled arguments match no signature."""
+    return rejected_types(name, [c.type for c in compiled if c.sql != "*"])
+
+
+def rejected_types(name: str, types: Sequence[t.SqlType | str | None]) -> AnalysisError:
+    """ksqlDB's error for a call of a known function whose arguments it does not accept — by
+    their types, or as shown (``LAMBDA``, a literal): the one "function rejected" message of
+    scalar, table and aggregate functions, built-in or Python."""
+    shown = ", ".join("null" if ty is None else str(ty) for ty in types)
     return AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).")
 
 

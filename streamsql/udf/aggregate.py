@@ -125,8 +125,9 @@ def aggregate_function(name: str, specs: Sequence[FunctionSpec], category: str) 
 
                 return BoundAggregate(name, types, params, declared(spec.returns), factory,
                                       undoable=callable(getattr(spec.impl, "undo", None)))
-        shown = ", ".join("null" if ty is None else str(ty) for ty in types)
-        raise AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).")
+        from streamsql.planner.functions import rejected_types
+
+        raise rejected_types(name, types)
 
     arities = [len(s.params) + len(s.literals) for s in specs]
     descriptions = [s.description for s in specs if s.description]

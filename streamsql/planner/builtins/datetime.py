@@ -18,7 +18,7 @@ from streamsql import types as t
 from streamsql.errors import AnalysisError
 from streamsql.planner.builtins.base import add, add_raw, any_sig, c, lit, literal_text, sig
 from streamsql.planner.expressions import Compiled, ExpressionCompiler
-from streamsql.planner.functions import FunctionRegistry
+from streamsql.planner.functions import FunctionRegistry, rejected_types
 
 CAT = "DATE / TIME"
 DAY_MS = 86_400_000
@@ -163,8 +163,7 @@ def register(reg: FunctionRegistry) -> None:
                     types = [compiler.compile(a).type for a in args]
                 except AnalysisError:
                     raise unknown_unit from None
-                shown = ", ".join("null" if ty is None else str(ty) for ty in types)
-                raise AnalysisError(f"Function '{name.lower()}' does not accept parameters ({shown}).") from None
+                raise rejected_types(name, types) from None
             n = compiler.compile(args[1])
             v = compiler.compile(args[2])
             amount = n.sql if sign > 0 else f"(-({n.sql}))"
