@@ -31,7 +31,8 @@ _CLIENT_PREFIXES = ("security.protocol", "sasl.", "ssl.", "client.id", "client.r
 _KSQL_PREFIX = "ksql.streams."
 ENV_PREFIX = "STREAMSQL_KAFKA_"
 #: a value that must never be printed (SHOW PROPERTIES, logs, error messages)
-_SECRET = re.compile(r"password|secret|jaas|token|key\.pem|\.key$|private", re.IGNORECASE)
+_SECRET = re.compile(r"password|secret|jaas|token|user\.info|credentials|key\.pem|\.key$|private",
+                     re.IGNORECASE)
 HIDDEN = "[hidden]"
 
 _lock = threading.Lock()

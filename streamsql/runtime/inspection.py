@@ -61,11 +61,13 @@ class Inspection:
         if what == "PROPERTIES":
             props = dict(DEFAULT_PROPERTIES)
             props.update(self.engine.config.properties)
-            # the Kafka client settings, as the cluster's clients use them; a secret never shown
-            props.update(kafka_settings.redacted(self.engine.kafka_settings))
+            # the Kafka client settings, as the cluster's clients use them
+            props.update(self.engine.kafka_settings)
             session = self.engine.active_session
             props.update(session.properties)
-            return r.Properties(stmt.text, props, dict(session.properties))
+            # a secret is never shown, wherever it was set (the file, a flag, a session's SET)
+            return r.Properties(stmt.text, kafka_settings.redacted(props),
+                                kafka_settings.redacted(dict(session.properties)))
         if what == "FUNCTIONS":
             return r.FunctionList(stmt.text, [r.FunctionInfo(f.name, f.kind, f.category, f.description)
                                               for f in REGISTRY.all()])

@@ -79,3 +79,17 @@ def test_the_properties_file_gives_them_to_the_config_not_to_the_engine_properti
     config = resolve_config(None, str(tmp_path / "data"), str(file), kafka_properties=["ssl.ca.location=/ca.pem"])
     assert config.kafka == {"security.protocol": "SSL", "ssl.ca.location": "/ca.pem"}
     assert config.properties == {"ksql.service.id": "x"}
+
+
+def test_show_properties_hides_a_secret_set_in_a_session(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from streamsql.runtime.config import EngineConfig
+    from streamsql.runtime.engine import Engine
+
+    engine = Engine(EngineConfig("127.0.0.1:1", tmp_path / "state", kafka={"sasl.username": "u",
+                                                                           "sasl.password": "from-the-file"}))
+    engine.execute("SET 'ksql.schema.registry.basic.auth.user.info'='user:from-a-session';")
+    shown = engine.execute("SHOW PROPERTIES;")[-1]
+    text = str(shown.properties) + str(shown.overridden)  # type: ignore[attr-defined]
+    assert "from-the-file" not in text and "from-a-session" not in text
+    assert shown.properties["sasl.username"] == "u"  # type: ignore[attr-defined]
+    assert shown.properties["sasl.password"] == settings.HIDDEN  # type: ignore[attr-defined]
