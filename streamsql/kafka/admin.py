@@ -50,8 +50,10 @@ def client_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = None
 def common_settings(extra: Mapping[str, Any] | None) -> dict[str, Any]:
     """The subset of user settings every kind of client shares (security, client id): what a
     producer or admin client may take from a consumer's pass-through settings."""
-    prefixes = ("security.", "sasl.", "ssl.", "client.", "socket.", "broker.", "metadata.")
-    return {k: v for k, v in (extra or {}).items() if k.startswith(prefixes)}
+    from streamsql.kafka import settings
+
+    return {k: v for k, v in (extra or {}).items()
+            if settings.is_client_setting(k) or k.startswith(("client.", "broker.", "metadata."))}
 
 
 def consumer_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -250,24 +252,26 @@ class KafkaAdmin:
         #: the last TLS or authentication failure librdkafka reported for the cluster: such a
         #: failure repeats on every retry, so a call gives up with it instead of timing out
         self.security_error: str | None = None
+        self._security_error_at = 0.0
         conf: dict[str, Any] = {**client_config(bootstrap_servers, self._extra), "error_cb": self._on_error}
         self._admin = AdminClient(conf)
         self._producer: Producer | None = None
 
     def _on_error(self, err: _CKError) -> None:
         if err.code() in _SECURITY_ERRORS:
-            self.security_error = err.str()
+            self.security_error, self._security_error_at = err.str(), time.monotonic()
 
     # -- topics ---------------------------------------------------------------------------------
 
     def _metadata(self, topic: str | None = None) -> ClusterMetadata:
-        deadline = time.monotonic() + self.timeout_s
+        started = time.monotonic()
+        deadline = started + self.timeout_s
         while True:
             try:
                 return self._admin.list_topics(topic, timeout=min(1.0, max(0.1, deadline - time.monotonic())))
             except KafkaException as e:
                 self._admin.poll(0)  # serves error_cb
-                if self.security_error is not None:
+                if self.security_error is not None and self._security_error_at >= started:
                     raise KafkaError(f"cannot reach Kafka at {self.bootstrap_servers}: {self.security_error}"
                                      ) from None
                 if time.monotonic() >= deadline:

@@ -60,9 +60,12 @@ def from_sources(properties: Mapping[str, str], environ: Mapping[str, str] | Non
             gathered[key] = (value, f"environment variable {name}")
     for pair in flags or []:
         key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--kafka-property expects KEY=VALUE, got '{redact_pair(pair)}'")
+        if not sep or not key.strip():  # the argument is not echoed: it may be a secret
+            raise ConfigError("--kafka-property expects KEY=VALUE (an argument without '=' was given)")
         gathered[key.strip()] = (value.strip(), f"--kafka-property {key.strip()}")
+    if "bootstrap.servers" in gathered:
+        raise ConfigError(f"{gathered['bootstrap.servers'][1]}: the cluster is given with --bootstrap-servers, "
+                          f"STREAMSQL_BOOTSTRAP_SERVERS or bootstrap.servers in the config file")
     return translate(gathered)
 
 
@@ -91,10 +94,10 @@ def translate(gathered: Mapping[str, tuple[str, str]]) -> dict[str, str]:
                               f"give the CA certificate as a PEM file in ssl.ca.location (keytool -exportcert -rfc "
                               f"converts a JKS entry)")
         out.setdefault("ssl.ca.location", value)
-    if java.get("ssl.keystore.type", ("PKCS12", ""))[0].upper() not in ("PKCS12", "PEM"):
+    if java.get("ssl.keystore.type", ("PKCS12", ""))[0].upper() != "PKCS12":
         value, where = java["ssl.keystore.type"]
-        raise ConfigError(f"{where}: a {value} key store cannot be read here (librdkafka reads PKCS#12 and PEM); "
-                          f"convert it with keytool -importkeystore -deststoretype PKCS12")
+        raise ConfigError(f"{where}: a {value} key store cannot be read here (librdkafka's ssl.keystore.location "
+                          f"reads PKCS#12); convert it with keytool -importkeystore -deststoretype PKCS12")
     if "ssl.endpoint.identification.algorithm" in java:
         value, _where = java["ssl.endpoint.identification.algorithm"]
         out["ssl.endpoint.identification.algorithm"] = value.strip().lower() or "none"
@@ -144,11 +147,6 @@ def is_secret(name: str) -> bool:
 def redacted(settings: Mapping[str, str]) -> dict[str, str]:
     """The settings to show: every secret's value hidden."""
     return {k: HIDDEN if is_secret(k) else v for k, v in settings.items()}
-
-
-def redact_pair(pair: str) -> str:
-    key, sep, _value = pair.partition("=")
-    return f"{key}{sep}{HIDDEN}" if sep and is_secret(key) else pair
 
 
 def redact_text(text: str, settings: Mapping[str, str]) -> str:

@@ -149,6 +149,11 @@ def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
     """Yield a config with bootstrap servers: the given ones, else the data directory's local
     broker (started in the background if none runs, and left running for the next command)."""
     if config.bootstrap_servers:
+        from streamsql.kafka import settings as kafka_settings
+
+        # every client of the cluster, the engine's and a command's own (produce), gets them
+        kafka_settings.check(config.bootstrap_servers, config.client_settings())
+        kafka_settings.register(config.bootstrap_servers, config.client_settings())
         yield config
         return
     from streamsql.kafka.broker import LocalBroker

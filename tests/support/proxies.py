@@ -114,6 +114,15 @@ def _uvarint(data: bytes, at: int) -> tuple[int, int]:
         shift += 7
 
 
+def _to_uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def _skip_tags(data: bytes, at: int) -> int:
     count, at = _uvarint(data, at)
     for _ in range(count):
@@ -142,7 +151,7 @@ def _authenticate_response(correlation: int, version: int, error: int, message: 
     text = message.encode() if message is not None else None
     if version >= 2:
         head = struct.pack(">i", correlation) + b"\0"
-        body = struct.pack(">h", error) + (bytes([len(text) + 1]) + text if text is not None else b"\0")
+        body = struct.pack(">h", error) + (_to_uvarint(len(text) + 1) + text if text is not None else b"\0")
         return _sized(head + body + b"\x01" + struct.pack(">q", 0) + b"\0")
     shown = struct.pack(">h", len(text)) + text if text is not None else struct.pack(">h", -1)
     body = struct.pack(">h", error) + shown
@@ -166,7 +175,10 @@ async def _serve_sasl(port: int, target_port: int, user: str, password: str) -> 
                     body = struct.pack(">hi", 0, 1) + struct.pack(">h", len(mechanism)) + mechanism
                     client_writer.write(_sized(struct.pack(">i", correlation) + body))
                 elif api_key == _SASL_AUTHENTICATE:
-                    given = _plain_login(request, version)
+                    try:
+                        given = _plain_login(request, version)
+                    except ValueError:  # not a PLAIN message
+                        given = ("", "")
                     if given != (user, password):
                         client_writer.write(_authenticate_response(
                             correlation, version, _SASL_AUTHENTICATION_FAILED,

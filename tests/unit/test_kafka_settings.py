@@ -45,8 +45,11 @@ def test_an_unknown_setting_is_named_at_start_and_its_secret_is_not() -> None:
     with pytest.raises(ConfigError, match="sasl.pasword") as raised:
         settings.check("127.0.0.1:1", {"sasl.pasword": "hunter2"})
     assert "hunter2" not in str(raised.value)
-    with pytest.raises(ConfigError, match="--kafka-property expects KEY=VALUE"):
-        settings.from_sources({}, None, ["sasl.password"])
+    with pytest.raises(ConfigError, match="--kafka-property expects KEY=VALUE") as malformed:
+        settings.from_sources({}, None, ["sasl.password:hunter2"])
+    assert "hunter2" not in str(malformed.value)
+    with pytest.raises(ConfigError, match="--bootstrap-servers"):
+        settings.from_sources({}, {"STREAMSQL_KAFKA_BOOTSTRAP_SERVERS": "elsewhere:9092"})
 
 
 def test_every_client_of_a_registered_cluster_gets_the_settings() -> None:
@@ -87,9 +90,24 @@ def test_show_properties_hides_a_secret_set_in_a_session(tmp_path) -> None:  # t
 
     engine = Engine(EngineConfig("127.0.0.1:1", tmp_path / "state", kafka={"sasl.username": "u",
                                                                            "sasl.password": "from-the-file"}))
+    settings.register("127.0.0.1:1", {})  # the engine registered them for this process
     engine.execute("SET 'ksql.schema.registry.basic.auth.user.info'='user:from-a-session';")
     shown = engine.execute("SHOW PROPERTIES;")[-1]
     text = str(shown.properties) + str(shown.overridden)  # type: ignore[attr-defined]
     assert "from-the-file" not in text and "from-a-session" not in text
     assert shown.properties["sasl.username"] == "u"  # type: ignore[attr-defined]
     assert shown.properties["sasl.password"] == settings.HIDDEN  # type: ignore[attr-defined]
+
+
+def test_a_command_without_an_engine_gives_its_clients_the_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``streamsql produce`` builds its producer without an engine: the CLI registers the settings
+    for the cluster it is given."""
+    from streamsql.runtime.config import EngineConfig
+    from streamsql.surfaces.cli import kafka_cluster
+
+    config = EngineConfig("broker-c:9093", tmp_path / "state", kafka={"security.protocol": "SSL"})
+    try:
+        with kafka_cluster(config):
+            assert client_config("broker-c:9093")["security.protocol"] == "SSL"
+    finally:
+        settings.register("broker-c:9093", {})
