@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 _API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 18, 17, 36
 _SASL_AUTHENTICATION_FAILED = 58
@@ -159,13 +160,28 @@ def _authenticate_response(correlation: int, version: int, error: int, message: 
     return _sized(struct.pack(">i", correlation) + body)
 
 
+async def _broker(target_port: int, client_writer: asyncio.StreamWriter
+                  ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """A connection to the broker for one client's; None (the client's closed) when refused."""
+    try:
+        return await asyncio.open_connection("127.0.0.1", target_port)
+    except OSError:
+        client_writer.close()
+        return None
+
+
+async def _listen(handle: Any, port: int, context: ssl.SSLContext | None = None) -> None:
+    server = await asyncio.start_server(handle, "127.0.0.1", port, ssl=context)
+    async with server:
+        await server.serve_forever()
+
+
 async def _serve_sasl(port: int, target_port: int, user: str, password: str) -> None:
     async def handle(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
-        try:
-            broker_reader, broker_writer = await asyncio.open_connection("127.0.0.1", target_port)
-        except OSError:
-            client_writer.close()
+        connected = await _broker(target_port, client_writer)
+        if connected is None:
             return
+        broker_reader, broker_writer = connected
         try:
             while True:
                 request = await _frame(client_reader)
@@ -205,9 +221,7 @@ async def _serve_sasl(port: int, target_port: int, user: str, password: str) -> 
             return
         await asyncio.gather(_relay(client_reader, broker_writer), _relay(broker_reader, client_writer))
 
-    server = await asyncio.start_server(handle, "127.0.0.1", port)
-    async with server:
-        await server.serve_forever()
+    await _listen(handle, port)
 
 
 async def _serve_tls(port: int, target_port: int, cert: str, key: str) -> None:
@@ -215,16 +229,12 @@ async def _serve_tls(port: int, target_port: int, cert: str, key: str) -> None:
     context.load_cert_chain(cert, key)
 
     async def handle(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
-        try:
-            broker_reader, broker_writer = await asyncio.open_connection("127.0.0.1", target_port)
-        except OSError:
-            client_writer.close()
-            return
-        await asyncio.gather(_relay(client_reader, broker_writer), _relay(broker_reader, client_writer))
+        connected = await _broker(target_port, client_writer)
+        if connected is not None:
+            broker_reader, broker_writer = connected
+            await asyncio.gather(_relay(client_reader, broker_writer), _relay(broker_reader, client_writer))
 
-    server = await asyncio.start_server(handle, "127.0.0.1", port, ssl=context)
-    async with server:
-        await server.serve_forever()
+    await _listen(handle, port, context)
 
 
 def main() -> None:
