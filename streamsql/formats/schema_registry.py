@@ -5,31 +5,36 @@ on the driver, when a statement declares or creates a source (infer the columns 
 latest schema, register the schema a sink writes), and on Spark's Python workers, to turn the
 schema id at the front of each record into the writer's schema.
 
-Workers are separate processes. A real registry (``http(s)://``) is reachable from them, but
-``mock://`` registries (in-memory, confluent's mock semantics; what tests and the QTT runner use)
-live inside one process. So the driver snapshots the schemas a source can meet (every version of its
-subject at declaration time, plus the one it writes) into the source's :class:`SchemaBinding`, which
-travels to the workers in the format spec; a worker asks the registry only for ids not in the
-snapshot, and only when the registry is a real one.
+A real registry (``http(s)://``) is reached through confluent-kafka's ``SchemaRegistryClient``
+with the client settings of :mod:`streamsql.formats.schema_registry_settings` (basic auth, bearer
+tokens, a private CA, a client certificate); its errors become one message naming the setting to
+look at. ``mock://`` registries (in-memory, confluent's mock semantics; what tests and the QTT
+runner use) live inside one process, and workers are separate processes. So the driver snapshots
+the schemas a source can meet (every version of its subject at declaration time, plus the one it
+writes) into the source's :class:`SchemaBinding`, which travels to the workers in the format spec;
+a worker asks the registry only for ids not in the snapshot, and only when the registry is a real
+one.
 
 The wire format (Confluent's): magic byte 0, 4-byte big-endian schema id, then the payload.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import ssl
 import struct
 import threading
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from streamsql.errors import ConfigError
-
-if TYPE_CHECKING:
-    import httpx
+from streamsql.formats import schema_registry_settings as settings
 
 #: ksqlDB's name of the setting; read from the server config or a session ``SET``.
-URL_PROPERTY = "ksql.schema.registry.url"
+URL_PROPERTY = settings.URL_PROPERTY
 MAGIC = 0
 HEADER = struct.Struct(">bI")
 
@@ -101,67 +106,94 @@ class _MemoryRegistry:
 
 
 class _HttpRegistry:
-    """A Confluent Schema Registry over its REST API (``http(s)://[user:password@]host:port``)."""
+    """A Confluent Schema Registry (``http(s)://[user:password@]host:port``) through confluent-kafka's
+    ``SchemaRegistryClient``, with the URL's client configuration (credentials, TLS;
+    :mod:`streamsql.formats.schema_registry_settings`). Its errors become one ``ConfigError`` naming
+    the setting to look at."""
 
-    def __init__(self, url: str) -> None:
-        import httpx
+    def __init__(self, url: str, conf: dict[str, Any]) -> None:
+        with warnings.catch_warnings():  # authlib, imported by the client, warns about httpx on import
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import authlib.deprecate  # type: ignore[import-untyped]  # noqa: F401 - turns its warnings on
 
-        parsed = httpx.URL(url)
-        auth = (parsed.username, parsed.password) if parsed.username else None
-        self._http = httpx.Client(base_url=str(parsed.copy_with(username=None, password=None)).rstrip("/"),
-                                  auth=auth, timeout=30.0,
-                                  headers={"Accept": "application/vnd.schemaregistry.v1+json"})
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from confluent_kafka.schema_registry import SchemaRegistryClient
 
-    def _get(self, path: str) -> Any:
-        resp = self._http.get(path)
-        if resp.status_code == 404:
-            return None
-        _raise_for(resp)
-        return resp.json()
+        self.url = url
+        self.conf = conf
+        try:
+            # a statement waits for the registry: fail in seconds, not after minutes of retries
+            self._client = SchemaRegistryClient({"url": url, "timeout": 30, "max.retries": 2,
+                                                 "retries.wait.ms": 200, "retries.max.wait.ms": 1000, **conf})
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"Schema Registry client settings: {e}") from None
+
+    def _call(self, what: Callable[[], Any], missing_ok: bool = False) -> Any:
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        try:
+            return what()
+        except SchemaRegistryError as e:
+            if missing_ok and e.http_status_code == 404:
+                return None
+            raise ConfigError(self._explain_status(e.http_status_code, e.error_message)) from None
+        except Exception as e:  # httpx's transport errors, ssl's: reaching the registry failed
+            raise ConfigError(self._explain_transport(e)) from None
+
+    def _explain_status(self, status: int, message: str) -> str:
+        if status in (401, 403):
+            if "bearer.auth.credentials.source" in self.conf:
+                fix = f"check '{settings.PREFIX}bearer.auth.token'"
+            elif "basic.auth.user.info" in self.conf or "@" in self.url:
+                fix = f"check '{settings.PREFIX}basic.auth.user.info'"
+            else:
+                fix = f"the registry wants credentials: set '{settings.PREFIX}basic.auth.user.info'"
+            what = "refused the credentials" if status == 401 else "denied access"
+            return f"the registry {what} (HTTP {status}): {fix}"
+        return f"HTTP {status}: {message}"
+
+    def _explain_transport(self, error: BaseException) -> str:
+        chain: list[BaseException] = []
+        e: BaseException | None = error
+        while e is not None and len(chain) < 8:
+            chain.append(e)
+            e = e.__cause__ or e.__context__
+        text = "; ".join(dict.fromkeys(str(x) for x in chain if str(x)))  # each message once
+        if any(isinstance(x, ssl.SSLCertVerificationError) for x in chain) or "CERTIFICATE_VERIFY_FAILED" in text:
+            return (f"the registry's certificate is not trusted ({_first_line(text)}): set "
+                    f"'{settings.PREFIX}ssl.truststore.location' to a PEM file with its CA")
+        if any(isinstance(x, ssl.SSLError) for x in chain):
+            return f"TLS with the registry failed ({_first_line(text)}): check '{settings.PREFIX}ssl.*'"
+        return f"not reachable ({_first_line(text) or type(error).__name__}): check '{URL_PROPERTY}'"
 
     def latest(self, subject: str) -> RegisteredSchema | None:
-        body = self._get(f"/subjects/{_quote(subject)}/versions/latest")
-        return None if body is None else RegisteredSchema(int(body["id"]), body["schema"],
-                                                           body.get("schemaType", "AVRO"))
+        found = self._call(lambda: self._client.get_version(subject, "latest"), missing_ok=True)
+        return None if found is None else RegisteredSchema(int(found.schema_id), found.schema.schema_str,
+                                                           found.schema.schema_type or "AVRO")
 
     def versions(self, subject: str) -> dict[int, str]:
-        numbers = self._get(f"/subjects/{_quote(subject)}/versions") or []
+        numbers = self._call(lambda: self._client.get_versions(subject), missing_ok=True) or []
         out = {}
         for n in numbers:
-            body = self._get(f"/subjects/{_quote(subject)}/versions/{n}")
-            if body is not None:
-                out[int(body["id"])] = body["schema"]
+            found = self._call(functools.partial(self._client.get_version, subject, n), missing_ok=True)
+            if found is not None:
+                out[int(found.schema_id)] = found.schema.schema_str
         return out
 
     def get(self, schema_id: int) -> RegisteredSchema:
-        body = self._get(f"/schemas/ids/{schema_id}")
-        if body is None:
+        found = self._call(lambda: self._client.get_schema(schema_id), missing_ok=True)
+        if found is None:
             raise ConfigError(f"no schema with id {schema_id}")
-        return RegisteredSchema(schema_id, body["schema"], body.get("schemaType", "AVRO"))
+        return RegisteredSchema(schema_id, found.schema_str, found.schema_type or "AVRO")
 
     def register(self, subject: str, text: str, schema_type: str) -> int:
-        payload: dict[str, Any] = {"schema": text}
-        if schema_type != "AVRO":
-            payload["schemaType"] = schema_type
-        resp = self._http.post(f"/subjects/{_quote(subject)}/versions", json=payload,
-                               headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
-        _raise_for(resp)
-        return int(resp.json()["id"])
+        from confluent_kafka.schema_registry import Schema
+
+        return int(self._call(lambda: self._client.register_schema(subject, Schema(text, schema_type))))
 
 
-def _quote(subject: str) -> str:
-    from urllib.parse import quote
-
-    return quote(subject, safe="")
-
-
-def _raise_for(resp: httpx.Response) -> None:
-    if resp.status_code >= 400:
-        try:
-            message = resp.json().get("message", resp.text)
-        except ValueError:
-            message = resp.text
-        raise ConfigError(f"HTTP {resp.status_code}: {message}")
+def _first_line(text: str) -> str:
+    return text.splitlines()[0][:300] if text else ""
 
 
 def client(url: str) -> Any:
@@ -172,11 +204,26 @@ def client(url: str) -> Any:
             if url.startswith("mock://"):
                 c = _MemoryRegistry()
             elif url.startswith(("http://", "https://")):
-                c = _HttpRegistry(url)
+                c = _HttpRegistry(url, settings.of(url))
             else:
                 raise ConfigError(f"Invalid '{URL_PROPERTY}' value '{url}': expected http://, https:// or mock://")
             _clients[url] = c
         return c
+
+
+def shown(url: str) -> str:
+    """``url`` as it may be printed: a password in it hidden."""
+    from streamsql.kafka.settings import hide_url_password
+
+    return hide_url_password(url)
+
+
+def forget_client(url: str) -> None:
+    """Drop the client of a real registry whose settings changed (never a ``mock://`` one: its
+    schemas live in the client)."""
+    with _lock:
+        if not url.startswith("mock://"):
+            _clients.pop(url, None)
 
 
 def latest(url: str, subject: str) -> RegisteredSchema | None:
@@ -184,9 +231,7 @@ def latest(url: str, subject: str) -> RegisteredSchema | None:
     try:
         return client(url).latest(subject)
     except ConfigError as e:
-        raise ConfigError(f"Schema Registry {url}: cannot read subject '{subject}': {e}") from None
-    except OSError as e:
-        raise ConfigError(f"Schema Registry {url} is not reachable: {e}") from None
+        raise ConfigError(f"Schema Registry {shown(url)}: cannot read subject '{subject}': {e}") from None
 
 
 def versions(url: str, subject: str) -> dict[int, str]:
@@ -194,14 +239,14 @@ def versions(url: str, subject: str) -> dict[int, str]:
     try:
         return client(url).versions(subject)
     except ConfigError as e:
-        raise ConfigError(f"Schema Registry {url}: cannot read subject '{subject}': {e}") from None
+        raise ConfigError(f"Schema Registry {shown(url)}: cannot read subject '{subject}': {e}") from None
 
 
 def by_id(url: str, schema_id: int) -> RegisteredSchema:
     try:
         return client(url).get(schema_id)
     except ConfigError as e:
-        raise ConfigError(f"Schema Registry {url}: {e}") from None
+        raise ConfigError(f"Schema Registry {shown(url)}: {e}") from None
 
 
 def register(url: str, subject: str, text: str, schema_type: str, schema_id: int | None = None) -> int:
@@ -212,7 +257,8 @@ def register(url: str, subject: str, text: str, schema_type: str, schema_id: int
             return client(url).register(subject, text, schema_type, schema_id)
         return client(url).register(subject, text, schema_type)
     except ConfigError as e:
-        raise ConfigError(f"Schema Registry {url}: cannot register a schema for subject '{subject}': {e}") from None
+        raise ConfigError(f"Schema Registry {shown(url)}: cannot register a schema for subject '{subject}': "
+                          f"{e}") from None
 
 
 # --- the worker side ----------------------------------------------------------------------------
@@ -236,7 +282,7 @@ class WriterSchemas:
         text = self._texts.get(schema_id)
         if text is None:
             if not self.url.startswith(("http://", "https://")):
-                raise KeyError(f"unknown schema id {schema_id} (not registered in {self.url or 'the registry'} "
+                raise KeyError(f"unknown schema id {schema_id} (not registered in {shown(self.url) or 'the registry'} "
                                f"when the source was declared)")
             try:
                 text = by_id(self.url, schema_id).text

@@ -145,8 +145,17 @@ def is_secret(name: str) -> bool:
 
 
 def redacted(settings: Mapping[str, str]) -> dict[str, str]:
-    """The settings to show: every secret's value hidden."""
-    return {k: HIDDEN if is_secret(k) else v for k, v in settings.items()}
+    """The settings to show: every secret's value hidden, and any password in a URL."""
+    return {k: HIDDEN if is_secret(k) else hide_url_password(v) for k, v in settings.items()}
+
+
+_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]*@", re.IGNORECASE)
+
+
+def hide_url_password(text: str) -> str:
+    """``https://user:secret@host`` → ``https://user:[hidden]@host`` wherever a URL in ``text``
+    carries a password (a registry URL with its credentials, ksqlDB's ``URL`` credentials source)."""
+    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{HIDDEN}@", text) if "@" in text else text
 
 
 def redact_text(text: str, settings: Mapping[str, str]) -> str:

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from streamsql.errors import ConfigError, KafkaError
+from streamsql.formats import schema_registry_settings as registry_settings
 from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka.admin import produce_waiting
 from streamsql.kafka.source import _opt
@@ -96,6 +97,8 @@ class SinkOptions:
     #: the key is computed by the query (PARTITION BY): a multi-column key whose columns are all
     #: null is still an object of nulls; a key passed through from the source that was null stays null
     computed_key: bool = False
+    #: the Schema Registry client configurations the formats need (formats/schema_registry_settings.py)
+    registry_clients: str | None = None
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> SinkOptions:
@@ -108,7 +111,8 @@ class SinkOptions:
         window = _opt(options, "windowType")
         return SinkOptions(bootstrap, topic, _opt(options, "keySpec"), _opt(options, "valueSpec"),
                            option_settings(options), window.upper() if window else None,
-                           (_opt(options, "computedKey") or "").lower() == "true")
+                           (_opt(options, "computedKey") or "").lower() == "true",
+                           _opt(options, registry_settings.OPTION))
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -129,6 +133,7 @@ class RecordEncoder:
         if opts.key_spec or opts.value_spec:  # raw mode must not need the formats package
             from streamsql.formats import FormatSpec, serde_for
 
+            registry_settings.configure_from_option(opts.registry_clients)
             self.key_spec = FormatSpec.from_json(opts.key_spec) if opts.key_spec else None
             self.value_spec = FormatSpec.from_json(opts.value_spec) if opts.value_spec else None
             self.key_serde = serde_for(self.key_spec) if self.key_spec and self.key_spec.columns else None

@@ -41,6 +41,7 @@ from pyspark.sql.types import (
 
 from streamsql import types as T
 from streamsql.errors import ConfigError, KafkaError
+from streamsql.formats import schema_registry_settings as registry_settings
 from streamsql.kafka import processing_log as plog
 from streamsql.kafka.admin import common_settings
 from streamsql.types import HEADERS_COL, TOMBSTONE_COL
@@ -117,6 +118,8 @@ class SourceOptions:
     #: ``timestamp_throw``: a record without a usable time fails the query instead of being dropped
     timestamp_column: str | None = None
     timestamp_throw: bool = False
+    #: the Schema Registry client configurations the formats need (formats/schema_registry_settings.py)
+    registry_clients: str | None = None
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> SourceOptions:
@@ -146,6 +149,7 @@ class SourceOptions:
             window_size_ms=int(_opt(options, "windowSizeMs") or 0) or None,
             timestamp_column=_opt(options, "timestampColumn") or None,
             timestamp_throw=(_opt(options, "timestampThrowOnInvalid") or "").lower() == "true",
+            registry_clients=_opt(options, registry_settings.OPTION),
         )
 
     @property
@@ -530,6 +534,7 @@ class BatchBuilder:
         if self._serdes is None:
             from streamsql.formats import serde_for
 
+            registry_settings.configure_from_option(self.opts.registry_clients)
             self._serdes = (serde_for(self.key_spec) if self.key_spec.columns else None,
                             serde_for(self.value_spec) if self.value_spec.columns else None)
         return self._serdes

@@ -21,6 +21,7 @@ from streamsql.catalog import Source
 from streamsql.errors import AnalysisError, ConfigError, UnsupportedSchemaError
 from streamsql.formats import compression, schema_registry, serde_for
 from streamsql.formats import registry as format_registry
+from streamsql.formats import schema_registry_settings as registry_settings
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.functions import REGISTRY
 from streamsql.sql import ast
@@ -145,6 +146,8 @@ class SourceDefinitions:
         if not url:
             raise ConfigError(f"The '{fmt}' format needs a Schema Registry: set '{schema_registry.URL_PROPERTY}' "
                               f"(server config, or SET '{schema_registry.URL_PROPERTY}'='http://host:8081').")
+        if url.startswith(("http://", "https://")):  # credentials and TLS, from the same properties
+            registry_settings.configure(url, registry_settings.client_config(url, self.prop))
         return url
 
     def infer_columns(self, props: dict[str, Any], columns: list[t.Column], topic: str, key_format: str,

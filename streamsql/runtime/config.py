@@ -65,6 +65,16 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
                                                       "entry (`recordB64`)"),
     "ksql.extension.dir": ("", "a directory of Python function files loaded beside the seed functions"),
     "ksql.schema.registry.url": ("", "Schema Registry for AVRO, PROTOBUF and JSON_SR"),
+    "ksql.schema.registry.basic.auth.credentials.source": ("", "`USER_INFO` (the user and password in "
+                                                               "`…basic.auth.user.info`) or `URL` (in the URL)"),
+    "ksql.schema.registry.basic.auth.user.info": ("", "`<user>:<password>` for the registry (never shown)"),
+    "ksql.schema.registry.bearer.auth.credentials.source": ("", "`STATIC_TOKEN` (`…bearer.auth.token`) or "
+                                                                "`OAUTHBEARER` (`…bearer.auth.issuer.endpoint.url`, "
+                                                                "`…client.id`, `…client.secret`, `…scope`)"),
+    "ksql.schema.registry.ssl.truststore.location": ("", "a PEM file with the CA the registry's certificate is "
+                                                         "checked against (`ssl.truststore.type=PEM`; JKS is refused)"),
+    "ksql.schema.registry.ssl.keystore.location": ("", "a PEM file with the client certificate and key for a "
+                                                       "registry asking for one (`…ssl.key.password` if encrypted)"),
     "ksql.internal.topic.replicas": ("1", "replication factor of the engine's own topics"),
     "ksql.internal.topic.min.insync.replicas": ("1", "min.insync.replicas of the engine's own topics"),
     "ksql.functions.collect_list.limit": ("", "most elements COLLECT_LIST keeps (none: no limit)"),
@@ -81,6 +91,8 @@ ENVIRONMENT_DOCS: dict[str, str] = {
     "STREAMSQL_KAFKA_*": "a Kafka client setting for every client, e.g. `STREAMSQL_KAFKA_SASL_PASSWORD` for "
                          "`sasl.password` (underscores become dots; over the config file's, under "
                          "`--kafka-property`)",
+    "STREAMSQL_SCHEMA_REGISTRY_*": "a Schema Registry setting, e.g. `STREAMSQL_SCHEMA_REGISTRY_BASIC_AUTH_USER_INFO` "
+                                   "for `ksql.schema.registry.basic.auth.user.info` (over the config file's)",
     "STREAMSQL_RANDOM_ORDER": "`1`: `./test.sh` runs the suite in a random order (pytest-randomly)",
     "STREAMSQL_SPARK_MASTER": "Spark master when neither `--spark-master` nor `spark.master` is given "
                               "(default `local[2]`)",
@@ -166,6 +178,9 @@ def resolve_config(bootstrap_servers: str | None = None, data_dir: str | None = 
         raise ConfigError(f"config file not found: {path}")
     if path.exists():
         props = read_properties_file(path)
+    from streamsql.formats import schema_registry_settings as registry_settings
+
+    props.update(registry_settings.from_environment(os.environ))  # STREAMSQL_SCHEMA_REGISTRY_*
     servers = bootstrap_servers or os.environ.get("STREAMSQL_BOOTSTRAP_SERVERS") or props.pop("bootstrap.servers", None)
     directory = Path(data_dir or props.pop("streamsql.data.dir", None) or default_data_dir())
     flags = spark_conf if isinstance(spark_conf, dict) else parse_spark_conf(spark_conf)

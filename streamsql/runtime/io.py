@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from streamsql import types as t
 from streamsql.catalog import Source
 from streamsql.formats import FormatSpec
+from streamsql.formats import schema_registry_settings as registry_settings
 from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka.processing_log import LogTarget as PLogTarget
 from streamsql.planner.expressions import quote, string_literal
@@ -52,6 +53,7 @@ def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
         "topic": source.topic,
         "keySpec": key_spec(source).to_json(),
         "valueSpec": value_spec(source).to_json(),
+        **registry_settings.as_option([b.url for b in (source.key_schema, source.value_schema) if b is not None]),
     }
     if source.window_type:  # keys carry Kafka Streams' window suffix, read and written
         options["windowType"] = source.window_type

@@ -9,12 +9,15 @@ they have not seen, and a server process sharing schemas with its test harness.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from streamsql.errors import ConfigError
 from streamsql.formats.schema_registry import _MemoryRegistry
@@ -23,11 +26,16 @@ _SUBJECT = r"/subjects/(?P<subject>[^/]+)/versions"
 
 
 class RegistryServer:
-    """``with RegistryServer() as registry: ... registry.url ...``"""
+    """``with RegistryServer() as registry: ... registry.url ...``
 
-    def __init__(self) -> None:
+    ``tls=(certificate, key)`` (PEM files) serves HTTPS; ``user_info="user:password"`` asks every
+    request for those credentials (HTTP basic auth, 401 otherwise), as a secured registry does."""
+
+    def __init__(self, tls: tuple[Path, Path] | None = None, user_info: str | None = None) -> None:
         self.store = _MemoryRegistry()
         self._lock = threading.Lock()
+        self._scheme = "https" if tls else "http"
+        expected = "Basic " + base64.b64encode(user_info.encode()).decode() if user_info else None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,11 +50,20 @@ class RegistryServer:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _allowed(self) -> bool:
+                if expected is None or self.headers.get("Authorization") == expected:
+                    return True
+                self._reply(401, {"error_code": 401, "message": "Unauthorized"})
+                return False
+
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                with server._lock:
-                    self._reply(*server._get(self.path))
+                if self._allowed():
+                    with server._lock:
+                        self._reply(*server._get(urlsplit(self.path).path))
 
             def do_POST(self) -> None:  # noqa: N802
+                if not self._allowed():
+                    return
                 length = int(self.headers.get("Content-Length") or 0)
                 try:
                     payload = json.loads(self.rfile.read(length) or b"{}")
@@ -54,14 +71,18 @@ class RegistryServer:
                     self._reply(422, {"error_code": 42201, "message": "Invalid JSON"})
                     return
                 with server._lock:
-                    self._reply(*server._post(self.path, payload))
+                    self._reply(*server._post(urlsplit(self.path).path, payload))
 
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(certfile=str(tls[0]), keyfile=str(tls[1]))
+            self._http.socket = context.wrap_socket(self._http.socket, server_side=True)
         self._thread = threading.Thread(target=self._http.serve_forever, name="registry-server", daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._http.server_address[1]}"
+        return f"{self._scheme}://127.0.0.1:{self._http.server_address[1]}"
 
     def start(self) -> RegistryServer:
         self._thread.start()

@@ -1,0 +1,121 @@
+"""A secured Schema Registry: HTTPS with a private CA and basic auth, as Confluent Cloud or a
+company's registry asks for. The registry is the test registry server (a real HTTP server process
+thread with TLS and basic auth); the engine, its Spark workers and the broker are real."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from streamsql.errors import ConfigError
+from streamsql.formats import avro_format, schema_registry
+from streamsql.runtime import results as r
+from streamsql.testing.registry_server import RegistryServer
+
+from tests.support.proxies import self_signed
+
+pytestmark = pytest.mark.integration
+
+P = "ksql.schema.registry."
+USER, PASSWORD = "alice", "s3cret-registry-pw"
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RegistryServer, Path]]:
+    cert, key = self_signed(tmp_path_factory.mktemp("registry-tls"), "registry")
+    with RegistryServer(tls=(cert, key), user_info=f"{USER}:{PASSWORD}") as registry:
+        yield registry, cert
+
+
+def _set(engine, settings: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    for name, value in settings.items():
+        engine.execute(f"SET '{name}'='{value}';")
+
+
+def _trusted(registry: RegistryServer, ca: Path, password: str = PASSWORD) -> dict[str, str]:
+    return {P + "url": registry.url, P + "basic.auth.credentials.source": "USER_INFO",
+            P + "basic.auth.user.info": f"{USER}:{password}", P + "ssl.truststore.location": str(ca),
+            P + "ssl.truststore.type": "PEM"}
+
+
+def _avro(schema: object, schema_id: int, datum: object) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), datum)
+    return schema_registry.frame(schema_id, buf.getvalue())
+
+
+def test_a_query_reads_and_writes_avro_through_an_https_registry_with_basic_auth(  # type: ignore[no-untyped-def]
+        engine, topic_name, secured):
+    """Declaration (inference), the sink's schema registration on the driver, and the Spark
+    workers' lookup of an id registered after the declaration all go through TLS and basic auth."""
+    registry, ca = secured
+    src = topic_name("secure_src")
+    first = {"type": "record", "name": "V1", "fields": [{"name": "id", "type": "long"},
+                                                        {"name": "name", "type": "string"}]}
+    first_id = registry.register(f"{src}-value", json.dumps(first), "AVRO")
+    _set(engine, _trusted(registry, ca))
+    engine.execute(f"CREATE STREAM secure_src WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='AVRO', PARTITIONS=1);")
+    newer = {"type": "record", "name": "V2", "fields": [*first["fields"], {"name": "extra", "type": "int"}]}
+    newer_id = registry.register(f"{src}-value", json.dumps(newer), "AVRO")  # unknown to the snapshot
+    engine.admin.produce(src, None, _avro(first, first_id, {"id": 1, "name": "one"}), 1000)
+    engine.admin.produce(src, None, _avro(newer, newer_id, {"id": 2, "name": "two", "extra": 7}), 2000)
+    engine.execute("CREATE STREAM secure_out AS SELECT id, UCASE(name) AS name FROM secure_src;")
+    engine.wait_until_idle()
+    records = engine.admin.read_all("SECURE_OUT")
+    decoded = []
+    for rec in records:
+        schema_id, payload = schema_registry.split_header(rec.value)
+        schema = fastavro.parse_schema(json.loads(registry.store.get(schema_id).text))
+        decoded.append(avro_format.json_from_datum(fastavro.schemaless_reader(io.BytesIO(payload), schema, None)))
+    assert decoded == [{"ID": 1, "NAME": "ONE"}, {"ID": 2, "NAME": "TWO"}]
+    assert registry.store.latest("SECURE_OUT-value") is not None  # the sink's schema, registered over HTTPS
+
+
+def test_a_wrong_password_names_the_setting_and_never_the_secret(engine, topic_name, secured):  # type: ignore[no-untyped-def]
+    registry, ca = secured
+    _set(engine, _trusted(registry, ca, password="wrong-pw-123"))
+    with pytest.raises(ConfigError) as e:
+        engine.execute(f"CREATE STREAM wrongpw WITH (KAFKA_TOPIC='{topic_name('wrongpw')}', VALUE_FORMAT='AVRO', "
+                       f"PARTITIONS=1);")
+    message = str(e.value)
+    assert "refused the credentials (HTTP 401)" in message
+    assert "ksql.schema.registry.basic.auth.user.info" in message
+    assert "wrong-pw-123" not in message and PASSWORD not in message
+
+
+def test_an_untrusted_certificate_names_the_trust_store_setting(engine, topic_name, secured):  # type: ignore[no-untyped-def]
+    registry, _ca = secured
+    _set(engine, {P + "url": registry.url, P + "basic.auth.user.info": f"{USER}:{PASSWORD}"})
+    with pytest.raises(ConfigError, match=r"certificate is not trusted .*'ksql.schema.registry.ssl.truststore.location'"):
+        engine.execute(f"CREATE STREAM untrusted WITH (KAFKA_TOPIC='{topic_name('untrusted')}', "
+                       f"VALUE_FORMAT='AVRO', PARTITIONS=1);")
+
+
+def test_an_unreachable_registry_fails_fast_naming_the_url_setting(engine, topic_name):  # type: ignore[no-untyped-def]
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _set(engine, {P + "url": f"http://127.0.0.1:{port}"})
+    began = time.monotonic()
+    with pytest.raises(ConfigError, match=r"not reachable .*check 'ksql.schema.registry.url'"):
+        engine.execute(f"CREATE STREAM unreachable WITH (KAFKA_TOPIC='{topic_name('unreachable')}', "
+                       f"VALUE_FORMAT='AVRO', PARTITIONS=1);")
+    assert time.monotonic() - began < 20  # a few quick retries, not a hang
+
+
+def test_show_properties_hides_the_registry_credentials(engine, secured):  # type: ignore[no-untyped-def]
+    registry, ca = secured
+    _set(engine, {**_trusted(registry, ca), P + "bearer.auth.token": "tok-123"})
+    [shown] = engine.execute("SHOW PROPERTIES;")
+    assert isinstance(shown, r.Properties)
+    text = json.dumps(shown.properties)
+    assert PASSWORD not in text and "tok-123" not in text
+    assert shown.properties[P + "basic.auth.user.info"] == "[hidden]"
+    assert shown.properties[P + "ssl.truststore.location"] == str(ca)
