@@ -181,7 +181,7 @@ class AvroSerde:
         # fails early (as a ConfigError) on names or types Avro cannot hold
         self._schema = avro_schema(spec.columns, unwrapped=self._unwrapped, full_name=spec.options.get("fullName"))
         self._fields = [(c.name, _coercer(c.type)) for c in spec.columns]
-        self._writers = WriterSchemas(spec.options, _parse)
+        self._writers = WriterSchemas(spec.options, lambda text, _imports: _parse(text))  # no Avro references
         self._writer_id = spec.options.get("writerId")
         self._converters = [_datum_converter(c.type) for c in spec.columns]
         self._null_row = (None,) * len(spec.columns)

@@ -1,12 +1,14 @@
 """PROTOBUF (Schema Registry framing) and PROTOBUF_NOSR (bare messages), as ksqlDB reads and writes them.
 
-Schemas are proto3 files. A source's columns generate one (:func:`proto_schema`: message
+Schemas are .proto files. A source's columns generate one (:func:`proto_schema`: message
 ``ConnectDefault1``, a field per column numbered from 1, structs as nested messages, DECIMAL as
 ``confluent.type.Decimal``, TIMESTAMP as ``google.protobuf.Timestamp``, DATE as
 ``google.type.Date``, TIME as ``google.type.TimeOfDay``, MAP as ``map<string, V>``, ARRAY as
-``repeated``); registered schemas are parsed from their ``.proto`` text by a small parser of the
-proto3 subset schemas use (:func:`parse_proto`), then turned into real protobuf descriptors, so
-parsing and serializing run in the protobuf runtime (upb), not in Python loops.
+``repeated``); registered schemas, with the schemas they import (registry references), are
+compiled by protoc itself (:func:`compile_proto`, grpcio-tools' compiler in process), so any file
+protoc accepts is read, and parsing and serializing run in the protobuf runtime (upb), not in
+Python loops. ``google.protobuf.Struct``/``Value``/``ListValue`` columns hold JSON text; other
+well-known types (``Any``, ``Duration``…) are the structs they are.
 
 Nulls follow ksqlDB's ``PROTOBUF_NULLABLE_REPRESENTATION``: by default proto3 has no null for
 scalars, so a null scalar is written as its default and reads back as ``0``/``""``/``false``;
@@ -22,10 +24,16 @@ varints; a lone ``0`` byte for the first message), then the message.
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
+import json
 import re
-from collections.abc import Sequence
+import tempfile
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -53,7 +61,15 @@ _WELL_KNOWN_TEXT = {
     "confluent/type/decimal.proto": _DECIMAL_PROTO,
     "google/type/date.proto": _DATE_PROTO,
     "google/type/timeofday.proto": _TIME_PROTO,
-    "confluent/meta.proto": 'syntax = "proto3"; package confluent;',
+    # Confluent's own: where its converter keeps a decimal's precision and scale (field_meta params)
+    "confluent/meta.proto": (
+        'syntax = "proto3"; package confluent; import "google/protobuf/descriptor.proto"; '
+        'message Meta { string doc = 1; map<string, string> params = 2; repeated string tags = 3; } '
+        'extend google.protobuf.FileOptions { Meta file_meta = 1088; } '
+        'extend google.protobuf.MessageOptions { Meta message_meta = 1088; } '
+        'extend google.protobuf.FieldOptions { Meta field_meta = 1088; } '
+        'extend google.protobuf.EnumOptions { Meta enum_meta = 1088; } '
+        'extend google.protobuf.EnumValueOptions { Meta enum_value_meta = 1088; }'),
 }
 _WRAPPERS = {
     "google.protobuf.BoolValue": t.BOOLEAN, "google.protobuf.Int32Value": t.INTEGER,
@@ -62,6 +78,8 @@ _WRAPPERS = {
     "google.protobuf.FloatValue": t.DOUBLE, "google.protobuf.StringValue": t.STRING,
     "google.protobuf.BytesValue": t.BYTES,
 }
+#: protobuf's JSON values: a column of one holds its JSON text (their canonical JSON mapping)
+_JSON_TYPES = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"})
 _WRAPPER_OF = {t.Kind.BOOLEAN: "google.protobuf.BoolValue", t.Kind.INTEGER: "google.protobuf.Int32Value",
                t.Kind.BIGINT: "google.protobuf.Int64Value", t.Kind.DOUBLE: "google.protobuf.DoubleValue",
                t.Kind.STRING: "google.protobuf.StringValue", t.Kind.BYTES: "google.protobuf.BytesValue"}
@@ -138,245 +156,153 @@ def _field_type(field: str, sql: t.SqlType, imports: set[str], nullable: str, ne
     return ("optional " if nullable == "OPTIONAL" else ""), scalar
 
 
-# --- .proto text → FileDescriptorProto ------------------------------------------------------------
+# --- .proto text → descriptors (protoc) ----------------------------------------------------------
 
-_TOKEN = re.compile(r'\s+|//[^\n]*|/\*.*?\*/|"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\''
-                    r'|[A-Za-z_][\w.]*|\.[\w.]+|-?\d[\w.+-]*|.',
-                    re.DOTALL)
-_SCALARS = {"double": 1, "float": 2, "int64": 3, "uint64": 4, "int32": 5, "fixed64": 6, "fixed32": 7, "bool": 8,
-            "string": 9, "bytes": 12, "uint32": 13, "sfixed32": 15, "sfixed64": 16, "sint32": 17, "sint64": 18}
+_MAIN_FILE = "streamsql_schema.proto"
+_META_EXTENSION = 1088  # confluent.field_meta (and its siblings) on the options messages
+_compile_lock = threading.Lock()
 
 
-def parse_proto(text: str, file_name: str = "schema.proto") -> Any:
-    """A ``FileDescriptorProto`` of a proto2/proto3 file (the subset registries hold: messages,
-    nested messages, enums, maps, oneofs, imports; options are skipped except decimal params)."""
+def compile_proto(text: str, references: Mapping[str, str] | None = None) -> list[Any]:
+    """The ``FileDescriptorProto``s of a schema and everything it imports, dependencies first.
+
+    protoc itself compiles (grpcio-tools' compiler, in process), so whatever protoc accepts is
+    read: proto2 and proto3, nested types, maps, oneofs, services, extensions, options, the
+    well-known types shipped with protobuf (``google/protobuf/any.proto``, ``struct.proto``…),
+    Confluent's and Google's types ksqlDB uses, and ``references`` (import name → text: the
+    schemas a registry lists as references). ksqlDB's leniencies are kept: a file without a
+    ``syntax`` is proto3, and Confluent's ``(confluent.field_meta)`` option needs no import.
+    ``ConfigError`` with the file, line and column of the first problem."""
+    from grpc_tools import _protoc_compiler as protoc  # type: ignore[import-untyped]
+
+    files = {**_WELL_KNOWN_TEXT, **(references or {}), _MAIN_FILE: _lenient(text)}
+    with tempfile.TemporaryDirectory(prefix="streamsql-proto-") as directory:
+        root = Path(directory)
+        for name, body in files.items():
+            path = (root / name).resolve()
+            if not path.is_relative_to(root.resolve()) or not name.endswith(".proto"):
+                raise ConfigError(f"Invalid Protobuf schema reference name '{name}' (a relative .proto path)")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(body, encoding="utf-8")
+        try:
+            with _compile_lock, warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # protoc's warnings (an unused import) are not the user's problem
+                generated = protoc.get_protos(_MAIN_FILE.encode(), [str(root).encode(), _protoc_include()])
+        except protoc.ProtocErrors as e:
+            raise ConfigError(f"Invalid Protobuf schema: {_protoc_problem(e.errors())}") from None
+    return [_descriptor_of(code) for _name, code in generated]
+
+
+def _lenient(text: str) -> str:
+    if not re.search(r"^\s*syntax\s*=", re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.DOTALL)):
+        text = 'syntax = "proto3"; ' + text  # same line: protoc's line numbers stay the user's
+    if "(confluent." in text and "confluent/meta.proto" not in text:
+        text += '\nimport "confluent/meta.proto";'
+    return text
+
+
+def _protoc_include() -> bytes:
+    import grpc_tools
+
+    return str(Path(grpc_tools.__file__).parent / "_proto").encode()
+
+
+def _protoc_problem(errors: Sequence[Any]) -> str:
+    first = errors[0]
+    name = first.filename.decode(errors="replace")
+    where = "" if name == _MAIN_FILE else f"in '{name}' "
+    message = first.message.decode(errors="replace")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}line {first.line + 1}, column {first.column + 1}: {message}{more}"
+
+
+def _descriptor_of(code: bytes) -> Any:
+    """The serialized ``FileDescriptorProto`` inside protoc's generated Python module (its
+    ``AddSerializedFile(b'...')`` argument), read as data: nothing of it runs."""
     from google.protobuf import descriptor_pb2
 
-    tokens = [m.group(0) for m in _TOKEN.finditer(text) if not m.group(0).isspace()
-              and not m.group(0).startswith(("//", "/*"))]
-    fd = descriptor_pb2.FileDescriptorProto(name=file_name, syntax="proto3")
-    p = _Parser(tokens)
-    while not p.done():
-        tok = p.next()
-        if tok == "syntax":
-            p.expect("=")
-            fd.syntax = p.next().strip("\"'")
-            p.expect(";")
-        elif tok == "package":
-            fd.package = p.next()
-            p.expect(";")
-        elif tok == "import":
-            name = p.next()
-            if name in ("public", "weak"):
-                name = p.next()
-            fd.dependency.append(name.strip("\"'"))
-            p.expect(";")
-        elif tok == "option":
-            p.skip_statement()
-        elif tok == "message":
-            p.message(fd.message_type.add())
-        elif tok == "enum":
-            p.enum(fd.enum_type.add())
-        elif tok == ";":
-            continue
-        else:
-            raise ConfigError(f"Cannot parse the Protobuf schema: unexpected '{tok}'")
-    if fd.syntax == "proto2":
-        fd.syntax = ""  # descriptor convention
-    return fd
+    for node in ast.walk(ast.parse(code)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "AddSerializedFile" and node.args):
+            return descriptor_pb2.FileDescriptorProto.FromString(ast.literal_eval(node.args[0]))
+    raise ConfigError("Invalid Protobuf schema: protoc produced no descriptor")
 
 
-class _Parser:
-    def __init__(self, tokens: list[str]) -> None:
-        self.tokens, self.i = tokens, 0
-
-    def done(self) -> bool:
-        return self.i >= len(self.tokens)
-
-    def next(self) -> str:
-        if self.done():
-            raise ConfigError("Cannot parse the Protobuf schema: unexpected end")
-        tok = self.tokens[self.i]
-        self.i += 1
-        return tok
-
-    def peek(self) -> str:
-        return self.tokens[self.i] if not self.done() else ""
-
-    def expect(self, tok: str) -> None:
-        got = self.next()
-        if got != tok:
-            raise ConfigError(f"Cannot parse the Protobuf schema: expected '{tok}', got '{got}'")
-
-    def skip_statement(self) -> None:
-        depth = 0
-        while True:
-            tok = self.next()
-            if tok == "{":
-                depth += 1
-            elif tok == "}":
-                depth -= 1
-            elif tok == ";" and depth == 0:
-                return
-
-    def options(self) -> str:
-        """The raw text of a ``[...]`` option list (consumed)."""
-        if self.peek() != "[":
-            return ""
-        depth, parts = 0, []
-        while True:
-            tok = self.next()
-            parts.append(tok)
-            if tok == "[":
-                depth += 1
-            elif tok == "]":
-                depth -= 1
-                if depth == 0:
-                    return " ".join(parts)
-
-    def enum(self, ed: Any) -> None:
-        ed.name = self.next()
-        self.expect("{")
-        while self.peek() != "}":
-            tok = self.next()
-            if tok in ("option", "reserved"):
-                self.skip_statement()
-                continue
-            if tok == ";":
-                continue
-            self.expect("=")
-            ed.value.add(name=tok, number=int(self.next()))
-            self.options()
-            self.expect(";")
-        self.expect("}")
-
-    def message(self, md: Any, oneof_index: int | None = None) -> None:
-        md.name = self.next()
-        self.expect("{")
-        self.body(md)
-
-    def body(self, md: Any, oneof_index: int | None = None) -> None:
-        while True:
-            tok = self.peek()
-            if tok == "}":
-                self.next()
-                return
-            if tok in ("option", "reserved", "extensions"):
-                self.next()
-                self.skip_statement()
-            elif tok == ";":
-                self.next()
-            elif tok == "message":
-                self.next()
-                self.message(md.nested_type.add())
-            elif tok == "enum":
-                self.next()
-                self.enum(md.enum_type.add())
-            elif tok == "oneof":
-                self.next()
-                md.oneof_decl.add(name=self.next())
-                self.expect("{")
-                self.body(md, len(md.oneof_decl) - 1)
-            else:
-                self.field(md, oneof_index)
-
-    def field(self, md: Any, oneof_index: int | None) -> None:
-        from google.protobuf import descriptor_pb2
-
-        F = descriptor_pb2.FieldDescriptorProto
-        label, proto3_optional = F.LABEL_OPTIONAL, False
-        tok = self.next()
-        if tok in ("repeated", "optional", "required"):
-            label = F.LABEL_REPEATED if tok == "repeated" else F.LABEL_OPTIONAL
-            proto3_optional = tok == "optional"
-            tok = self.next()
-        if tok == "map":
-            self.expect("<")
-            key = self.next()
-            self.expect(",")
-            value = self.next()
-            self.expect(">")
-            name = self.next()
-            entry = md.nested_type.add(name="".join(p.capitalize() for p in name.split("_")) + "Entry")
-            entry.options.map_entry = True
-            _add_field(entry.field.add(name="key", number=1, label=F.LABEL_OPTIONAL), key)
-            _add_field(entry.field.add(name="value", number=2, label=F.LABEL_OPTIONAL), value)
-            self.expect("=")
-            fdp = md.field.add(name=name, number=int(self.next()), label=F.LABEL_REPEATED)
-            fdp.type_name = entry.name
-            fdp.type = F.TYPE_MESSAGE
-            self.options()
-            self.expect(";")
-            return
-        name = self.next()
-        self.expect("=")
-        fdp = md.field.add(name=name, number=int(self.next()), label=label)
-        _add_field(fdp, tok)
-        opts = self.options()
-        if opts and "precision" in opts:  # confluent.field_meta params of a decimal
-            precision = re.search(r'"(\d+)"\s*,\s*key\s*:\s*"precision"'
-                                  r'|key\s*:\s*"precision"\s*,\s*value\s*:\s*"(\d+)"', opts)
-            scale = re.search(r'"(\d+)"\s*,\s*key\s*:\s*"scale"|key\s*:\s*"scale"\s*,\s*value\s*:\s*"(\d+)"', opts)
-            if precision or scale:
-                precision_text = next((g for g in precision.groups() if g), "") if precision else ""
-                scale_text = next((g for g in scale.groups() if g), "") if scale else ""
-                fdp.json_name = f"decimal:{precision_text}:{scale_text}"
-        if oneof_index is not None:
-            fdp.oneof_index = oneof_index
-        elif proto3_optional:
-            fdp.proto3_optional = True
-            md.oneof_decl.add(name=f"_{name}")
-            fdp.oneof_index = len(md.oneof_decl) - 1
-        self.expect(";")
+def _meta_params(options: Any) -> dict[str, str]:
+    """The ``params`` of Confluent's ``Meta`` option (extension 1088) on an options message."""
+    params: dict[str, str] = {}
+    for meta in _length_delimited(options.SerializeToString(), _META_EXTENSION):
+        for entry in _length_delimited(meta, 2):  # map<string, string> params = 2
+            key = next(iter(_length_delimited(entry, 1)), b"").decode()
+            params[key] = next(iter(_length_delimited(entry, 2)), b"").decode()
+    return params
 
 
-def _add_field(fdp: Any, type_token: str) -> None:
-    if type_token in _SCALARS:
-        fdp.type = _SCALARS[type_token]
-    else:
-        fdp.type_name = type_token  # resolved (message or enum) when the file is built
+def _length_delimited(data: bytes, number: int) -> list[bytes]:
+    """The values of the length-delimited field ``number`` in a serialized message."""
+    out, pos = [], 0
+    while pos < len(data):
+        tag, pos = _varint(data, pos)
+        wire = tag & 7
+        if wire == 0:
+            _, pos = _varint(data, pos)
+        elif wire == 1:
+            pos += 8
+        elif wire == 5:
+            pos += 4
+        elif wire == 2:
+            size, pos = _varint(data, pos)
+            if tag >> 3 == number:
+                out.append(data[pos:pos + size])
+            pos += size
+        else:  # groups do not occur in options
+            break
+    return out
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
 
 
 # --- descriptors and message classes ------------------------------------------------------------
 
 
 class ProtoSchema:
-    """A parsed schema: its message classes, looked up by message-index path."""
+    """A compiled schema (:func:`compile_proto`): its message classes, looked up by message-index
+    path, in a descriptor pool of its own."""
 
-    def __init__(self, text: str, references: dict[str, str] | None = None) -> None:
-        from google.protobuf import descriptor_pb2, descriptor_pool, timestamp_pb2, wrappers_pb2  # noqa: F401
+    def __init__(self, text: str, references: Mapping[str, str] | None = None) -> None:
+        from google.protobuf import descriptor_pool
 
         self.pool = descriptor_pool.DescriptorPool()
-        for module in (timestamp_pb2, wrappers_pb2):
-            self.pool.Add(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb))
-        added = {"google/protobuf/timestamp.proto", "google/protobuf/wrappers.proto"}
-        for name, body in {**_WELL_KNOWN_TEXT, **(references or {})}.items():
-            if name not in added:
-                self._add(parse_proto(body, name), added)
-        self.file = parse_proto(text, "streamsql_schema.proto")
-        self.file.dependency[:] = [d for d in self.file.dependency if d in added]
+        files = compile_proto(text, references)
+        for fdp in files:
+            try:
+                self.pool.Add(fdp)
+            except Exception as e:  # noqa: BLE001 - what protoc accepts the runtime should too
+                raise ConfigError(f"Invalid Protobuf schema: {e}") from None
+        self.file = files[-1]
         self._decimal_params: dict[tuple[str, str], tuple[int | None, int | None]] = {}
-        self._strip_decimal_params(self.file.package, self.file.message_type)
-        try:
-            self.fd = self.pool.Add(self.file)
-        except Exception as e:  # noqa: BLE001 - unresolved type names, duplicate numbers...
-            raise ConfigError(f"Invalid Protobuf schema: {e}") from None
-        self.file_descriptor = self.pool.FindFileByName("streamsql_schema.proto")
+        self._read_decimal_params(self.file.package, self.file.message_type)
+        self.file_descriptor = self.pool.FindFileByName(_MAIN_FILE)
 
-    def _add(self, fdp: Any, added: set[str]) -> None:
-        fdp.dependency[:] = [d for d in fdp.dependency if d in added]
-        self.pool.Add(fdp)
-        added.add(fdp.name)
-
-    def _strip_decimal_params(self, scope: str, messages: Any) -> None:
+    def _read_decimal_params(self, scope: str, messages: Any) -> None:
         for md in messages:
             full = f"{scope}.{md.name}" if scope else md.name
             for f in md.field:
-                if f.json_name.startswith("decimal:"):
-                    _, p, s = f.json_name.split(":")
-                    self._decimal_params[(full, f.name)] = (int(p) if p else None, int(s) if s else None)
-                    f.ClearField("json_name")
-            self._strip_decimal_params(full, md.nested_type)
+                if f.HasField("options"):
+                    params = _meta_params(f.options)
+                    p, s = params.get("precision"), params.get("scale")
+                    if p or s:
+                        self._decimal_params[(full, f.name)] = (int(p) if p else None, int(s) if s else None)
+            self._read_decimal_params(full, md.nested_type)
 
     def decimal_params(self, message: Any, field: str) -> tuple[int | None, int | None]:
         return self._decimal_params.get((message.full_name, field), (None, None))
@@ -452,27 +378,33 @@ def _message_indexes(payload: memoryview) -> tuple[list[int], int]:
 # --- SQL types of a message (inference) ----------------------------------------------------------
 
 
-def columns_from_proto(text: str, *, role: str, full_name: str | None = None) -> list[t.Column]:
+def columns_from_proto(text: str, *, role: str, full_name: str | None = None,
+                       references: Mapping[str, str] | None = None) -> list[t.Column]:
     """The columns of the schema's message ``full_name`` (its first message by default)."""
-    schema = ProtoSchema(text)
+    schema = ProtoSchema(text, references)
     desc = schema.message(schema.message_path(full_name))
-    return [t.Column(f.name.upper(), _sql_type(schema, desc, f), role) for f in desc.fields]
+    return [t.Column(f.name.upper(), _sql_type(schema, desc, f, (desc.full_name,)), role) for f in desc.fields]
 
 
-def _sql_type(schema: ProtoSchema, owner: Any, f: Any) -> t.SqlType:
-
+def _sql_type(schema: ProtoSchema, owner: Any, f: Any, within: tuple[str, ...] = ()) -> t.SqlType:
+    """``within``: the messages enclosing this field, to refuse a recursive one by name."""
     if f.message_type is not None and f.message_type.GetOptions().map_entry:
         value = f.message_type.fields_by_name["value"]
-        return t.Map(t.STRING, _sql_type(schema, f.message_type, value))
-    element = _element_type(schema, owner, f)
+        return t.Map(t.STRING, _sql_type(schema, f.message_type, value, within))
+    element = _element_type(schema, owner, f, within)
     return t.Array(element) if _repeated(f) else element
 
 
-def _element_type(schema: ProtoSchema, owner: Any, f: Any) -> t.SqlType:
+def _element_type(schema: ProtoSchema, owner: Any, f: Any, within: tuple[str, ...]) -> t.SqlType:
     from google.protobuf.descriptor import FieldDescriptor as FD
 
     if f.message_type is not None:
         name = f.message_type.full_name
+        if name in _JSON_TYPES:
+            return t.STRING
+        if name in within:
+            raise ConfigError(f"Protobuf message '{name}' contains itself (field '{f.full_name}'): a recursive "
+                              f"message cannot be a column type")
         if name == "confluent.type.Decimal":
             p, s = schema.decimal_params(owner, f.name)
             return t.Decimal(p or DEFAULT_DECIMAL_PRECISION, s or 0)
@@ -484,7 +416,7 @@ def _element_type(schema: ProtoSchema, owner: Any, f: Any) -> t.SqlType:
             return t.TIME
         if name in _WRAPPERS:
             return _WRAPPERS[name]
-        return t.Struct(tuple(t.StructField(x.name.upper(), _sql_type(schema, f.message_type, x))
+        return t.Struct(tuple(t.StructField(x.name.upper(), _sql_type(schema, f.message_type, x, (*within, name)))
                               for x in f.message_type.fields))
     if f.type == FD.TYPE_ENUM:
         return t.STRING
@@ -554,6 +486,10 @@ def _single(m: Any, f: Any, json_like: bool) -> Any:
         return ((m.hours * 60 + m.minutes) * 60 + m.seconds) * 1000 + m.nanos // 1_000_000
     if name in _WRAPPERS:
         return _scalar(m.value, m.DESCRIPTOR.fields_by_name["value"], json_like)
+    if name in _JSON_TYPES:
+        from google.protobuf import json_format
+
+        return json.dumps(json_format.MessageToDict(m), separators=(",", ":"))
     return message_to_data(m, json_like=json_like)
 
 
@@ -621,6 +557,13 @@ def _to_message(m: Any, value: Any) -> None:
         m.hours, m.minutes, m.seconds, m.nanos = ms // 3_600_000, ms // 60_000 % 60, ms // 1000 % 60, ms % 1000 * 10**6
     elif name in _WRAPPERS:
         m.value = _scalar_in(value, m.DESCRIPTOR.fields_by_name["value"])
+    elif name in _JSON_TYPES:
+        from google.protobuf import json_format
+
+        try:
+            json_format.Parse(value if isinstance(value, str) else json.dumps(value), m)
+        except json_format.ParseError as e:
+            raise ValueError(f"not {name} JSON: {e}") from None
     else:
         fill_message(m, value)
 

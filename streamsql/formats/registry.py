@@ -71,12 +71,12 @@ def registry_schema(fmt: str, columns: tuple[Column, ...] | list[Column], *, unw
 
 
 def columns_from_registry(fmt: str, text: str, *, role: str, unwrapped: bool,
-                          full_name: str | None = None) -> list[Column]:
+                          full_name: str | None = None, imports: dict[str, str] | None = None) -> list[Column]:
     """Schema inference: the columns of a registered schema (one ROWKEY/ROWVAL column when
     ``unwrapped`` or the schema is not a record/object; a Protobuf schema's message
-    ``full_name``, by default its first)."""
+    ``full_name``, by default its first; ``imports``: the texts a Protobuf schema imports)."""
     if fmt == "PROTOBUF":  # always a message: its fields are the columns
-        return protobuf_format.columns_from_proto(text, role=role, full_name=full_name)
+        return protobuf_format.columns_from_proto(text, role=role, full_name=full_name, references=imports)
     data = json.loads(text)
     if fmt == "AVRO":
         if unwrapped:

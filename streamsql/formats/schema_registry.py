@@ -28,7 +28,7 @@ import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from streamsql.errors import ConfigError
 from streamsql.formats import schema_registry_settings as settings
@@ -42,26 +42,41 @@ _lock = threading.Lock()
 _clients: dict[str, Any] = {}
 
 
+class SchemaReference(NamedTuple):
+    """A schema another one imports: its import ``name`` (``"event.proto"``), registered as
+    ``version`` of ``subject``."""
+
+    name: str
+    subject: str
+    version: int
+
+
 @dataclass(frozen=True)
 class RegisteredSchema:
     id: int
     text: str  # the schema as the registry holds it (Avro/JSON schema JSON, or .proto text)
     type: str  # AVRO | JSON | PROTOBUF
+    references: tuple[SchemaReference, ...] = ()
 
 
 @dataclass
 class SchemaBinding:
     """How one side (key or value) of a source meets the registry: the subject, the id the engine
-    writes with, and a snapshot of the schemas it may read (id → text)."""
+    writes with, and a snapshot of the schemas it may read (id → text), with what those import
+    (id → import name → text; only ids that import anything)."""
 
     url: str
     subject: str
     writer_id: int | None = None
     known: dict[int, str] = field(default_factory=dict)
+    imports: dict[int, dict[str, str]] = field(default_factory=dict)
 
     def to_options(self) -> dict[str, Any]:
-        return {"registry": self.url, "subject": self.subject, "writerId": self.writer_id,
-                "schemas": {str(k): v for k, v in sorted(self.known.items())}}
+        options: dict[str, Any] = {"registry": self.url, "subject": self.subject, "writerId": self.writer_id,
+                                   "schemas": {str(k): v for k, v in sorted(self.known.items())}}
+        if self.imports:
+            options["imports"] = {str(k): v for k, v in sorted(self.imports.items())}
+        return options
 
 
 def subject_for(topic: str, is_key: bool) -> str:
@@ -90,9 +105,16 @@ class _MemoryRegistry:
             raise ConfigError(f"no schema with id {schema_id}")
         return found
 
-    def register(self, subject: str, text: str, schema_type: str, schema_id: int | None = None) -> int:
+    def version(self, subject: str, version: int) -> RegisteredSchema:
+        ids = self.subjects.get(subject, [])
+        if not 1 <= version <= len(ids):
+            raise ConfigError(f"no version {version} of subject '{subject}'")
+        return self.by_id[ids[version - 1]]
+
+    def register(self, subject: str, text: str, schema_type: str, schema_id: int | None = None,
+                 references: tuple[SchemaReference, ...] = ()) -> int:
         for i, rs in self.by_id.items():
-            if rs.text == text and rs.type == schema_type and schema_id in (None, i):
+            if (rs.text, rs.type, rs.references) == (text, schema_type, references) and schema_id in (None, i):
                 ids = self.subjects.setdefault(subject, [])
                 if i not in ids:
                     ids.append(i)
@@ -100,7 +122,7 @@ class _MemoryRegistry:
         new_id = schema_id if schema_id is not None else max(self.by_id, default=0) + 1
         if new_id in self.by_id:
             raise ConfigError(f"schema id {new_id} is already taken")
-        self.by_id[new_id] = RegisteredSchema(new_id, text, schema_type)
+        self.by_id[new_id] = RegisteredSchema(new_id, text, schema_type, references)
         self.subjects.setdefault(subject, []).append(new_id)
         return new_id
 
@@ -168,8 +190,13 @@ class _HttpRegistry:
 
     def latest(self, subject: str) -> RegisteredSchema | None:
         found = self._call(lambda: self._client.get_version(subject, "latest"), missing_ok=True)
-        return None if found is None else RegisteredSchema(int(found.schema_id), found.schema.schema_str,
-                                                           found.schema.schema_type or "AVRO")
+        return None if found is None else _registered(int(found.schema_id), found.schema)
+
+    def version(self, subject: str, version: int) -> RegisteredSchema:
+        found = self._call(lambda: self._client.get_version(subject, version), missing_ok=True)
+        if found is None:
+            raise ConfigError(f"no version {version} of subject '{subject}'")
+        return _registered(int(found.schema_id), found.schema)
 
     def versions(self, subject: str) -> dict[int, str]:
         numbers = self._call(lambda: self._client.get_versions(subject), missing_ok=True) or []
@@ -184,12 +211,21 @@ class _HttpRegistry:
         found = self._call(lambda: self._client.get_schema(schema_id), missing_ok=True)
         if found is None:
             raise ConfigError(f"no schema with id {schema_id}")
-        return RegisteredSchema(schema_id, found.schema_str, found.schema_type or "AVRO")
+        return _registered(schema_id, found)
 
-    def register(self, subject: str, text: str, schema_type: str) -> int:
+    def register(self, subject: str, text: str, schema_type: str,
+                 references: tuple[SchemaReference, ...] = ()) -> int:
         from confluent_kafka.schema_registry import Schema
+        from confluent_kafka.schema_registry import SchemaReference as Ref
 
-        return int(self._call(lambda: self._client.register_schema(subject, Schema(text, schema_type))))
+        schema = Schema(text, schema_type, [Ref(r.name, r.subject, r.version) for r in references])
+        return int(self._call(lambda: self._client.register_schema(subject, schema)))
+
+
+def _registered(schema_id: int, schema: Any) -> RegisteredSchema:
+    """Our view of confluent's ``Schema``."""
+    refs = tuple(SchemaReference(r.name, r.subject, int(r.version)) for r in (schema.references or []))
+    return RegisteredSchema(schema_id, schema.schema_str, schema.schema_type or "AVRO", refs)
 
 
 def _first_line(text: str) -> str:
@@ -249,13 +285,30 @@ def by_id(url: str, schema_id: int) -> RegisteredSchema:
         raise ConfigError(f"Schema Registry {shown(url)}: {e}") from None
 
 
-def register(url: str, subject: str, text: str, schema_type: str, schema_id: int | None = None) -> int:
+def imports(url: str, schema: RegisteredSchema) -> dict[str, str]:
+    """What ``schema`` imports, transitively: import name → text (the registry's references)."""
+    out: dict[str, str] = {}
+    pending = list(schema.references)
+    try:
+        while pending:
+            ref = pending.pop()
+            if ref.name not in out:
+                found = client(url).version(ref.subject, ref.version)
+                out[ref.name] = found.text
+                pending.extend(found.references)
+    except ConfigError as e:
+        raise ConfigError(f"Schema Registry {shown(url)}: cannot read a reference of schema {schema.id}: {e}") from None
+    return out
+
+
+def register(url: str, subject: str, text: str, schema_type: str, schema_id: int | None = None,
+             references: tuple[SchemaReference, ...] = ()) -> int:
     """Register (or find) ``text`` under ``subject``; its id. ``schema_id`` asks for a given id,
     which only an in-memory registry honours (a real one assigns ids itself, outside import mode)."""
     try:
         if schema_id is not None and isinstance(client(url), _MemoryRegistry):
-            return client(url).register(subject, text, schema_type, schema_id)
-        return client(url).register(subject, text, schema_type)
+            return client(url).register(subject, text, schema_type, schema_id, references)
+        return client(url).register(subject, text, schema_type, references=references)
     except ConfigError as e:
         raise ConfigError(f"Schema Registry {shown(url)}: cannot register a schema for subject '{subject}': "
                           f"{e}") from None
@@ -266,11 +319,13 @@ def register(url: str, subject: str, text: str, schema_type: str, schema_id: int
 
 class WriterSchemas:
     """Schema id → parsed writer schema, for a serde on a worker: the driver's snapshot first, then
-    the registry itself when it is reachable from here (never for ``mock://``)."""
+    the registry itself when it is reachable from here (never for ``mock://``). ``parse(text,
+    imports)`` parses one schema with the texts it imports (import name → text)."""
 
-    def __init__(self, options: dict[str, Any], parse: Any) -> None:
+    def __init__(self, options: dict[str, Any], parse: Callable[[str, dict[str, str]], Any]) -> None:
         self.url: str = options.get("registry") or ""
         self._texts = {int(k): v for k, v in (options.get("schemas") or {}).items()}
+        self._imports = {int(k): v for k, v in (options.get("imports") or {}).items()}
         self._parse = parse
         self._parsed: dict[int, Any] = {}
 
@@ -285,11 +340,12 @@ class WriterSchemas:
                 raise KeyError(f"unknown schema id {schema_id} (not registered in {shown(self.url) or 'the registry'} "
                                f"when the source was declared)")
             try:
-                text = by_id(self.url, schema_id).text
+                found = by_id(self.url, schema_id)
+                self._imports[schema_id] = imports(self.url, found)
             except ConfigError as e:
                 raise KeyError(str(e)) from None
-            self._texts[schema_id] = text
-        parsed = self._parse(text)
+            text = self._texts[schema_id] = found.text
+        parsed = self._parse(text, self._imports.get(schema_id, {}))
         self._parsed[schema_id] = parsed
         return parsed
 

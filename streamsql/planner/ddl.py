@@ -163,14 +163,16 @@ class SourceDefinitions:
                 unwrapped = str(props.get("WRAP_SINGLE_VALUE", "true")).lower() == "false"
                 out += format_registry.columns_from_registry(value_format, found.text, role="value",
                                                              unwrapped=unwrapped,
-                                                             full_name=schema_full_name(props, "VALUE"))
+                                                             full_name=schema_full_name(props, "VALUE"),
+                                                             imports=schema_registry.imports(url, found))
                 inferred_from[False] = found
         if key_format in REGISTRY_FORMATS and not any(c.is_key for c in columns):
             url = self.registry_url(key_format)
             found = self.schema_to_infer(url, topic, True, props.get("KEY_SCHEMA_ID"))
             if found is not None:
                 out = format_registry.columns_from_registry(key_format, found.text, role="key", unwrapped=True,
-                                                            full_name=schema_full_name(props, "KEY")) + out
+                                                            full_name=schema_full_name(props, "KEY"),
+                                                            imports=schema_registry.imports(url, found)) + out
                 inferred_from[True] = found
         return out
 
@@ -202,7 +204,8 @@ class SourceDefinitions:
             elif schema_id is not None:
                 found = schema_registry.by_id(url, int(schema_id))
                 if not is_key:
-                    check_registry_columns(fmt, found.text, cols, unwrapped, options.get("fullName"))
+                    check_registry_columns(fmt, found.text, cols, unwrapped, options.get("fullName"),
+                                           schema_registry.imports(url, found))
                 writer_id, known[found.id] = found.id, found.text
             else:
                 try:
@@ -213,7 +216,11 @@ class SourceDefinitions:
                     if not known:
                         raise
                     writer_id = max(known)  # the registry refused ours (compatibility): write with its latest
-            binding = schema_registry.SchemaBinding(url, subject, writer_id, known)
+            imported = {}
+            if fmt == "PROTOBUF":  # the schemas that import others travel with what they import
+                imported = {i: found_imports for i in known
+                            if (found_imports := schema_registry.imports(url, schema_registry.by_id(url, i)))}
+            binding = schema_registry.SchemaBinding(url, subject, writer_id, known, imported)
             if is_key:
                 source.key_schema = binding
             else:
@@ -358,13 +365,13 @@ def contains_map(sql: t.SqlType) -> bool:
 
 
 def check_registry_columns(fmt: str, text: str, columns: list[t.Column], unwrapped: bool,
-                            full_name: str | None) -> None:
+                            full_name: str | None, imports: dict[str, str] | None = None) -> None:
     """A query writing its values with a given ``VALUE_SCHEMA_ID``: its columns must be the
     schema's first columns, in order and of the same types (the schema may have more: optional
     ones or ones with defaults are filled in), as ksqlDB checks. Names compare in any case
     (Protobuf inference upper-cases them)."""
     registered = format_registry.columns_from_registry(fmt, text, role="value", unwrapped=unwrapped,
-                                                       full_name=full_name)
+                                                       full_name=full_name, imports=imports)
     def same(a: t.Column, b: t.Column) -> bool:
         return (a.name.upper(), str(a.type).upper()) == (b.name.upper(), str(b.type).upper())
 

@@ -53,7 +53,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamsql.errors import StreamsqlError
+from streamsql.errors import ConfigError, StreamsqlError
 from streamsql.formats import schema_registry
 
 if TYPE_CHECKING:
@@ -235,19 +235,23 @@ def split_statements(text: str) -> list[str]:
 
 
 def register_topic_schemas(case: QttCase, prefix: str, url: str,
-                           register: Callable[[str, str, str, int | None], int] | None = None,
+                           register: Callable[..., int] | None = None,
                            ) -> dict[str, dict[str, tuple[int, str]]]:
     """Register the ``keySchema``/``valueSchema`` of the case's ``topics`` in its registry (as
-    ksqlDB's harness does before the statements); topic → side → (id, text), the schema inputs to
-    that topic are written with. ``register(subject, text, type, id)`` replaces the client call
-    (a test registry that can honour the ids the files ask for)."""
+    ksqlDB's harness does before the statements), and after them all the schemas they reference
+    (``*SchemaReferences``: each under a subject named as its import, version 1); topic → side →
+    (id, text), the schema inputs to that topic are written with. ``register(subject, text, type,
+    id, references)`` replaces the client call (a test registry that can honour the ids the files
+    ask for)."""
     from streamsql.formats import schema_registry
 
     if register is None:
-        def register(subject: str, text: str, schema_type: str, wanted: int | None) -> int:
-            return schema_registry.register(url, subject, text, schema_type, wanted)
+        def register(subject: str, text: str, schema_type: str, wanted: int | None,
+                     references: tuple[schema_registry.SchemaReference, ...] = ()) -> int:
+            return schema_registry.register(url, subject, text, schema_type, wanted, references)
 
     out: dict[str, dict[str, tuple[int, str]]] = {}
+    pending_references: list[tuple[dict[str, Any], str]] = []
     for subject, text, schema_type in ddl_schemas(case, prefix):
         register(subject, text, schema_type, None)
     for entry in case.topics:
@@ -262,9 +266,15 @@ def register_topic_schemas(case: QttCase, prefix: str, url: str,
             text = schema_registry.schema_text(schema, schema_type)
             topic = prefix + str(entry.get("name"))
             wanted = entry.get(f"{side}SchemaId")
+            refs = entry.get(f"{side}SchemaReferences") or []
+            references = tuple(schema_registry.SchemaReference(str(r["name"]), str(r["name"]), 1) for r in refs)
             schema_id = register(schema_registry.subject_for(topic, side == "key"), text, schema_type,
-                                 int(wanted) if wanted is not None else None)
+                                 int(wanted) if wanted is not None else None, references)
+            pending_references += [(ref, schema_type) for ref in refs]
             out.setdefault(topic, {})[side] = (schema_id, text)
+    for ref, schema_type in pending_references:  # last: the ids the files name are the topics' schemas'
+        ref_type = {"JSON_SR": "JSON"}.get(str(ref.get("format", schema_type)).upper(), schema_type)
+        register(str(ref["name"]), schema_registry.schema_text(ref["schema"], ref_type), ref_type, None)
     return out
 
 
@@ -431,7 +441,7 @@ def _encode_protobuf(spec: Any, value: Any, schema: tuple[int, str] | None) -> b
     else:
         text = pf.proto_schema(spec.columns, full_name=spec.options.get("fullName"),
                                nullable=spec.options.get("nullable"))
-    parsed = pf.ProtoSchema(text)
+    parsed = _proto_schema(spec, schema_id, text) if registry else pf.ProtoSchema(text)
     path = parsed.message_path(spec.options.get("fullName")) if registry else (0,)
     msg = parsed.message_class(path)()
     pf.fill_message(msg, value if isinstance(value, dict) else {spec.columns[0].name: value})
@@ -450,14 +460,29 @@ def _decode_protobuf(spec: Any, raw: bytes) -> Any:
             if text is None:
                 text = schema_registry.by_id(spec.options.get("registry", ""), schema_id).text
             body = bytes(payload[used:])
+            schema = _proto_schema(spec, schema_id, text)
         else:
             path, body = [0], raw
-            text = pf.proto_schema(spec.columns, full_name=spec.options.get("fullName"),
-                                   nullable=spec.options.get("nullable"))
-        msg = pf.ProtoSchema(text).message_class(path).FromString(body)
+            schema = pf.ProtoSchema(pf.proto_schema(spec.columns, full_name=spec.options.get("fullName"),
+                                                    nullable=spec.options.get("nullable")))
+        msg = schema.message_class(path).FromString(body)
     except Exception as e:  # noqa: BLE001
         return _Undecodable(raw, f"not PROTOBUF: {e}")
     return pf.message_to_data(msg, json_like=True)
+
+
+def _proto_schema(spec: Any, schema_id: int, text: str) -> Any:
+    """A registered Protobuf schema with what it imports (the source's snapshot, else the registry)."""
+    from streamsql.formats import protobuf_format as pf
+
+    imports = (spec.options.get("imports") or {}).get(str(schema_id))
+    url = spec.options.get("registry", "")
+    if imports is None and url:
+        try:
+            imports = schema_registry.imports(url, schema_registry.by_id(url, schema_id))
+        except ConfigError:
+            imports = {}
+    return pf.ProtoSchema(text, imports or {})
 
 
 def _writer(spec: Any, schema: tuple[int, str] | None) -> tuple[int, str]:

@@ -4,7 +4,8 @@ uses, served from an in-memory store in a background thread.
 No Schema Registry can be installed on the project's machines, and ``mock://`` registries are
 invisible to other processes (Spark's Python workers, a server under test). This one is reachable
 from every process on the machine, so tests exercise the HTTP client, the workers' lookups of ids
-they have not seen, and a server process sharing schemas with its test harness.
+they have not seen, and a server process sharing schemas with its test harness. Like confluent's
+mock client, it keeps the references a schema lists without checking that they exist.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from streamsql.errors import ConfigError
-from streamsql.formats.schema_registry import _MemoryRegistry
+from streamsql.formats.schema_registry import RegisteredSchema, SchemaReference, _MemoryRegistry
 
 _SUBJECT = r"/subjects/(?P<subject>[^/]+)/versions"
 
@@ -103,10 +104,11 @@ class RegistryServer:
         with self._lock:
             self.store = _MemoryRegistry()
 
-    def register(self, subject: str, text: str, schema_type: str, schema_id: int | None = None) -> int:
+    def register(self, subject: str, text: str, schema_type: str, schema_id: int | None = None,
+                 references: tuple[SchemaReference, ...] = ()) -> int:
         """Register directly, honouring a requested id (the registry's import mode)."""
         with self._lock:
-            return self.store.register(subject, text, schema_type, schema_id)
+            return self.store.register(subject, text, schema_type, schema_id, references)
 
     # -- the API ---------------------------------------------------------------------------------
 
@@ -117,10 +119,7 @@ class RegistryServer:
                 rs = self.store.get(int(m.group(1)))
             except ConfigError:
                 return 404, {"error_code": 40403, "message": "Schema not found"}
-            body: dict[str, Any] = {"schema": rs.text}
-            if rs.type != "AVRO":
-                body["schemaType"] = rs.type
-            return 200, body
+            return 200, _body(rs, {})
         m = re.fullmatch(_SUBJECT + r"(?:/(?P<version>latest|\d+))?", path)
         if not m:
             return 404, {"error_code": 404, "message": f"no such resource {path}"}
@@ -135,15 +134,24 @@ class RegistryServer:
         if not 1 <= index <= len(ids):
             return 404, {"error_code": 40402, "message": "Version not found."}
         rs = self.store.by_id[ids[index - 1]]
-        body = {"subject": subject, "version": index, "id": rs.id, "schema": rs.text}
-        if rs.type != "AVRO":
-            body["schemaType"] = rs.type
-        return 200, body
+        return 200, _body(rs, {"subject": subject, "version": index, "id": rs.id})
 
     def _post(self, path: str, payload: dict[str, Any]) -> tuple[int, Any]:
         m = re.fullmatch(_SUBJECT, path)
         if not m or "schema" not in payload:
             return 404, {"error_code": 404, "message": f"no such resource {path}"}
+        references = tuple(SchemaReference(r["name"], r["subject"], int(r["version"]))
+                           for r in payload.get("references") or [])
         schema_id = self.store.register(unquote(m.group("subject")), payload["schema"],
-                                        payload.get("schemaType", "AVRO"))
+                                        payload.get("schemaType", "AVRO"), references=references)
         return 200, {"id": schema_id}
+
+
+def _body(rs: RegisteredSchema, head: dict[str, Any]) -> dict[str, Any]:
+    """A schema as the registry's REST API shows it."""
+    body = {**head, "schema": rs.text}
+    if rs.type != "AVRO":
+        body["schemaType"] = rs.type
+    if rs.references:
+        body["references"] = [{"name": r.name, "subject": r.subject, "version": r.version} for r in rs.references]
+    return body

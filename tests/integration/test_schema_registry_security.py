@@ -119,3 +119,66 @@ def test_show_properties_hides_the_registry_credentials(engine, secured):  # typ
     assert PASSWORD not in text and "tok-123" not in text
     assert shown.properties[P + "basic.auth.user.info"] == "[hidden]"
     assert shown.properties[P + "ssl.truststore.location"] == str(ca)
+
+
+MONEY = 'syntax = "proto3"; package acme.common; message Money { string currency = 1; int64 units = 2; }'
+ORDER = '''syntax = "proto3";
+package acme.orders;
+import "google/protobuf/any.proto";
+import "acme/common/money.proto";
+option java_package = "com.acme.orders";
+message Order {
+  string id = 1;
+  acme.common.Money total = 2;
+  google.protobuf.Any detail = 3;%s
+}
+service Orders { rpc Get (Order) returns (Order); }
+'''
+
+
+def _order(schema_id: int, text: str, values: dict[str, object]) -> bytes:
+    from streamsql.formats import protobuf_format as pf
+
+    message = pf.ProtoSchema(text, {"acme/common/money.proto": MONEY}).message_class()()
+    pf.fill_message(message, values)
+    return schema_registry.frame(schema_id, b"\x00" + message.SerializeToString())
+
+
+def test_protobuf_with_imports_and_any_through_registry_references(engine, topic_name, secured):  # type: ignore[no-untyped-def]
+    """The value schema imports another registered schema (a registry reference) and protobuf's
+    ``Any``, and declares a service: the driver infers the columns, and the Spark workers compile a
+    newer version (registered after the declaration) with its references, fetched over HTTPS."""
+    from streamsql.formats import protobuf_format as pf
+    from streamsql.formats.schema_registry import SchemaReference
+
+    registry, ca = secured
+    src = topic_name("orders_pb")
+    refs = (SchemaReference("acme/common/money.proto", "acme-money", 1),)
+    registry.register("acme-money", MONEY, "PROTOBUF")
+    first = ORDER % ""
+    first_id = registry.register(f"{src}-value", first, "PROTOBUF", references=refs)
+    _set(engine, _trusted(registry, ca))
+    engine.execute(f"CREATE STREAM orders_pb WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='PROTOBUF', PARTITIONS=1);")
+    [described] = engine.execute("DESCRIBE orders_pb;")
+    assert [(f.name, f.type) for f in described.fields] == [
+        ("ID", "STRING"), ("TOTAL", "STRUCT<`CURRENCY` STRING, `UNITS` BIGINT>"),
+        ("DETAIL", "STRUCT<`TYPE_URL` STRING, `VALUE` BYTES>")]
+    newer = ORDER % "\n  string note = 4;"
+    newer_id = registry.register(f"{src}-value", newer, "PROTOBUF", references=refs)
+    engine.admin.produce(src, None, _order(first_id, first, {
+        "id": "o-1", "total": {"currency": "EUR", "units": 12},
+        "detail": {"type_url": "type.googleapis.com/acme.Gift", "value": b"\x08\x01"}}), 1000)
+    engine.admin.produce(src, None, _order(newer_id, newer, {
+        "id": "o-2", "total": {"currency": "USD", "units": 30}, "note": "newer"}), 2000)
+    engine.execute("CREATE STREAM orders_pb_out AS SELECT id, total->units AS units, detail->type_url AS kind "
+                   "FROM orders_pb;")
+    engine.wait_until_idle()
+    out = []
+    for rec in engine.admin.read_all("ORDERS_PB_OUT"):
+        schema_id, payload = schema_registry.split_header(rec.value)
+        path, used = pf._message_indexes(payload)
+        message = pf.ProtoSchema(registry.store.get(schema_id).text).message_class(path).FromString(
+            bytes(payload[used:]))
+        out.append(pf.message_to_data(message))
+    assert out == [{"ID": "o-1", "UNITS": 12, "KIND": "type.googleapis.com/acme.Gift"},
+                   {"ID": "o-2", "UNITS": 30, "KIND": ""}]  # an absent Any reads as null: its url as ""

@@ -55,8 +55,104 @@ def test_parser_reads_what_registries_hold() -> None:
     assert [(c.name, str(c.type)) for c in cols] == [
         ("C1", "STRUCT<`F1` INTEGER>"), ("C2", "MAP<STRING, INTEGER>"), ("C3", "ARRAY<STRING>"), ("C4", "STRING"),
         ("C5", "INTEGER"), ("C6", "STRING"), ("C7", "BIGINT"), ("C8", "DECIMAL(4, 2)")]
-    with pytest.raises(ConfigError, match="couldn't resolve name 'Missing'"):
+    with pytest.raises(ConfigError, match='line 1, column 32: "Missing" is not defined'):
         pf.ProtoSchema('syntax = "proto3"; message X { Missing m = 1; }')
+
+
+REAL_WORLD = '''syntax = "proto3";
+package acme.orders.v1;
+
+import "google/protobuf/any.proto";
+import "google/protobuf/struct.proto";
+import "google/protobuf/duration.proto";
+import "google/protobuf/descriptor.proto";
+import "acme/common/money.proto";
+
+option java_package = "com.acme.orders.v1";
+option go_package = "acme/orders/v1;ordersv1";
+
+extend google.protobuf.FieldOptions { bool sensitive = 50001; }
+
+message Order {
+  option deprecated = false;
+  reserved 9, 10 to 12;
+  reserved "legacy";
+  string id = 1 [json_name = "orderId", (sensitive) = false];
+  acme.common.Money total = 2;
+  google.protobuf.Any detail = 3;
+  google.protobuf.Struct attributes = 4;
+  google.protobuf.Duration ttl = 5;
+  repeated Line lines = 6;
+  repeated int32 codes = 7 [packed = true];
+  message Line { string sku = 1; int32 qty = 2; }
+}
+
+service OrderService {
+  rpc Get (Order) returns (Order) { option idempotency_level = NO_SIDE_EFFECTS; }
+  rpc Watch (Order) returns (stream Order);
+}
+'''
+MONEY = 'syntax = "proto3"; package acme.common; message Money { string currency = 1; int64 units = 2; }'
+
+
+def test_protoc_reads_real_world_files_with_imports_services_extensions_and_options() -> None:
+    schema = pf.ProtoSchema(REAL_WORLD, {"acme/common/money.proto": MONEY})
+    desc = schema.message()
+    assert desc.full_name == "acme.orders.v1.Order"
+    inferred = {f.name.upper(): str(pf._sql_type(schema, desc, f, (desc.full_name,))) for f in desc.fields}
+    assert inferred == {
+        "ID": "STRING", "TOTAL": "STRUCT<`CURRENCY` STRING, `UNITS` BIGINT>",
+        "DETAIL": "STRUCT<`TYPE_URL` STRING, `VALUE` BYTES>", "ATTRIBUTES": "STRING",
+        "TTL": "STRUCT<`SECONDS` BIGINT, `NANOS` INTEGER>",
+        "LINES": "ARRAY<STRUCT<`SKU` STRING, `QTY` INTEGER>>", "CODES": "ARRAY<INTEGER>"}
+
+
+def test_an_import_nobody_provides_is_named() -> None:
+    with pytest.raises(ConfigError, match="acme/common/money.proto"):
+        pf.ProtoSchema(REAL_WORLD)
+
+
+def test_a_syntax_error_names_line_and_column() -> None:
+    with pytest.raises(ConfigError, match="Invalid Protobuf schema: line 3, column 11: Missing field number"):
+        pf.ProtoSchema('syntax = "proto3";\nmessage X {\n  int32 a 1;\n}')
+    with pytest.raises(ConfigError, match="in 'dep.proto' line 1"):
+        pf.ProtoSchema('syntax = "proto3"; import "dep.proto"; message X { int32 a = 1; }', {"dep.proto": "garbage"})
+
+
+def test_a_reference_name_cannot_leave_the_schema_directory() -> None:
+    with pytest.raises(ConfigError, match="Invalid Protobuf schema reference name '../x.proto'"):
+        pf.ProtoSchema('syntax = "proto3"; message X { int32 a = 1; }', {"../x.proto": 'syntax = "proto3";'})
+
+
+def test_proto2_and_a_missing_syntax_line() -> None:
+    proto2 = 'syntax = "proto2"; message P { required int32 a = 1; optional string b = 2 [default = "x"]; }'
+    assert [str(c.type) for c in pf.columns_from_proto(proto2, role="value")] == ["INTEGER", "STRING"]
+    assert [c.name for c in pf.columns_from_proto("message N { int32 a = 1; }", role="value")] == ["A"]
+
+
+def test_a_recursive_message_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match="Protobuf message 'Node' contains itself .*a recursive message"):
+        pf.columns_from_proto('syntax = "proto3"; message Node { int32 v = 1; Node next = 2; }', role="value")
+
+
+def test_any_and_struct_round_trip() -> None:
+    text = ('syntax = "proto3"; import "google/protobuf/any.proto"; import "google/protobuf/struct.proto"; '
+            'message E { google.protobuf.Any a = 1; google.protobuf.Struct s = 2; google.protobuf.Value v = 3; }')
+    cols = tuple(pf.columns_from_proto(text, role="value"))
+    assert [(c.name, str(c.type)) for c in cols] == [
+        ("A", "STRUCT<`TYPE_URL` STRING, `VALUE` BYTES>"), ("S", "STRING"), ("V", "STRING")]
+    sid = schema_registry.register("mock://unit-protobuf-json", "e-value", text, "PROTOBUF")
+    options = schema_registry.SchemaBinding("mock://unit-protobuf-json", "e-value", sid, {sid: text}).to_options()
+    spec = FormatSpec("PROTOBUF", cols, options=options)
+    serde = serde_for(FormatSpec.from_json(spec.to_json()))
+    row = {"A": {"TYPE_URL": "type.googleapis.com/x.Y", "VALUE": b"\x08\x01"},
+           "S": '{"k":[1,"two",null,{"n":true}]}', "V": '"text"'}
+    encoded = serde.encode(_batch([row], cols))
+    decoded = serde.decode(encoded)
+    assert decoded.errors == [None]
+    assert [c.to_pylist() for c in decoded.columns] == [
+        [{"TYPE_URL": "type.googleapis.com/x.Y", "VALUE": b"\x08\x01"}], ['{"k":[1.0,"two",null,{"n":true}]}'],
+        ['"text"']]
 
 
 @pytest.mark.parametrize("registry", [True, False])
