@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import functools
 import json
 import re
 import tempfile
@@ -173,9 +174,18 @@ def compile_proto(text: str, references: Mapping[str, str] | None = None) -> lis
     schemas a registry lists as references). ksqlDB's leniencies are kept: a file without a
     ``syntax`` is proto3, and Confluent's ``(confluent.field_meta)`` option needs no import.
     ``ConfigError`` with the file, line and column of the first problem."""
+    from google.protobuf import descriptor_pb2
+
+    compiled = _compiled(text, tuple(sorted((references or {}).items())))
+    return [descriptor_pb2.FileDescriptorProto.FromString(data) for data in compiled]
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(text: str, references: tuple[tuple[str, str], ...]) -> tuple[bytes, ...]:
+    """protoc's output for one schema, kept: a worker or a statement meets the same schema again."""
     from grpc_tools import _protoc_compiler as protoc  # type: ignore[import-untyped]
 
-    files = {**_WELL_KNOWN_TEXT, **(references or {}), _MAIN_FILE: _lenient(text)}
+    files = {**_WELL_KNOWN_TEXT, **dict(references), _MAIN_FILE: _lenient(text)}
     with tempfile.TemporaryDirectory(prefix="streamsql-proto-") as directory:
         root = Path(directory)
         for name, body in files.items():
@@ -190,7 +200,7 @@ def compile_proto(text: str, references: Mapping[str, str] | None = None) -> lis
                 generated = protoc.get_protos(_MAIN_FILE.encode(), [str(root).encode(), _protoc_include()])
         except protoc.ProtocErrors as e:
             raise ConfigError(f"Invalid Protobuf schema: {_protoc_problem(e.errors())}") from None
-    return [_descriptor_of(code) for _name, code in generated]
+    return tuple(_descriptor_of(code) for _name, code in generated)
 
 
 def _lenient(text: str) -> str:
@@ -216,16 +226,18 @@ def _protoc_problem(errors: Sequence[Any]) -> str:
     return f"{where}line {first.line + 1}, column {first.column + 1}: {message}{more}"
 
 
-def _descriptor_of(code: bytes) -> Any:
-    """The serialized ``FileDescriptorProto`` inside protoc's generated Python module (its
-    ``AddSerializedFile(b'...')`` argument), read as data: nothing of it runs."""
-    from google.protobuf import descriptor_pb2
+_SERIALIZED_FILE = re.compile(rb"AddSerializedFile\((b'(?:[^'\\]|\\.)*')\)")
 
-    for node in ast.walk(ast.parse(code)):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "AddSerializedFile" and node.args):
-            return descriptor_pb2.FileDescriptorProto.FromString(ast.literal_eval(node.args[0]))
-    raise ConfigError("Invalid Protobuf schema: protoc produced no descriptor")
+
+def _descriptor_of(code: bytes) -> bytes:
+    """The serialized ``FileDescriptorProto`` inside protoc's generated Python module (its
+    ``AddSerializedFile(b'...')`` argument), read as a literal: nothing of the module runs."""
+    found = _SERIALIZED_FILE.search(code)
+    if found is None:
+        raise ConfigError("Invalid Protobuf schema: protoc produced no descriptor")
+    data = ast.literal_eval(found.group(1).decode("ascii"))
+    assert isinstance(data, bytes)
+    return data
 
 
 def _meta_params(options: Any) -> dict[str, str]:
