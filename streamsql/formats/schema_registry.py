@@ -184,6 +184,9 @@ class _HttpRegistry:
         if any(isinstance(x, ssl.SSLCertVerificationError) for x in chain) or "CERTIFICATE_VERIFY_FAILED" in text:
             return (f"the registry's certificate is not trusted ({_first_line(text)}): set "
                     f"'{settings.PREFIX}ssl.truststore.location' to a PEM file with its CA")
+        if "CERTIFICATE_REQUIRED" in text:
+            return (f"the registry asks for a client certificate ({_first_line(text)}): set "
+                    f"'{settings.PREFIX}ssl.keystore.location' to a PEM file with it and its key")
         if any(isinstance(x, ssl.SSLError) for x in chain):
             return f"TLS with the registry failed ({_first_line(text)}): check '{settings.PREFIX}ssl.*'"
         return f"not reachable ({_first_line(text) or type(error).__name__}): check '{URL_PROPERTY}'"

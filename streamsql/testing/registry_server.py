@@ -29,14 +29,18 @@ _SUBJECT = r"/subjects/(?P<subject>[^/]+)/versions"
 class RegistryServer:
     """``with RegistryServer() as registry: ... registry.url ...``
 
-    ``tls=(certificate, key)`` (PEM files) serves HTTPS; ``user_info="user:password"`` asks every
-    request for those credentials (HTTP basic auth, 401 otherwise), as a secured registry does."""
+    ``tls=(certificate, key)`` (PEM files) serves HTTPS, and ``client_ca`` (a PEM file) then asks
+    every client for a certificate it signed (mutual TLS); ``user_info="user:password"`` (HTTP
+    basic auth) or ``token`` (a bearer token) is asked of every request (401 otherwise), as a
+    secured registry does."""
 
-    def __init__(self, tls: tuple[Path, Path] | None = None, user_info: str | None = None) -> None:
+    def __init__(self, tls: tuple[Path, Path] | None = None, user_info: str | None = None,
+                 token: str | None = None, client_ca: Path | None = None) -> None:
         self.store = _MemoryRegistry()
         self._lock = threading.Lock()
         self._scheme = "https" if tls else "http"
-        expected = "Basic " + base64.b64encode(user_info.encode()).decode() if user_info else None
+        expected = ("Basic " + base64.b64encode(user_info.encode()).decode() if user_info
+                    else f"Bearer {token}" if token else None)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -78,6 +82,9 @@ class RegistryServer:
         if tls:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(certfile=str(tls[0]), keyfile=str(tls[1]))
+            if client_ca is not None:
+                context.verify_mode = ssl.CERT_REQUIRED
+                context.load_verify_locations(cafile=str(client_ca))
             self._http.socket = context.wrap_socket(self._http.socket, server_side=True)
         self._thread = threading.Thread(target=self._http.serve_forever, name="registry-server", daemon=True)
 

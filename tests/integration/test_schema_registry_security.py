@@ -182,3 +182,43 @@ def test_protobuf_with_imports_and_any_through_registry_references(engine, topic
         out.append(pf.message_to_data(message))
     assert out == [{"ID": "o-1", "UNITS": 12, "KIND": "type.googleapis.com/acme.Gift"},
                    {"ID": "o-2", "UNITS": 30, "KIND": ""}]  # an absent Any reads as null: its url as ""
+
+
+def _declare_avro(engine, topic_name, registry: RegistryServer, settings: dict[str, str]) -> list[str]:  # type: ignore[no-untyped-def]
+    """Declare an AVRO stream inferred from the registry; its column names."""
+    src = topic_name("declared")
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}
+    registry.register(f"{src}-value", json.dumps(schema), "AVRO")
+    _set(engine, settings)
+    name = f"declared_{src[-6:]}"
+    engine.execute(f"CREATE STREAM {name} WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='AVRO', PARTITIONS=1);")
+    [described] = engine.execute(f"DESCRIBE {name};")
+    return [f.name for f in described.fields]
+
+
+def test_a_static_bearer_token(engine, topic_name, tmp_path):  # type: ignore[no-untyped-def]
+    cert, key = self_signed(tmp_path, "bearer")
+    with RegistryServer(tls=(cert, key), token="tok-abc") as registry:
+        base = {P + "url": registry.url, P + "ssl.truststore.location": str(cert), P + "ssl.truststore.type": "PEM",
+                P + "bearer.auth.credentials.source": "STATIC_TOKEN"}
+        assert _declare_avro(engine, topic_name, registry, {**base, P + "bearer.auth.token": "tok-abc"}) == ["ID"]
+        with pytest.raises(ConfigError, match=r"refused the credentials \(HTTP 401\): check "
+                                              r"'ksql.schema.registry.bearer.auth.token'") as e:
+            _declare_avro(engine, topic_name, registry, {**base, P + "bearer.auth.token": "tok-wrong"})
+        assert "tok-wrong" not in str(e.value)
+
+
+def test_a_client_certificate_for_mutual_tls(engine, topic_name, tmp_path):  # type: ignore[no-untyped-def]
+    server_cert, server_key = self_signed(tmp_path, "server")
+    client_cert, client_key = self_signed(tmp_path, "client")
+    client_pem = tmp_path / "client-keystore.pem"  # the Java client's PEM key store: certificate and key
+    client_pem.write_text(client_cert.read_text() + client_key.read_text())
+    with RegistryServer(tls=(server_cert, server_key), client_ca=client_cert) as registry:
+        trust = {P + "url": registry.url, P + "ssl.truststore.location": str(server_cert),
+                 P + "ssl.truststore.type": "PEM"}
+        keystore = {P + "ssl.keystore.location": str(client_pem), P + "ssl.keystore.type": "PEM"}
+        assert _declare_avro(engine, topic_name, registry, {**trust, **keystore}) == ["ID"]
+        _set(engine, {P + "ssl.keystore.location": "", P + "ssl.keystore.type": ""})
+        with pytest.raises(ConfigError, match=r"the registry asks for a client certificate .*"
+                                              r"set 'ksql.schema.registry.ssl.keystore.location'"):
+            _declare_avro(engine, topic_name, registry, trust)
