@@ -31,6 +31,10 @@ class ListenOptions:
     port: int = 8088
     tls_cert: str | None = None
     tls_key: str | None = None
+    #: open connections at most; one more is answered 503 and closed (:func:`bound_connections`)
+    max_connections: int = 1000
+    #: seconds a request's head (request line and headers) may take to arrive once it began
+    header_timeout_s: float = 30.0
 
 
 def build_service(config: EngineConfig) -> KsqlService:
@@ -79,11 +83,96 @@ def close_on_client_eof() -> None:
     tcp_server.TCPServer._read_data = read_data  # type: ignore[method-assign]
 
 
+class _Limits:
+    """The listener's bounds, read by the patched connection handler (one listener per process)."""
+
+    max_connections = 1000
+    header_timeout_s = 30.0
+    open = 0
+
+
+_TOO_MANY = b'{"@type":"generic_error","error_code":50300,"message":"Too many connections: try again later"}'
+
+
+def bound_connections(max_connections: int, header_timeout_s: float) -> None:
+    """Bound what slow or many clients can hold: at most ``max_connections`` open connections
+    (one more gets ``503`` with ``Connection: close`` at once), and a request whose head (request
+    line and headers) is still incomplete ``header_timeout_s`` after its first byte arrived is
+    closed (a slowloris client). hypercorn has neither: its only timer for a connection between
+    requests is the keep-alive one, an hour here for ksqlDB's clients, which keep a connection
+    open between statements; and its read timeout would also end push queries, whose clients send
+    nothing while rows stream. Idle keep-alive connections and requests in flight (a push query,
+    a slow body) are not touched by the head deadline.
+    """
+    from hypercorn.asyncio import tcp_server
+
+    _Limits.max_connections, _Limits.header_timeout_s = max_connections, header_timeout_s
+    original = tcp_server.TCPServer.run
+    if getattr(original, "bounded", False):
+        return
+
+    async def run(self: tcp_server.TCPServer) -> None:
+        if _Limits.open >= _Limits.max_connections:
+            log.warning("refused a connection: %d open (--max-connections)", _Limits.open)
+            await _refuse(self.writer)
+            return
+        _Limits.open += 1
+        watchdog = asyncio.get_running_loop().create_task(_head_deadline(self))
+        try:
+            await original(self)
+        finally:
+            watchdog.cancel()
+            _Limits.open -= 1
+
+    run.bounded = True  # type: ignore[attr-defined]
+    tcp_server.TCPServer.run = run  # type: ignore[method-assign]
+
+
+async def _refuse(writer: asyncio.StreamWriter) -> None:
+    head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(_TOO_MANY)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n").encode()
+    try:
+        writer.write(head + _TOO_MANY)
+        await asyncio.wait_for(writer.drain(), 5)
+    except (OSError, RuntimeError, TimeoutError):
+        pass
+    finally:
+        writer.close()
+
+
+async def _head_deadline(connection: object) -> None:
+    """Close ``connection`` when an HTTP/1.1 request head has been arriving for longer than the
+    limit: h11 holds the received bytes of a head it cannot parse yet (``trailing_data``) while
+    the client's state is IDLE. HTTP/2 connections frame their own requests and are left alone."""
+    import h11
+
+    began: float | None = None
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(min(1.0, _Limits.header_timeout_s / 4))
+        wrapper = getattr(connection, "protocol", None)
+        h11_connection = getattr(getattr(wrapper, "protocol", None), "connection", None)
+        if not isinstance(h11_connection, h11.Connection):
+            continue
+        partial = h11_connection.their_state is h11.IDLE and bool(h11_connection.trailing_data[0])
+        if not partial:
+            began = None
+        elif began is None:
+            began = loop.time()
+        elif loop.time() - began > _Limits.header_timeout_s:
+            log.info("closed a connection whose request head took more than %.0f s", _Limits.header_timeout_s)
+            writer = getattr(connection, "writer", None)
+            if writer is not None:
+                writer.close()
+            return
+
+
 def serve(config: EngineConfig, listen: ListenOptions, settings: ServerSettings) -> int:
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config
 
     close_on_client_eof()
+    bound_connections(listen.max_connections, listen.header_timeout_s)
 
     service = build_service(config)
     app = KsqlApp(service, settings)

@@ -119,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="larger request bodies are refused with 413")
     server.add_argument("--command-timeout-ms", type=int, default=5000,
                         help="how long a request waits for its commandSequenceNumber (503 after)")
+    server.add_argument("--max-connections", type=int, default=1000,
+                        help="open connections at most; one more is answered 503 and closed")
+    server.add_argument("--request-header-timeout-ms", type=int, default=30000,
+                        help="a request whose line and headers take longer to arrive is closed (slow clients)")
     _common(server)
 
     topology = sub.add_parser("topology", help="draw a .sql file's pipeline: sources, queries and their steps, "
@@ -458,7 +462,9 @@ def cmd_server(args: argparse.Namespace) -> int:
     settings = ServerSettings(max_request_bytes=args.max_request_bytes, command_wait_s=args.command_timeout_ms / 1000,
                               users=load_users(args.auth_file) if args.auth_file else {})
     with kafka_cluster(_config(args)) as config:
-        return serve(config, ListenOptions(args.host, args.port, args.tls_cert, args.tls_key), settings)
+        listen = ListenOptions(args.host, args.port, args.tls_cert, args.tls_key, args.max_connections,
+                               args.request_header_timeout_ms / 1000)
+        return serve(config, listen, settings)
 
 
 def cmd_seeds(args: argparse.Namespace) -> int:
