@@ -121,18 +121,14 @@ def _bearer_auth(given: dict[str, str], conf: dict[str, Any]) -> None:
 def _tls(given: dict[str, str], conf: dict[str, Any]) -> None:
     """Trust (a CA) and a client certificate, as PEM files: the Java client's PEM trust and key
     stores are such files; JKS and PKCS#12 stores are refused with the conversion to run."""
-    if "ssl.truststore.location" in given:
-        if given.get("ssl.truststore.type", "JKS").upper() != "PEM" and not _is_pem(given["ssl.truststore.location"]):
-            raise ConfigError(f"'{PREFIX}ssl.truststore.location': a {given.get('ssl.truststore.type', 'JKS')} trust "
-                              f"store cannot be read here; give the CA certificate as a PEM file (set "
-                              f"'{PREFIX}ssl.truststore.type'='PEM'; keytool -exportcert -rfc converts a JKS entry)")
-        conf["ssl.ca.location"] = given["ssl.truststore.location"]
-    if "ssl.keystore.location" in given:
-        if given.get("ssl.keystore.type", "JKS").upper() != "PEM" and not _is_pem(given["ssl.keystore.location"]):
-            raise ConfigError(f"'{PREFIX}ssl.keystore.location': a {given.get('ssl.keystore.type', 'JKS')} key store "
-                              f"cannot be read here; give the client certificate and its key as one PEM file "
-                              f"('{PREFIX}ssl.keystore.type'='PEM'; openssl pkcs12 -nodes converts a PKCS#12 store)")
-        conf["ssl.certificate.location"] = given["ssl.keystore.location"]
+    ca = _pem_store(given, "truststore", "trust store", "the CA certificate as a PEM file",
+                    "keytool -exportcert -rfc converts a JKS entry")
+    if ca:
+        conf["ssl.ca.location"] = ca
+    certificate = _pem_store(given, "keystore", "key store", "the client certificate and its key as one PEM file",
+                             "openssl pkcs12 -nodes converts a PKCS#12 store")
+    if certificate:
+        conf["ssl.certificate.location"] = certificate
     for name in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location"):
         if name in given:
             conf[name] = given[name]
@@ -145,6 +141,19 @@ def _tls(given: dict[str, str], conf: dict[str, Any]) -> None:
                        "ssl.certificate.location": "ssl.keystore.location"}.get(name, name)
             shown = setting if setting in given else name
             raise ConfigError(f"'{PREFIX}{shown}': no file '{conf[name]}'")
+
+
+def _pem_store(given: dict[str, str], store: str, what: str, give: str, conversion: str) -> str | None:
+    """The file of the Java client's ``ssl.<store>.location``: a PEM file (by its type, or by
+    its content when no type is set), else refused naming the setting and the conversion."""
+    location = given.get(f"ssl.{store}.location")
+    if location is None:
+        return None
+    kind = given.get(f"ssl.{store}.type", "JKS")
+    if kind.upper() != "PEM" and not _is_pem(location):
+        raise ConfigError(f"'{PREFIX}ssl.{store}.location': a {kind} {what} cannot be read here; give {give} "
+                          f"(set '{PREFIX}ssl.{store}.type'='PEM'; {conversion})")
+    return location
 
 
 def _is_pem(path: str) -> bool:
