@@ -272,7 +272,8 @@ def _length_delimited(data: bytes, number: int) -> list[bytes]:
     return out
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """A base-128 varint at ``pos``: (value, the position after it)."""
     value = shift = 0
     while True:
         byte = data[pos]
@@ -367,16 +368,10 @@ def _index_prefix(path: Sequence[int]) -> bytes:
 
 
 def _message_indexes(payload: memoryview) -> tuple[list[int], int]:
-    """(path, bytes read) of the message-index prefix."""
+    """(path, bytes read) of the message-index prefix (zig-zag varints)."""
     def varint(pos: int) -> tuple[int, int]:
-        shift = result = 0
-        while True:
-            b = payload[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return (result >> 1) ^ -(result & 1), pos
-            shift += 7
+        value, pos = _varint(payload, pos)
+        return (value >> 1) ^ -(value & 1), pos
     count, pos = varint(0)
     if count == 0:
         return [0], pos

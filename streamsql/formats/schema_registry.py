@@ -39,7 +39,7 @@ MAGIC = 0
 HEADER = struct.Struct(">bI")
 
 _lock = threading.Lock()
-_clients: dict[str, Any] = {}
+_clients: dict[tuple[str, str], Any] = {}
 
 
 class SchemaReference(NamedTuple):
@@ -236,17 +236,21 @@ def _first_line(text: str) -> str:
 
 
 def client(url: str) -> Any:
-    """One client per URL per process (``mock://`` state lives in the client object)."""
+    """One client per URL (and, for a real registry, per client settings) per process: ``mock://``
+    state lives in the client object; a real registry's client is made again when its settings
+    change (:func:`streamsql.formats.schema_registry_settings.configure`)."""
+    conf = settings.of(url) if url.startswith(("http://", "https://")) else {}
+    key = (url, json.dumps(conf, sort_keys=True))
     with _lock:
-        c = _clients.get(url)
+        c = _clients.get(key)
         if c is None:
             if url.startswith("mock://"):
                 c = _MemoryRegistry()
             elif url.startswith(("http://", "https://")):
-                c = _HttpRegistry(url, settings.of(url))
+                c = _HttpRegistry(url, conf)
             else:
                 raise ConfigError(f"Invalid '{URL_PROPERTY}' value '{url}': expected http://, https:// or mock://")
-            _clients[url] = c
+            _clients[key] = c
         return c
 
 
@@ -255,14 +259,6 @@ def shown(url: str) -> str:
     from streamsql.kafka.settings import hide_url_password
 
     return hide_url_password(url)
-
-
-def forget_client(url: str) -> None:
-    """Drop the client of a real registry whose settings changed (never a ``mock://`` one: its
-    schemas live in the client)."""
-    with _lock:
-        if not url.startswith("mock://"):
-            _clients.pop(url, None)
 
 
 def latest(url: str, subject: str) -> RegisteredSchema | None:

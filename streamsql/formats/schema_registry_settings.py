@@ -165,17 +165,13 @@ def _is_pem(path: str) -> bool:
 
 
 def configure(url: str, conf: Mapping[str, Any]) -> None:
-    """Clients this process makes for ``url`` use ``conf`` (a changed one replaces the client)."""
-    from streamsql.formats import schema_registry
-
+    """Clients this process makes for ``url`` use ``conf`` (the registry's clients are kept per
+    URL and settings, so a change takes effect at the next call)."""
     with _lock:
-        changed = _by_url.get(url, {}) != dict(conf)
         if conf:
             _by_url[url] = dict(conf)
         else:
             _by_url.pop(url, None)
-    if changed:
-        schema_registry.forget_client(url)
 
 
 def of(url: str) -> dict[str, Any]:
