@@ -60,6 +60,17 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="turn on Spark's web UI (off by default; SHOW QUERIES EXTENDED links each query's page)")
 
 
+def positive_int(text: str) -> int:
+    """An argument that must be a whole number of at least 1 (a limit, a timeout)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="streamsql",
                                      description="ksqlDB's SQL on Spark Structured Streaming over Kafka")
@@ -119,9 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="larger request bodies are refused with 413")
     server.add_argument("--command-timeout-ms", type=int, default=5000,
                         help="how long a request waits for its commandSequenceNumber (503 after)")
-    server.add_argument("--max-connections", type=int, default=1000,
+    server.add_argument("--max-connections", type=positive_int, default=1000,
                         help="open connections at most; one more is answered 503 and closed")
-    server.add_argument("--request-header-timeout-ms", type=int, default=30000,
+    server.add_argument("--request-header-timeout-ms", type=positive_int, default=30000,
                         help="a request whose line and headers take longer to arrive is closed (slow clients)")
     _common(server)
 

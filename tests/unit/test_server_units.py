@@ -123,3 +123,16 @@ def test_function_types_are_ksqldb_enum_names_and_the_shell_renders_what_the_ser
     assert shown is not None and shown["functions"] == served["functions"]
     back = entities.result_from_entity(served)
     assert isinstance(back, r.FunctionList) and back.functions == result.functions
+
+
+@pytest.mark.parametrize("flag", ["--max-connections", "--request-header-timeout-ms"])
+@pytest.mark.parametrize(("value", "problem"), [("0", "must be at least 1, not 0"), ("-5", "must be at least 1, not -5"),
+                                                ("lots", "expected a whole number, not 'lots'")])
+def test_server_limits_refuse_values_that_are_not_a_positive_whole_number(
+        flag: str, value: str, problem: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from streamsql.surfaces.cli import build_parser
+
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["server", flag, value])
+    assert e.value.code == 2
+    assert f"argument {flag}: {problem}" in capsys.readouterr().err
