@@ -10,7 +10,9 @@ One code path, two entry points:
 Producers are idempotent (no duplicates from the client's own retries), partition keys like the
 Java client (``murmur2_random``, so ksqlDB and Java producers agree on partitions) and are cached
 per worker process: an idempotent producer's start-up costs ~0.5 s (research/spark.md §3.3).
-Delivery is at-least-once: a replayed micro-batch is written again.
+Delivery is at-least-once by default (a replayed micro-batch is written again); with
+``processing.guarantee=exactly_once_v2`` each task's rows are one transaction that a replay does
+not repeat (kafka/transactions.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka.admin import produce_waiting
 from streamsql.kafka.source import _opt
 from streamsql.kafka.source import kafka_settings as option_settings
+from streamsql.kafka.transactions import OPTION as EXACTLY_ONCE_OPTION
 from streamsql.types import HEADERS_COL, ROWTIME, TOMBSTONE_COL
 
 if TYPE_CHECKING:
@@ -99,6 +102,8 @@ class SinkOptions:
     computed_key: bool = False
     #: the Schema Registry client configurations the formats need (formats/schema_registry_settings.py)
     registry_clients: str | None = None
+    #: ``processing.guarantee=exactly_once_v2``: each task's rows are one Kafka transaction
+    exactly_once: bool = False
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> SinkOptions:
@@ -112,7 +117,8 @@ class SinkOptions:
         return SinkOptions(bootstrap, topic, _opt(options, "keySpec"), _opt(options, "valueSpec"),
                            option_settings(options), window.upper() if window else None,
                            (_opt(options, "computedKey") or "").lower() == "true",
-                           _opt(options, registry_settings.OPTION))
+                           _opt(options, registry_settings.OPTION),
+                           (_opt(options, EXACTLY_ONCE_OPTION) or "").lower() == "true")
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -225,10 +231,23 @@ def _encoder(opts: SinkOptions) -> RecordEncoder:
 
 def write_arrow(batches: Iterable[pa.RecordBatch], options: Mapping[str, str] | SinkOptions) -> int:
     """Encode and produce every row of ``batches``; returns the number of records written once
-    Kafka acknowledged all of them. Raises KafkaError on any delivery failure."""
+    Kafka acknowledged all of them. Raises KafkaError on any delivery failure. Under
+    ``exactly_once_v2`` the task's rows are one transaction (kafka/transactions.py)."""
     opts = options if isinstance(options, SinkOptions) else SinkOptions.parse(options)
     encoder = _encoder(opts)
-    producer = cached_producer(opts.bootstrap, opts.kafka)
+    if opts.exactly_once:
+        from streamsql.kafka import transactions
+
+        return transactions.write_once(opts.bootstrap, opts.topic, opts.kafka, batches,
+                                       functools.partial(_produce_all, encoder=encoder, opts=opts, exact_zero=False))
+    return _produce_all(cached_producer(opts.bootstrap, opts.kafka), batches, encoder, opts, exact_zero=True)
+
+
+def _produce_all(producer: Producer, batches: Iterable[pa.RecordBatch], encoder: RecordEncoder,
+                 opts: SinkOptions, exact_zero: bool) -> int:
+    """Produce every row of ``batches`` with ``producer`` and wait until Kafka acknowledged them.
+    ``exact_zero``: records at timestamp 0 go through kafka-python (librdkafka writes "now" for
+    0); a transaction cannot span two clients, so under exactly-once they take librdkafka's."""
     errors: list[Any] = []
 
     def on_delivery(err: LibrdkafkaError | None, _msg: Message) -> None:
@@ -240,7 +259,7 @@ def write_arrow(batches: Iterable[pa.RecordBatch], options: Mapping[str, str] | 
         if batch.num_rows == 0:
             continue
         keys, values, timestamps, headers = encoder.encode(batch)
-        if 0 in timestamps:
+        if exact_zero and 0 in timestamps:
             # librdkafka cannot write timestamp 0 (it means "now" there); ksqlDB writes it as is.
             # Earlier records go first, so order within the partition is kept.
             _flush_or_raise(producer, opts.topic, errors)
@@ -367,5 +386,6 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         """Records are already acknowledged by Kafka when write() returns."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo: at-least-once (a replayed batch is written again)."""
+        """Nothing to undo: at-least-once, a replayed batch is written again; exactly-once, each
+        task's transaction is committed or aborted in the task."""
 

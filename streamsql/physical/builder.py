@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from streamsql import types as t
 from streamsql.errors import StreamsqlError
 from streamsql.kafka import settings as kafka_settings
+from streamsql.kafka import transactions
 from streamsql.kafka.processing_log import LogTarget
 from streamsql.physical import aggregate as agg
 from streamsql.physical import frames, joins, spark_aggregate
@@ -83,6 +84,9 @@ class BuildContext:
     dropped_counter: Any = None
     #: ``ksql.timestamp.throw.on.invalid``: a source record without a usable time fails the query
     throw_on_invalid_timestamp: bool = False
+    #: ``processing.guarantee=exactly_once_v2``: Kafka sinks write each task's rows in one
+    #: transaction (kafka/transactions.py), sources read committed records only
+    exactly_once: bool = False
 
 
 class SparkBuilder:
@@ -164,7 +168,8 @@ class SparkBuilder:
                               pinned=step.pinned, query_id=ctx.query_id, max_records=max_records,
                               processing_log_topic=ctx.processing_log_topic,
                               processing_log_rows=ctx.processing_log_rows,
-                              throw_on_invalid_timestamp=ctx.throw_on_invalid_timestamp)
+                              throw_on_invalid_timestamp=ctx.throw_on_invalid_timestamp,
+                              read_committed=ctx.exactly_once)
 
     def _join(self, step: Join, max_records: int | None) -> DataFrame:
         """Both inputs (the left one a join itself in an n-way join), then the join's operators."""
@@ -270,12 +275,12 @@ class SparkBuilder:
                                                                  self.ctx.processing_log_topic),
                                   self.ctx.query_id, at_sink=True)
         if isinstance(terminal, KafkaSink) and spark_agg is not None:
-            sink = spark_aggregate.kafka_sink(io.kafka_options(self.ctx.bootstrap_servers, terminal.target))
+            sink = spark_aggregate.kafka_sink(self._sink_options(terminal))
             writer = (df.writeStream.foreachBatch(spark_aggregate.batch_writer(spark_agg.plan, checkpoint, sink,
                                                                             spark_agg.per_record))
                       .outputMode(spark_aggregate.output_mode(spark_agg.plan)))
         elif isinstance(terminal, KafkaSink):
-            options = io.kafka_options(self.ctx.bootstrap_servers, terminal.target)
+            options = self._sink_options(terminal)
             if any(isinstance(s, Select) and s.plan.repartitioned for s in plan.steps):
                 options["computedKey"] = "true"  # PARTITION BY: a key of nulls is still a key
             writer = df.writeStream.format(io.DATA_SOURCE).options(**options).outputMode("append")
@@ -296,6 +301,14 @@ class SparkBuilder:
         if query_name:
             writer = writer.queryName(query_name)
         return start_writer(self.ctx.spark, writer, late_rows_on_batch_watermark=spark_agg is not None)
+
+
+    def _sink_options(self, terminal: KafkaSink) -> dict[str, str]:
+        """The Kafka sink's options: the target's formats, and transactions under exactly-once."""
+        options = io.kafka_options(self.ctx.bootstrap_servers, terminal.target)
+        if self.ctx.exactly_once:
+            options[transactions.OPTION] = "true"
+        return options
 
 
 def start_writer(spark: SparkSession, writer: Any, late_rows_on_batch_watermark: bool) -> StreamingQuery:
@@ -366,8 +379,17 @@ def buckets_for(checkpoint: Path, default: int) -> int:
 
 def has_committed_batch(checkpoint: Path) -> bool:
     """Whether Spark committed a micro-batch in ``checkpoint`` (its ``commits/<n>`` files)."""
-    commits = checkpoint / "commits"
-    return commits.exists() and any(p.name.isdigit() for p in commits.iterdir())
+    return _has_entry(checkpoint / "commits")
+
+
+def has_planned_batch(checkpoint: Path) -> bool:
+    """Whether Spark planned a micro-batch in ``checkpoint`` (its ``offsets/<n>`` files, written
+    before the batch runs)."""
+    return _has_entry(checkpoint / "offsets")
+
+
+def _has_entry(log_dir: Path) -> bool:
+    return log_dir.exists() and any(p.name.isdigit() for p in log_dir.iterdir())
 
 
 def check_checkpoint(checkpoint: Path, plan: PhysicalPlan) -> None:

@@ -57,6 +57,10 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
     "ksql.streams.cache.max.bytes.buffering": ("10485760", "ksqlDB's record cache: > 0 emits an aggregation's "
                                                            "latest value per key per micro-batch, 0 every update"),
     "ksql.streams.max.records.per.batch": ("100000", "most Kafka records a query reads per micro-batch"),
+    "processing.guarantee": ("at_least_once", "`at_least_once` (a micro-batch replayed after a crash is written "
+                                              "again) or `exactly_once_v2` (each task's output is one Kafka "
+                                              "transaction a replay does not repeat; readers read committed "
+                                              "records only); taken when a query starts"),
     "ksql.query.pull.table.scan.enabled": ("true", "pull queries may scan a whole table"),
     "ksql.query.pull.range.scan.enabled": ("true", "pull queries may scan a key range"),
     "ksql.timestamp.throw.on.invalid": ("false", "fail the query (instead of logging and dropping the record) "

@@ -39,12 +39,15 @@ from streamsql.errors import (
     spark_message,
 )
 from streamsql.kafka import settings as kafka_settings
+from streamsql.kafka import transactions
+from streamsql.kafka.transactions import GUARANTEE_PROPERTY
 from streamsql.physical.builder import (
     CHECKPOINT_META,
     BuildContext,
     SparkBuilder,
     buckets_for,
     has_committed_batch,
+    has_planned_batch,
     operator_for,
 )
 from streamsql.physical.steps import (
@@ -593,7 +596,10 @@ class Engine:
                           sink: Source) -> None:
         checkpoint = self.data_dir / "checkpoints" / query_id
         resumed = has_committed_batch(checkpoint)
-        if checkpoint.exists() and not resumed:  # stopped before its first batch committed
+        if checkpoint.exists() and not resumed and not has_planned_batch(checkpoint):
+            # stopped before Spark planned its first batch; once planned (its offsets logged),
+            # Spark replays that batch over the same offsets, and under exactly_once_v2 under
+            # the same query id, so a write that happened before the crash is not repeated
             starts.restart_uncommitted(checkpoint)
         if sink.is_table and sink.is_source and resumed and not (checkpoint / CHECKPOINT_META).exists():
             # a source table's materialization from an earlier streamsql (the driver's store):
@@ -700,7 +706,8 @@ class Engine:
             processing_log_rows=self.prop("ksql.logging.processing.rows.include").strip().lower() == "true",
             max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
             throw_on_invalid_timestamp=self.prop("ksql.timestamp.throw.on.invalid").strip().lower() == "true",
-            query_id=query_id, limits=self._collection_limits())
+            query_id=query_id, limits=self._collection_limits(),
+            exactly_once=self.exactly_once())
 
     def _buckets(self, plan: AggregatePlan) -> int:
         """How many state buckets a new aggregation gets: ``streamsql.aggregation.buckets``, else
@@ -724,6 +731,12 @@ class Engine:
         an aggregation emits the latest value per key per commit (here per micro-batch); 0 (what
         ksqlDB's test harness and ``streamsql test`` set) emits every update."""
         return _cache_bytes(self.prop(CACHE_PROPERTY).strip() or RECORD_CACHE_DEFAULT) > 0
+
+    def exactly_once(self) -> bool:
+        """``processing.guarantee`` (or ``ksql.streams.processing.guarantee``) is
+        ``exactly_once_v2``: queries started now write transactionally (kafka/transactions.py)."""
+        value = self.prop(GUARANTEE_PROPERTY).strip() or self.prop(f"ksql.streams.{GUARANTEE_PROPERTY}")
+        return transactions.guarantee(value) == transactions.EXACTLY_ONCE_V2
 
     def _operator(self) -> str | None:
         """``streamsql.aggregation.operator`` as ``physical_plan``'s ``operator`` (None: choose)."""
@@ -894,7 +907,7 @@ class Engine:
         store = self.stores.get(table.name)
         if store is not None and table.name in self.followed:
             try:
-                store.follow(self.bootstrap_servers, self.followed[table.name])
+                store.follow(self.bootstrap_servers, self.followed[table.name], read_committed=self.exactly_once())
             except KafkaError as e:
                 # Kafka unreachable (an outage): answer from what the store holds, as ksqlDB
                 # answers from its local state store, if it ever caught up (an empty store that
@@ -958,6 +971,8 @@ class Engine:
             _bucket_count(stmt.value)
         if stmt.name == OPERATOR_PROPERTY:
             _operator_choice(stmt.value)
+        if stmt.name in (GUARANTEE_PROPERTY, f"ksql.streams.{GUARANTEE_PROPERTY}"):
+            transactions.guarantee(stmt.value)
         self._active.properties[stmt.name] = stmt.value
         return r.CommandStatus(stmt.text, f"Successfully changed local property '{stmt.name}' to '{stmt.value}'.")
 

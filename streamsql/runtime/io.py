@@ -46,6 +46,11 @@ def value_spec(source: Source) -> FormatSpec:
                       source.wrap_single_value, options=options)
 
 
+#: the reader option of ``processing.guarantee=exactly_once_v2`` (Kafka Streams' consumers read
+#: committed records only under it, uncommitted ones under at_least_once)
+READ_COMMITTED = {"kafka.isolation.level": "read_committed"}
+
+
 def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
     options = {
         "kafka.bootstrap.servers": bootstrap_servers,
@@ -65,7 +70,7 @@ def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
 def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, starting_offsets: str,
                 pinned: Mapping[int, int] | None = None, query_id: str, max_records: int | None = None,
                 processing_log_topic: str | None = None, processing_log_rows: bool = False,
-                throw_on_invalid_timestamp: bool = False) -> DataFrame:
+                throw_on_invalid_timestamp: bool = False, read_committed: bool = False) -> DataFrame:
     """The streaming DataFrame of ``source``: its columns plus ROWTIME/ROWPARTITION/ROWOFFSET and
     the internal ``__HEADERS``/``__TOMBSTONE``. ``pinned``: the offsets (partition → offset)
     a query without a checkpoint begins at, instead of ``starting_offsets``. With a TIMESTAMP
@@ -82,6 +87,8 @@ def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, 
             [[c.name, str(c.type), c.role, c.header_key] for c in source.header_columns])
     if max_records:
         options["maxRecordsPerBatch"] = str(max_records)
+    if read_committed:  # exactly_once_v2: records of aborted transactions are never read
+        options.update(READ_COMMITTED)
 
     if processing_log_topic:
         options["processingLogTopic"] = processing_log_topic

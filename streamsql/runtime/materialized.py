@@ -126,7 +126,7 @@ class TableStore:
         return {int(name.split(":", 1)[1]): int(value) for name, value
                 in self._db.execute("SELECT name, value FROM meta WHERE name LIKE 'offset:%'")}
 
-    def follow(self, bootstrap_servers: str, table: Source) -> int:
+    def follow(self, bootstrap_servers: str, table: Source, read_committed: bool = False) -> int:
         """Catch up with ``table``'s changelog topic: read every record written since the last
         call, up to the topic's end now, and apply it (a value upserts its key, a tombstone
         deletes it). Returns the records applied. A pull query calls this first, so it sees
@@ -134,17 +134,21 @@ class TableStore:
         by Kafka before the commit); nothing is read while nobody queries the table. It may also
         see a batch whose records are written but not yet committed (measured: about 1 s before
         the commit, ``benchmarks/pull_visibility.py``): a replay of that batch after a crash
-        writes the same values, so a reader sees a value early, never a wrong one."""
+        writes the same values, so a reader sees a value early, never a wrong one.
+        ``read_committed`` (``exactly_once_v2``): records of aborted transactions are skipped, and
+        a batch is seen once its transaction commits."""
         from streamsql.kafka.admin import EndOffsets
         from streamsql.kafka.source import SourceOptions, read_range, source_schema
+        from streamsql.kafka.source import kafka_settings as option_settings
         from streamsql.runtime import io
 
         with self._follow_lock:
-            options = dict(io.kafka_options(bootstrap_servers, table), startingOffsets="earliest")
+            options = dict(io.kafka_options(bootstrap_servers, table), startingOffsets="earliest",
+                           **(io.READ_COMMITTED if read_committed else {}))
             opts = SourceOptions.parse(options)
             schema = source_schema(opts)
             if self._ends is None:
-                self._ends = EndOffsets(bootstrap_servers, table.topic)
+                self._ends = EndOffsets(bootstrap_servers, table.topic, option_settings(options))
             ends = self._ends.ends()
             done = self.offsets()
             keys = [c.name for c in table.key_columns]

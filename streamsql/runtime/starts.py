@@ -55,8 +55,8 @@ def read_pins(checkpoint: Path) -> Pins:
 
 
 def restart_uncommitted(checkpoint: Path) -> None:
-    """Empty the checkpoint of a query stopped before its first batch committed (Spark refuses
-    to resume one: "offsets should be empty on batch 0"; nothing was committed, so nothing is
+    """Empty the checkpoint of a query stopped before Spark planned its first batch (a state
+    directory without an offset log is refused at batch 0; nothing was read, so nothing is
     lost), keeping the offsets its statement pinned."""
     pinned = (checkpoint / START_FILE).read_bytes() if (checkpoint / START_FILE).exists() else None
     shutil.rmtree(checkpoint, ignore_errors=True)
