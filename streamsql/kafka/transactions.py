@@ -89,48 +89,39 @@ def current_task() -> BatchTask:
     return BatchTask(query, int(batch), ctx.partitionId())
 
 
-@dataclass
-class _Writer:
-    """One transactional producer and the consumer whose group holds its marker."""
-
-    producer: Producer
-    marker_reader: Consumer
+_MARKER_READERS: dict[str, Consumer] = {}
+_MARKER_READERS_LOCK = threading.Lock()
 
 
-_WRITERS: dict[str, _Writer] = {}
-_WRITERS_LOCK = threading.Lock()
-
-
-def _writer(bootstrap: str, transactional_id: str, settings: dict[str, str]) -> _Writer:
-    """This process's writer for ``transactional_id`` (made once: ``init_transactions`` costs a
-    coordinator round trip, ~0.5 s on tansu)."""
-    from confluent_kafka import Consumer, Producer
+def _marker_reader(bootstrap: str, transactional_id: str, settings: dict[str, str]) -> Consumer:
+    """This process's consumer of the group that holds ``transactional_id``'s marker (it reads
+    the marker and gives the transaction the group's metadata; it never joins the group)."""
+    from confluent_kafka import Consumer
 
     from streamsql.kafka.admin import client_config
-    from streamsql.kafka.sink import producer_config
 
-    with _WRITERS_LOCK:
-        writer = _WRITERS.get(transactional_id)
-        if writer is None:
-            producer = Producer(producer_config(bootstrap, {**settings, "transactional.id": transactional_id,
-                                                            "transaction.timeout.ms": int(TIMEOUT_S * 1000)}))
-            producer.init_transactions(TIMEOUT_S)
-            reader = Consumer(client_config(bootstrap, {
+    with _MARKER_READERS_LOCK:
+        reader = _MARKER_READERS.get(transactional_id)
+        if reader is None:
+            reader = _MARKER_READERS[transactional_id] = Consumer(client_config(bootstrap, {
                 **settings, "group.id": transactional_id, "enable.auto.commit": False,
                 "isolation.level": "read_committed"}))
-            writer = _WRITERS[transactional_id] = _Writer(producer, reader)
-        return writer
+        return reader
 
 
-def _forget(transactional_id: str) -> None:
-    """Drop a writer after a failure: the next attempt starts afresh (and fences this one)."""
-    with _WRITERS_LOCK:
-        writer = _WRITERS.pop(transactional_id, None)
-    if writer is not None:
-        try:
-            writer.marker_reader.close()
-        except Exception:  # noqa: BLE001 - closing a broken client
-            pass
+def _producer(bootstrap: str, transactional_id: str, settings: dict[str, str]) -> Producer:
+    """A new transactional producer: its ``init_transactions`` fences every earlier producer of
+    the id (a killed attempt's, another Python worker's) and ends their open transactions. One
+    per task and batch (~50 ms here): Spark runs a partition's tasks in whichever Python worker
+    is free, so a producer kept per worker would be fenced by the other workers' in turn."""
+    from confluent_kafka import Producer
+
+    from streamsql.kafka.sink import producer_config
+
+    producer = Producer(producer_config(bootstrap, {**settings, "transactional.id": transactional_id,
+                                                    "transaction.timeout.ms": int(TIMEOUT_S * 1000)}))
+    producer.init_transactions(TIMEOUT_S)
+    return producer
 
 
 def written_batches(bootstrap: str, topic: str, task: BatchTask, settings: dict[str, str] | None = None) -> int:
@@ -138,42 +129,40 @@ def written_batches(bootstrap: str, topic: str, task: BatchTask, settings: dict[
     id to write), 0 when it never committed one."""
     from confluent_kafka import TopicPartition
 
-    writer = _writer(bootstrap, task.transactional_id(topic), dict(settings or {}))
-    return max(writer.marker_reader.committed([TopicPartition(topic, 0)], timeout=TIMEOUT_S)[0].offset, 0)
+    reader = _marker_reader(bootstrap, task.transactional_id(topic), dict(settings or {}))
+    return max(reader.committed([TopicPartition(topic, 0)], timeout=TIMEOUT_S)[0].offset, 0)
 
 
 def write_once(bootstrap: str, topic: str, settings: dict[str, str], batches: Iterable[Any],
                produce: Callable[[Producer, Iterable[Any]], int], task: BatchTask | None = None) -> int:
     """Write ``batches`` (through ``produce``, which sends them with the producer it is given and
     returns the count once every record is acknowledged) in one transaction with the task's
-    marker, unless the marker says this batch is written already; returns the records written."""
+    marker, unless the marker says this batch is written already; returns the records written.
+    A task with no rows writes nothing and no marker (its replay has no rows either)."""
     from confluent_kafka import KafkaException, TopicPartition
 
+    rows = [b for b in batches if getattr(b, "num_rows", 1)]
+    if not rows:
+        return 0
     task = task or current_task()
     txn_id = task.transactional_id(topic)
     try:
-        writer = _writer(bootstrap, txn_id, settings)
-        done = writer.marker_reader.committed([TopicPartition(topic, 0)], timeout=TIMEOUT_S)[0].offset
-        if done > task.batch_id:
+        reader = _marker_reader(bootstrap, txn_id, settings)
+        producer = _producer(bootstrap, txn_id, settings)
+        if reader.committed([TopicPartition(topic, 0)], timeout=TIMEOUT_S)[0].offset > task.batch_id:
             return 0  # a replay of a batch this task committed before the crash
-        producer = writer.producer
         producer.begin_transaction()
         try:
-            count = produce(producer, batches)
+            count = produce(producer, rows)
             producer.send_offsets_to_transaction(
-                [TopicPartition(topic, 0, task.batch_id + 1)],
-                writer.marker_reader.consumer_group_metadata(), TIMEOUT_S)
+                [TopicPartition(topic, 0, task.batch_id + 1)], reader.consumer_group_metadata(), TIMEOUT_S)
             producer.commit_transaction(TIMEOUT_S)
         except BaseException:
             _abort(producer)
             raise
         return count
     except KafkaException as e:
-        _forget(txn_id)
         raise KafkaError(f"cannot write to topic '{topic}' in transaction '{txn_id}': {e.args[0].str()}") from None
-    except KafkaError:
-        _forget(txn_id)
-        raise
 
 
 def _abort(producer: Producer) -> None:

@@ -48,11 +48,11 @@ def test_a_replayed_task_writes_nothing_and_a_killed_one_is_aborted(engine, topi
     engine.admin.create_topic(topic, 1)
     query = topic_name("query")
     first, again = BatchTask(query, 0, 0), BatchTask(query, 0, 0)
-    assert transactions.write_once(bootstrap, topic, {}, [], _send([(b"a", b"1"), (b"b", b"2")], topic), first) == 2
+    assert transactions.write_once(bootstrap, topic, {}, [b"rows"], _send([(b"a", b"1"), (b"b", b"2")], topic), first) == 2
     # the same batch of the same task again (Spark's replay after a crash): nothing is written
-    assert transactions.write_once(bootstrap, topic, {}, [], _send([(b"a", b"1"), (b"b", b"2")], topic), again) == 0
+    assert transactions.write_once(bootstrap, topic, {}, [b"rows"], _send([(b"a", b"1"), (b"b", b"2")], topic), again) == 0
     assert transactions.written_batches(bootstrap, topic, first) == 1
-    assert transactions.write_once(bootstrap, topic, {}, [], _send([(b"c", b"3")], topic), BatchTask(query, 1, 0)) == 1
+    assert transactions.write_once(bootstrap, topic, {}, [b"rows"], _send([(b"c", b"3")], topic), BatchTask(query, 1, 0)) == 1
 
     # a task of another partition killed with SIGKILL in the middle of its transaction ...
     killed = textwrap.dedent(f"""
@@ -62,13 +62,13 @@ def test_a_replayed_task_writes_nothing_and_a_killed_one_is_aborted(engine, topi
             producer.produce({topic!r}, key=b"zombie", value=b"never", partition=0)
             producer.flush(30)
             os.kill(os.getpid(), 9)
-        transactions.write_once({bootstrap!r}, {topic!r}, {{}}, [], die, transactions.BatchTask({query!r}, 2, 1))
+        transactions.write_once({bootstrap!r}, {topic!r}, {{}}, [b"rows"], die, transactions.BatchTask({query!r}, 2, 1))
     """)
     proc = subprocess.run([sys.executable, "-c", killed], cwd=Path(__file__).parents[2], timeout=120)
     assert proc.returncode == -9
     # ... and its retry (the same task, the same batch) fences it: Kafka aborts the open one
     retry = BatchTask(query, 2, 1)
-    assert transactions.write_once(bootstrap, topic, {}, [], _send([(b"d", b"4")], topic), retry) == 1
+    assert transactions.write_once(bootstrap, topic, {}, [b"rows"], _send([(b"d", b"4")], topic), retry) == 1
 
     # a task whose write fails aborts its own transaction; the marker stays, the retry writes
     def fail(producer, _batches):  # type: ignore[no-untyped-def]
@@ -77,9 +77,26 @@ def test_a_replayed_task_writes_nothing_and_a_killed_one_is_aborted(engine, topi
         raise transactions.KafkaError("the encoder failed")
 
     with pytest.raises(transactions.KafkaError, match="the encoder failed"):
-        transactions.write_once(bootstrap, topic, {}, [], fail, BatchTask(query, 3, 0))
+        transactions.write_once(bootstrap, topic, {}, [b"rows"], fail, BatchTask(query, 3, 0))
     assert transactions.written_batches(bootstrap, topic, BatchTask(query, 3, 0)) == 2
-    assert transactions.write_once(bootstrap, topic, {}, [], _send([(b"e", b"5")], topic), BatchTask(query, 3, 0)) == 1
+    assert transactions.write_once(bootstrap, topic, {}, [b"rows"], _send([(b"e", b"5")], topic), BatchTask(query, 3, 0)) == 1
+
+    # another worker process writes the next batch of partition 0 (Spark runs a partition's task
+    # in whichever Python worker is free), then this one the batch after: each write's producer
+    # is its own, so neither finds itself fenced by the other
+    assert transactions.write_once(bootstrap, topic, {}, [], _send([(b"x", b"never")], topic),
+                                   BatchTask(query, 4, 0)) == 0  # no rows: no transaction, no marker
+    other = textwrap.dedent(f"""
+        from streamsql.kafka import transactions
+        def send(producer, _batches):
+            producer.produce({topic!r}, key=b"f", value=b"6", partition=0)
+            producer.flush(30)
+            return 1
+        task = transactions.BatchTask({query!r}, 4, 0)
+        assert transactions.write_once({bootstrap!r}, {topic!r}, {{}}, [b"rows"], send, task) == 1
+    """)
+    assert subprocess.run([sys.executable, "-c", other], cwd=Path(__file__).parents[2], timeout=120).returncode == 0
+    assert transactions.write_once(bootstrap, topic, {}, [b"rows"], _send([(b"g", b"7")], topic), BatchTask(query, 5, 0)) == 1
 
     stored = stored_batches(bootstrap, topic)
     aborted = [b for b in stored if b.marker == "ABORT"]
@@ -88,7 +105,7 @@ def test_a_replayed_task_writes_nothing_and_a_killed_one_is_aborted(engine, topi
     zombie = [b for b in stored if any(k == b"zombie" for _, k, _ in b.records)]
     assert zombie and zombie[0].transactional and zombie[0].producer_id in held
     assert [(k, v) for _, k, v in read_committed(bootstrap, topic)] == [
-        (b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"d", b"4"), (b"e", b"5")]
+        (b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"d", b"4"), (b"e", b"5"), (b"f", b"6"), (b"g", b"7")]
 
 
 def test_processing_guarantee_values(engine):  # type: ignore[no-untyped-def]
