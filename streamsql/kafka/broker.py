@@ -24,12 +24,15 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
 from streamsql.errors import KafkaError
+
+#: tansu keeps everything in memory: nothing survives the broker process
+MEMORY_STORAGE = "memory://tansu/"
 
 
 def tansu_binary() -> Path:
@@ -88,13 +91,20 @@ class EmbeddedBroker:
     """A tansu broker process on 127.0.0.1. Use as a context manager or call start()/stop()."""
 
     def __init__(self, port: int | None = None, data_dir: str | Path | None = None,
-                 die_with_parent: bool = False, advertised_port: int | None = None) -> None:
+                 die_with_parent: bool = False, advertised_port: int | None = None,
+                 storage: str = MEMORY_STORAGE, env: Mapping[str, str] | None = None,
+                 cluster_id: str | None = None) -> None:
         self.port = port or free_port()
+        #: tansu's ``--storage-engine``: in memory (nothing survives the process) unless told
+        #: otherwise, e.g. ``s3://bucket/`` with the ``AWS_*`` settings of an S3 server in ``env``
+        #: (a broker restarted on it, with the same ``cluster_id``, has every record it had)
+        self.storage = storage
+        self.env = dict(env or {})
         #: the port clients are told to reconnect to: another one when something in front of
         #: the broker (a TLS terminator) is where they connect
         self.advertised_port = advertised_port or self.port
         self.data_dir = Path(data_dir) if data_dir else None
-        self.cluster_id = f"streamsql-{uuid.uuid4().hex[:12]}"
+        self.cluster_id = cluster_id or f"streamsql-{uuid.uuid4().hex[:12]}"
         #: Linux: the kernel kills the broker when the thread that started it ends, even by
         #: ``kill -9`` (a foreground broker never outlives its command); only for brokers started
         #: on the main thread of a process that owns them
@@ -115,12 +125,12 @@ class EmbeddedBroker:
         url = f"tcp://127.0.0.1:{self.port}"
         advertised = f"tcp://127.0.0.1:{self.advertised_port}"
         cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
-               "--cluster-id", self.cluster_id, "--storage-engine", "memory://tansu/"]
+               "--cluster-id", self.cluster_id, "--storage-engine", self.storage]
         log: int | IO[bytes] = subprocess.DEVNULL
         if self.data_dir is not None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             log = open(self.data_dir / "broker.log", "ab")  # noqa: SIM115 - owned by the process
-        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
+        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"), **self.env)
         self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True,
                                       preexec_fn=_die_with_parent_hook() if self.die_with_parent else None)

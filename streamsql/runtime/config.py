@@ -38,6 +38,21 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "ksql.logging.processing.rows.include": "false",
 }
 VALID_OFFSET_RESETS = {"earliest", "latest"}
+#: ksqlDB reads a Kafka Streams property with or without this prefix
+STREAMS_PREFIX = "ksql.streams."
+
+
+def property_names(name: str) -> tuple[str, str]:
+    """``name`` and its other spelling: ``ksql.streams.cache.max.bytes.buffering`` and
+    ``cache.max.bytes.buffering`` are one setting in ksqlDB, whichever a config file, a ``SET``
+    or a REST request's ``streamsProperties`` uses (the server strips the prefix)."""
+    if name.startswith(STREAMS_PREFIX):
+        return name, name[len(STREAMS_PREFIX):]
+    return name, STREAMS_PREFIX + name
+
+
+def same_property(a: str, b: str) -> bool:
+    return b in property_names(a)
 
 #: every property streamsql reads: name -> (default, what it does). Set in the config file, with
 #: SET in a session, or as a request's ``streamsProperties`` (``ksql.streams.`` may prefix a name).
@@ -133,7 +148,11 @@ class EngineConfig:
     ephemeral_kafka: bool = False
 
     def property(self, name: str) -> str:
-        return self.properties.get(name, DEFAULT_PROPERTIES.get(name, ""))
+        """The config file's value of ``name`` (either spelling), else its default."""
+        for spelling in property_names(name):
+            if spelling in self.properties:
+                return self.properties[spelling]
+        return next((DEFAULT_PROPERTIES[s] for s in property_names(name) if s in DEFAULT_PROPERTIES), "")
 
     def client_settings(self) -> dict[str, str]:
         """The Kafka client settings: :attr:`kafka` over those among the properties (a config

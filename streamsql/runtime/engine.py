@@ -66,7 +66,7 @@ from streamsql.planner.joins import JoinedSource
 from streamsql.planner.planner import Planner, QueryPlan, source_columns
 from streamsql.runtime import results as r
 from streamsql.runtime import starts
-from streamsql.runtime.config import VALID_OFFSET_RESETS, EngineConfig
+from streamsql.runtime.config import VALID_OFFSET_RESETS, EngineConfig, property_names, same_property
 from streamsql.runtime.data_dir import DataDirLock, check_cluster, record_cluster
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime.pull import check_access_path, lookup_for
@@ -281,8 +281,12 @@ class Engine:
 
     def prop(self, name: str) -> str:
         """A property's value: the running session's override, else engine config, else
-        ksqlDB's default."""
-        return self._active.properties.get(name) or self.config.property(name)
+        ksqlDB's default (either spelling of a Kafka Streams property: ``config.property_names``)."""
+        for spelling in property_names(name):
+            value = self._active.properties.get(spelling)
+            if value:
+                return value
+        return self.config.property(name)
 
     @property
     def active_session(self) -> Session:
@@ -735,8 +739,7 @@ class Engine:
     def exactly_once(self) -> bool:
         """``processing.guarantee`` (or ``ksql.streams.processing.guarantee``) is
         ``exactly_once_v2``: queries started now write transactionally (kafka/transactions.py)."""
-        value = self.prop(GUARANTEE_PROPERTY).strip() or self.prop(f"ksql.streams.{GUARANTEE_PROPERTY}")
-        return transactions.guarantee(value) == transactions.EXACTLY_ONCE_V2
+        return transactions.guarantee(self.prop(GUARANTEE_PROPERTY)) == transactions.EXACTLY_ONCE_V2
 
     def _operator(self) -> str | None:
         """``streamsql.aggregation.operator`` as ``physical_plan``'s ``operator`` (None: choose)."""
@@ -962,16 +965,16 @@ class Engine:
         return self.inspection.explain(stmt)
 
     def _do_SetProperty(self, stmt: ast.SetProperty) -> r.Result:
-        if stmt.name == "auto.offset.reset" and stmt.value.lower() not in VALID_OFFSET_RESETS:
+        if same_property(stmt.name, "auto.offset.reset") and stmt.value.lower() not in VALID_OFFSET_RESETS:
             raise ConfigError(f"Invalid value {stmt.value} for configuration auto.offset.reset: "
                               f"String must be one of: earliest, latest")
-        if stmt.name == CACHE_PROPERTY:
+        if same_property(stmt.name, CACHE_PROPERTY):
             _cache_bytes(stmt.value)
         if stmt.name == BUCKETS_PROPERTY:
             _bucket_count(stmt.value)
         if stmt.name == OPERATOR_PROPERTY:
             _operator_choice(stmt.value)
-        if stmt.name in (GUARANTEE_PROPERTY, f"ksql.streams.{GUARANTEE_PROPERTY}"):
+        if same_property(stmt.name, GUARANTEE_PROPERTY):
             transactions.guarantee(stmt.value)
         self._active.properties[stmt.name] = stmt.value
         return r.CommandStatus(stmt.text, f"Successfully changed local property '{stmt.name}' to '{stmt.value}'.")

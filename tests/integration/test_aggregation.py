@@ -285,6 +285,23 @@ def test_bad_cache_and_bucket_settings_are_refused_when_set(engine, topic_name):
     assert isinstance(props, r.Properties)
 
 
+def test_streams_properties_are_read_with_or_without_their_prefix(engine):  # type: ignore[no-untyped-def]
+    """ksqlDB reads ``ksql.streams.X`` and ``X`` as one setting, and the REST server strips the
+    prefix from a request's ``streamsProperties``: a client that turned the record cache off
+    with ``ksql.streams.cache.max.bytes.buffering=0`` reached the engine as
+    ``cache.max.bytes.buffering``, which it never read (the cache stayed on)."""
+    from streamsql.errors import ConfigError
+
+    engine.execute("SET 'cache.max.bytes.buffering'='0';")
+    assert engine.prop("ksql.streams.cache.max.bytes.buffering") == "0"
+    with pytest.raises(ConfigError, match="Invalid value lots for configuration ksql.streams.cache.max.bytes.buffering"):
+        engine.execute("SET 'cache.max.bytes.buffering'='lots';")
+    engine.execute("SET 'ksql.streams.processing.guarantee'='exactly_once_v2';")
+    assert engine.exactly_once()
+    with pytest.raises(ConfigError, match="Invalid value soon for configuration auto.offset.reset"):
+        engine.execute("SET 'ksql.streams.auto.offset.reset'='soon';")
+
+
 def test_emit_final_with_the_record_cache_emits_every_closed_window(engine, topic_name):  # type: ignore[no-untyped-def]
     """With the cache on, many records share a micro-batch: every window a later record closes is
     written once, even when the batch's watermark is past the window's store segment (the first
