@@ -1,6 +1,8 @@
 """Slow drills, on demand: the tests marked ``drill``.
 
-Each takes a minute or more on 2 cores (a SIGKILLed aggregation recovering its exact table; seed
+Each takes a minute or more on 2 cores (a SIGKILLed aggregation recovering its exact table; the
+crash drills at scale, ``-k crash_drill``: run and server killed three times over 200k records
+under both delivery guarantees; seed
 003 and a Python UDAF on a real Spark standalone cluster equal to local mode; this harness's own
 ``--quick`` run), so the suite (``./test.sh``,
 which must stay under 30 minutes) leaves them out. They use the suite's fixtures (one broker, one
