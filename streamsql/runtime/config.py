@@ -120,6 +120,7 @@ ENVIRONMENT_DOCS: dict[str, str] = {
     "STREAMSQL_TANSU": "path of a tansu binary to use instead of the `broker` extra's",
     "STREAMSQL_QTT_DIR": "(tests) the directory holding ksqlDB's query-validation tests `qtt/` folder",
     "STREAMSQL_QTT_RATCHET": "(tests) `full` re-runs every conformance ratchet id instead of a sample",
+    "STREAMSQL_DRILL_RECORDS": "(drills) input records of the crash drills at scale (default 200000)",
     "PYSPARK_PYTHON": "the Python Spark's workers run (default: the driver's, in local mode)",
     "RUST_LOG": "the embedded broker's (tansu's) log level (default warn)",
     "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION": "S3 sink connector credentials "
