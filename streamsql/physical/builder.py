@@ -302,7 +302,6 @@ class SparkBuilder:
             writer = writer.queryName(query_name)
         return start_writer(self.ctx.spark, writer, late_rows_on_batch_watermark=spark_agg is not None)
 
-
     def _sink_options(self, terminal: KafkaSink) -> dict[str, str]:
         """The Kafka sink's options: the target's formats, and transactions under exactly-once."""
         options = io.kafka_options(self.ctx.bootstrap_servers, terminal.target)

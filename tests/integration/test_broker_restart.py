@@ -11,20 +11,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from streamsql.kafka.admin import KafkaAdmin
-from streamsql.kafka.broker import EmbeddedBroker, free_port
+from streamsql.kafka.broker import EmbeddedBroker
 from streamsql.runtime.config import EngineConfig
 from streamsql.runtime.engine import Engine
 from streamsql.runtime.supervisor import QuerySupervisor
+from tests.support.moto import moto_server
 
 pytestmark = pytest.mark.integration
 
@@ -34,28 +31,14 @@ BUCKET = "tansu"
 @pytest.fixture
 def s3_env() -> Iterator[dict[str, str]]:
     """A moto S3 server process with the broker's bucket; the ``AWS_*`` settings tansu reads."""
-    port = free_port()
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "moto_server did not start"
-                time.sleep(0.2)
+    with moto_server() as url:
         env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
-               "AWS_ENDPOINT": f"http://127.0.0.1:{port}", "AWS_ALLOW_HTTP": "true"}
+               "AWS_ENDPOINT": url, "AWS_ALLOW_HTTP": "true"}
         import boto3
 
-        boto3.client("s3", endpoint_url=env["AWS_ENDPOINT"], region_name="us-east-1", aws_access_key_id="test",
+        boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="test",
                      aws_secret_access_key="test").create_bucket(Bucket=BUCKET)
         yield env
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _produce(admin: KafkaAdmin, topic: str, ids: range) -> None:

@@ -117,6 +117,22 @@ def test_processing_guarantee_values(engine):  # type: ignore[no-untyped-def]
         engine.execute("SET 'ksql.streams.processing.guarantee'='exactly_twice';")
 
 
+def test_a_bad_guarantee_given_with_a_statement_is_refused_before_anything_is_created(  # type: ignore[no-untyped-def]
+        engine, topic_name):
+    """A REST request's ``streamsProperties`` (or the config file) reach the engine without a SET:
+    the value is checked as the query is planned, before its topic, command or catalog entry."""
+    from streamsql.runtime.session import Session
+
+    src = topic_name("guarantee")
+    engine.execute(f"CREATE STREAM g (k VARCHAR KEY, v INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', "
+                   f"PARTITIONS=1);")
+    with engine.session_scope(Session({"ksql.streams.processing.guarantee": "twice"})):
+        with pytest.raises(ConfigError, match="Invalid value twice for configuration processing.guarantee"):
+            engine.execute("CREATE STREAM g_out AS SELECT * FROM g;")
+    assert engine.catalog.find("G_OUT") is None and not engine.catalog.queries
+    assert "G_OUT" not in engine.admin.topics()
+
+
 def _replay_last_batch(state: Path, query_id: str) -> int:
     """Forget that Spark committed the query's last micro-batch (as a crash after its writes and
     before its commit leaves the checkpoint); returns that batch's id."""

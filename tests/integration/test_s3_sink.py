@@ -6,10 +6,6 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +18,7 @@ from streamsql.connectors.sink import BadRecords, RawRecord, write_all
 from streamsql.kafka.processing_log import LogTarget
 from streamsql.seeds import PIPELINES_DIR
 from streamsql.sql import parse
+from tests.support.moto import moto_server
 
 pytestmark = pytest.mark.integration
 
@@ -31,35 +28,11 @@ BYTES_FORMAT = "io.confluent.connect.s3.format.bytearray.ByteArrayFormat"
 AVRO_FORMAT = "io.confluent.connect.s3.format.avro.AvroFormat"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def s3_url() -> Iterator[str]:
-    """A moto S3 server process (its ``moto_server`` entry point, next to this interpreter)."""
-    port = _free_port()
-    server = Path(sys.executable).with_name("moto_server")
-    proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        raise RuntimeError("moto_server did not start")
-    try:
+    """A moto S3 server process (tests/support/moto.py)."""
+    with moto_server() as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.fixture(autouse=True)
