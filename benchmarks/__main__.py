@@ -152,6 +152,12 @@ def rows_for(w: Workload, system: str, res: dict[str, Any]) -> list[dict[str, An
     return rows
 
 
+def _phases(duration_ms: dict[str, int]) -> str:
+    """A micro-batch's phases as Spark's progress reports them, the largest first."""
+    phases = sorted(((k, v) for k, v in duration_ms.items() if k != "triggerExecution" and v), key=lambda kv: -kv[1])
+    return ", ".join(f"{k} {v:,} ms" for k, v in phases)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from streamsql.kafka.broker import EmbeddedBroker
@@ -223,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} {sname}: Spark session start {s['spark_start_s']:.1f}s (not in 'seconds'); first "
                       f"micro-batch {s.get('first_batch_rows', 0):,} rows in {s.get('first_batch_s', 0):.1f}s; "
                       f"{s.get('batches', 0)} batches with data"
+                      + (f" (first: {_phases(s['first_batch_duration_ms'])})"
+                         if s.get("first_batch_duration_ms") else "")
                       + (f"; latency at {s['latency_rate']}/s: p50 {s['p50_ms']:.0f} ms, p99 {s['p99_ms']:.0f} ms "
                          f"({s['latency_samples']} outputs)" if s.get("p50_ms") is not None else ""))
         if "final_keys" in wmeta:
@@ -262,3 +270,4 @@ def _versions() -> dict[str, str]:
 
 if __name__ == "__main__":
     sys.exit(main())
+

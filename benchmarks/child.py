@@ -135,6 +135,7 @@ def _steady(progress: list[dict[str, Any]]) -> dict[str, Any]:
         first = batches[0]
         out["first_batch_rows"] = first["numInputRows"]
         out["first_batch_s"] = first["durationMs"].get("triggerExecution", 0) / 1000.0
+        out["first_batch_duration_ms"] = dict(first["durationMs"])
     rest = batches[1:]
     if rest:
         rows = sum(p["numInputRows"] for p in rest)

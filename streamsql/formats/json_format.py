@@ -28,6 +28,15 @@ that one record go through the exact reader, so its result or its processing-log
 same as before. Which JSON key a column reads (exact name, else the key upper-cased) is worked out
 once per distinct key order, not per record.
 
+Before either, a whole batch of such records is offered to Arrow's JSON reader (C++, about 15×
+faster than orjson record by record): one pass over the records joined by newlines, typed by the
+columns, the JSON keys taken from the first record's layout. Its answer is kept only where it
+cannot differ from the exact reader's; anywhere else the batch goes record by record as above —
+see :meth:`JsonSerde._decode_batch` for the checks. Arrow refuses every value the exact reader
+would convert (a string for a number, a fraction for an integer, an integer out of range, a number
+for a string or boolean) rather than converting it differently, and parses doubles correctly
+rounded, as ``float(Decimal(text))`` does.
+
 Writing: compact JSON (``{"A":1,"B":"x"}``) in column order with nulls kept; DOUBLE printed as
 Java prints it (``0.0``, ``1.0E20``, ``"NaN"``), DECIMAL at its scale, BYTES base64, DATE/TIME/
 TIMESTAMP as integers.
@@ -43,6 +52,8 @@ from json.encoder import encode_basestring as json_string
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as arrow_json
 
 from streamsql.errors import ConfigError
 from streamsql.formats.base import DecodeResult, FormatSpec
@@ -106,9 +117,85 @@ class JsonSerde:
         self._fast: tuple[Coercer, ...] | None = (
             tuple(f for f in fast if f is not None) if _fast_loads is not None and None not in fast else None)
         self._layouts: dict[tuple[str, ...], tuple[str | None, ...]] = {}
+        self._name_forms = frozenset(self._names) | {n.upper() for n in self._names}
+        self._batch_schemas: dict[tuple[str, ...], pa.Schema] = {}
 
     def decode(self, data: Sequence[bytes | None]) -> DecodeResult:
+        if self._fast is not None and not self._unwrapped and data:
+            decoded = self._decode_batch(data)
+            if decoded is not None:
+                return decoded
         return decode_records(data, self._decode_record, self._null_row, self._types)
+
+    def _decode_batch(self, data: Sequence[bytes | None]) -> DecodeResult | None:
+        """Every record of ``data`` read by Arrow's JSON reader in one pass, or None where that
+        could differ from reading them one by one (the caller then does). A null record reads
+        as ``{}``: a row of nulls, as the record-by-record loop gives it.
+
+        Refused before parsing: a record that is not one line holding one object (a newline or
+        carriage return inside it, not starting with ``{`` or not ending with ``}`` — Arrow
+        splits rows at line ends, and crashes on a bare ``null``), NUL bytes (UTF-16/32 text),
+        ``NaN``/``Inf`` anywhere (Arrow reads them as numbers, the exact reader refuses them),
+        text that is not UTF-8 (Arrow keeps invalid bytes in strings). Refused after: Arrow's
+        error (malformed JSON, a duplicate key, a value of another JSON type than the column's,
+        an integer out of range), a row count other than the batch's (two objects in a record),
+        a key other than the layout's that names a column in some case (another record spells
+        it differently, or holds the exact name besides a variant), a ``-0`` in a DOUBLE column
+        (the exact reader reads the integer ``-0`` as ``0.0``)."""
+        records = [b"{}" if raw is None else raw for raw in data]
+        joined = b"\n".join(records)
+        lines = len(records) - 1
+        if (joined.count(b"\n") != lines or joined[:1] != b"{" or joined[-1:] != b"}"
+                or joined.count(b"\n{") != lines or joined.count(b"}\n") != lines
+                or b"\r" in joined or b"\x00" in joined or b"NaN" in joined or b"Inf" in joined):
+            return None
+        try:
+            joined.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        schema = self._batch_schema(next((raw for raw in records if raw != b"{}"), b"{}"))
+        if schema is None:
+            return None
+        try:
+            table = arrow_json.read_json(
+                pa.BufferReader(joined),
+                read_options=arrow_json.ReadOptions(use_threads=False, block_size=len(joined) + 1),
+                parse_options=arrow_json.ParseOptions(explicit_schema=schema,
+                                                      unexpected_field_behavior="infer"))
+        except (pa.ArrowException, ValueError):
+            return None
+        if table.num_rows != len(records):
+            return None
+        if any(name in self._name_forms or name.upper() in self._name_forms
+               for name in table.schema.names[len(schema):]):
+            return None
+        columns = [table.column(i).combine_chunks() for i in range(len(schema))]
+        for column in columns:
+            if pa.types.is_floating(column.type) and pc.any(pc.equal(pc.divide(1.0, column), float("-inf"))).as_py():
+                return None
+        return DecodeResult(columns, [None] * len(records))
+
+    def _batch_schema(self, first: bytes) -> pa.Schema | None:
+        """The Arrow schema of the JSON keys the columns read in records laid out as ``first``
+        (a column absent from it reads its own name), or None when ``first`` is no object or two
+        columns would read one key."""
+        try:
+            doc = _fast_loads(first)  # type: ignore[misc]  # never None when the fast reader is on
+        except ValueError:
+            return None
+        if type(doc) is not dict:
+            return None
+        keys = self._layouts.get(tuple(doc)) or self._layout(doc)
+        names = tuple(name if key is None else key for key, name in zip(keys, self._names))
+        schema = self._batch_schemas.get(names)
+        if schema is None:
+            if len(set(names)) != len(names):
+                return None
+            schema = pa.schema([pa.field(n, t) for n, t in zip(names, self._types)])
+            if len(self._batch_schemas) >= _LAYOUTS_KEPT:
+                self._batch_schemas.clear()
+            self._batch_schemas[names] = schema
+        return schema
 
     def _decode_record(self, raw: bytes) -> tuple[Any, ...]:
         if self._fast is not None:

@@ -123,3 +123,91 @@ def test_records_sent_to_the_exact_reader_leave_nothing_behind() -> None:
         tracemalloc.stop()
     grown = sum(d.size_diff for d in after.compare_to(before, "filename"))
     assert grown < 200_000, grown
+
+
+# --- whole batches through Arrow's JSON reader ---------------------------------------------------
+
+
+def _batch_rows(serde: Any, records: list[bytes | None]) -> tuple[list[tuple[Any, ...]], list[str | None]] | None:
+    result = serde._decode_batch(records)
+    if result is None:
+        return None
+    return list(zip(*(c.to_pylist() for c in result.columns))), result.errors
+
+
+def _exact_rows(serde: Any, records: list[bytes | None]) -> tuple[list[tuple[Any, ...]], list[str | None]]:
+    result = json_format.decode_records(records, serde._decode_exact, serde._null_row, serde._types)
+    return list(zip(*(c.to_pylist() for c in result.columns))), result.errors
+
+
+def _batchable_records(count: int, seed: int) -> list[bytes]:
+    """Objects whose keys are distinct, mostly in one spelling per batch, with values of every
+    JSON type, including those the columns convert (strings for numbers, fractions for integers)."""
+    r = random.Random(seed)
+    values = {
+        "B": ["true", "false", "null", "1", '"true"'],
+        "I": ["0", "-0", "7", "-2147483648", "2147483647", "2147483648", "1.0", '"5"', "null", "1e2"],
+        "L": ["9223372036854775807", "-9223372036854775808", "9223372036854775808", "12", "-0.0", "null"],
+        "D": ["0.1", "-0", "-0.0", "1e308", "1e-320", "123456789012345678901234", "9007199254740993",
+              "2.5E-3", '"1.5"', "null", "7", "3.141592653589793238462643383279"],
+        "S": ['"s"', '""', '"\\u00e9\\n\\"q\\""', '"\\ud83d\\ude00"', "5", "null", "{}", '"\u00e9"'],
+        "X": ["1", '"x"', "[1,{\"a\":null}]", "{\"B\":1}", "null"],
+    }
+    out = []
+    for _ in range(count):
+        names = r.sample(sorted(values), r.randint(0, 6))
+        spelled = [n.lower() if r.random() < 0.5 else n for n in names]
+        out.append(("{" + ",".join(f'"{s}":{r.choice(values[n])}' for n, s in zip(names, spelled)) + "}")
+                   .encode())
+    return out
+
+
+def test_arrow_batches_agree_with_the_exact_reader() -> None:
+    """Wherever the batch reader answers, its rows equal the exact reader's, with no error; over
+    single edge records and random batches of every value type and key spelling."""
+    serde = serde_for(SPEC)
+    r = random.Random(11)
+    records = _batchable_records(6000, seed=3)
+    batches: list[list[bytes | None]] = [[e] for e in EDGES]
+    i = 0
+    while i < len(records):
+        n = r.choice([1, 1, 2, 3, 5, 8])
+        batches.append([None if r.random() < 0.05 else rec for rec in records[i:i + n]])
+        i += n
+    answered = 0
+    for batch in batches:
+        got = _batch_rows(serde, batch)
+        if got is not None:
+            answered += 1
+            assert got == _exact_rows(serde, batch), batch
+            assert got[1] == [None] * len(batch)
+    assert answered > len(batches) // 10, (answered, len(batches))
+
+
+def test_plain_batches_are_read_by_arrow_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    serde = serde_for(SPEC)
+    per_record: list[bytes] = []
+    monkeypatch.setattr(serde, "_decode_record", lambda raw: per_record.append(raw) or ())
+    lower = [json.dumps({"b": n % 2 == 0, "i": n, "l": n * 10**12, "d": n / 7, "s": str(n), "extra": [n]})
+             .encode() for n in range(100)]
+    rows, errors = _rows(serde, [*lower, None])
+    assert per_record == []
+    assert errors == [None] * 101
+    assert rows[3] == (False, 3, 3 * 10**12, 3 / 7, "3") and rows[100] == (None,) * 5
+
+
+@pytest.mark.parametrize("odd", [
+    b'{"d":-0}',                    # the integer -0 is 0.0 for the exact reader, -0.0 for Arrow
+    b'{"d":NaN}', b'{"d":-Infinity}',  # Arrow reads them, Jackson (and the exact reader) refuse
+    b'{"D":1.5}',                   # the exact name beside the layout's lower-case key
+    b'{"S":"x"}',                   # another spelling of a column than the first record's
+    b'null',                        # Arrow's reader crashes the process on a bare null line
+    b'{"d":1}{"d":2}', b'', b' {"d":1}', b'{"d":1}\n', b'{"d":\r1}',
+    b'{"d":1,"d":2}', b'{"s":"\xff"}', b'{"d":"1.5"}', b'{"i":1.5}', b'{"s":5}',
+])
+def test_batches_arrow_could_read_differently_go_record_by_record(odd: bytes) -> None:
+    serde = serde_for(SPEC)
+    plain = b'{"b":true,"i":1,"l":2,"d":0.5,"s":"x"}'
+    assert serde._decode_batch([plain, plain]) is not None
+    assert serde._decode_batch([plain, odd]) is None
+    assert _rows(serde, [plain, odd]) == _exact_rows(serde, [plain, odd])
