@@ -270,4 +270,3 @@ def _versions() -> dict[str, str]:
 
 if __name__ == "__main__":
     sys.exit(main())
-
