@@ -254,6 +254,17 @@ def client(url: str) -> Any:
         return c
 
 
+def forget_clients() -> None:
+    """Drop this process's clients of real registries, and with them what they cached (schemas by
+    id, subjects' latest versions): ``TERMINATE CLUSTER`` starts the server over as if new. A
+    registry never gives an id to another schema, but a registry that was itself reset (a test
+    harness's, between cases) does. ``mock://`` registries keep their state (it lives in the
+    client)."""
+    with _lock:
+        for key in [k for k, c in _clients.items() if isinstance(c, _HttpRegistry)]:
+            del _clients[key]
+
+
 def shown(url: str) -> str:
     """``url`` as it may be printed: a password in it hidden."""
     from streamsql.kafka.settings import hide_url_password

@@ -324,7 +324,14 @@ class KafkaAdmin:
             time.sleep(0.02)
 
     def delete_topic(self, name: str) -> None:
-        """Delete ``name``; KafkaError if it does not exist."""
+        """Delete ``name``; KafkaError if it does not exist.
+
+        This process's cached readers are closed first (:func:`streamsql.kafka.source.close_consumers`):
+        a consumer that fetched the topic moments before it is deleted can take the whole process
+        down on tansu (docs/reliability.md, "A deleted topic and a reading consumer")."""
+        from streamsql.kafka.source import close_consumers
+
+        close_consumers(self.bootstrap_servers)
         future = self._admin.delete_topics([name], operation_timeout=self.timeout_s)[name]
         try:
             future.result(timeout=self.timeout_s)

@@ -381,7 +381,12 @@ class KafkaBatchReader(_OffsetsMixin, DataSourceReader):
 # workers: read a range
 # ---------------------------------------------------------------------------------------------
 
-_CONSUMERS: dict[tuple[str, tuple[tuple[str, str], ...]], Consumer] = {}
+#: idle readers of this process, per cluster and settings. A read takes one out and puts it back
+#: when done (:func:`_checkout`, :func:`_checkin`), so two threads of one process (concurrent pull
+#: queries in the server) never assign the same consumer at once.
+_IDLE: dict[tuple[str, tuple[tuple[str, str], ...]], list[Consumer]] = {}
+#: idle readers kept per key; more are closed when returned
+_IDLE_PER_KEY = 2
 _CONSUMERS_LOCK = threading.Lock()
 #: topics whose metadata each cached consumer has (by ``id`` of the consumer)
 _KNOWN_TOPICS: dict[int, set[str]] = {}
@@ -395,40 +400,62 @@ _KNOWN_TOPICS: dict[int, set[str]] = {}
 _READER_FETCH_WAIT_MS = 5
 
 
-def _consumer(opts: SourceOptions) -> Consumer:
-    """One consumer per worker process and settings: creating one costs a metadata round trip,
-    and Spark reuses Python workers across tasks and batches."""
+def _reader_key(opts: SourceOptions) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return (opts.bootstrap, tuple(sorted(opts.kafka.items())))
+
+
+def _checkout(opts: SourceOptions) -> Consumer:
+    """An idle reader of ``opts``' cluster and settings, or a new one: creating one costs a
+    metadata round trip, and Spark reuses Python workers across tasks and batches. Give it back
+    with :func:`_checkin`."""
     from confluent_kafka import Consumer
 
     from streamsql.kafka.admin import consumer_config
 
-    key = (opts.bootstrap, tuple(sorted(opts.kafka.items())))
     with _CONSUMERS_LOCK:
-        c = _CONSUMERS.get(key)
-        if c is None:
-            c = Consumer(consumer_config(opts.bootstrap, {"fetch.wait.max.ms": _READER_FETCH_WAIT_MS, **opts.kafka}))
-            _CONSUMERS[key] = c
+        idle = _IDLE.get(_reader_key(opts))
+        c = idle.pop() if idle else None
+    if c is None:
+        c = Consumer(consumer_config(opts.bootstrap, {"fetch.wait.max.ms": _READER_FETCH_WAIT_MS, **opts.kafka}))
+    with _CONSUMERS_LOCK:
         known = _KNOWN_TOPICS.setdefault(id(c), set())
-        if opts.topic not in known:
-            # A long-lived consumer learns a topic assigned after its start only at its next
-            # periodic metadata scan (~1 s in librdkafka): ask for the topic's metadata now.
-            try:
-                c.list_topics(opts.topic, timeout=opts.poll_timeout_s)
-                known.add(opts.topic)
-            except Exception:  # noqa: BLE001 - the read itself reports an unreachable broker
-                pass
-        return c
+    if opts.topic not in known:
+        # A long-lived consumer learns a topic assigned after its start only at its next
+        # periodic metadata scan (~1 s in librdkafka): ask for the topic's metadata now.
+        try:
+            c.list_topics(opts.topic, timeout=opts.poll_timeout_s)
+            known.add(opts.topic)
+        except Exception:  # noqa: BLE001 - the read itself reports an unreachable broker
+            pass
+    return c
+
+
+def _checkin(opts: SourceOptions, consumer: Consumer) -> None:
+    """Keep ``consumer`` (unassigned) for the next read of the same cluster and settings, or
+    close it when enough are kept."""
+    with _CONSUMERS_LOCK:
+        idle = _IDLE.setdefault(_reader_key(opts), [])
+        if len(idle) < _IDLE_PER_KEY:
+            idle.append(consumer)
+            return
+        _KNOWN_TOPICS.pop(id(consumer), None)
+    consumer.close()
 
 
 def close_consumers(bootstrap: str) -> None:
-    """Close this process's cached readers of the cluster at ``bootstrap``, for a cluster that is
-    gone while the process lives on (an embedded broker stopped): librdkafka would otherwise try
-    to reconnect to it, and log each failure, until the process ends."""
+    """Close this process's idle readers of the cluster at ``bootstrap``.
+
+    For a cluster that is gone while the process lives on (an embedded broker stopped):
+    librdkafka would otherwise try to reconnect to it, and log each failure, until the process
+    ends. And before this process deletes a topic (:meth:`KafkaAdmin.delete_topic`): on tansu, a
+    consumer that fetched a topic in the last few tens of milliseconds before its deletion gets
+    a fetch answer that crashes librdkafka, and with it the process (docs/reliability.md)."""
     with _CONSUMERS_LOCK:
-        for key in [k for k in _CONSUMERS if k[0] == bootstrap]:
-            consumer = _CONSUMERS.pop(key)
+        closing = [c for key in [k for k in _IDLE if k[0] == bootstrap] for c in _IDLE.pop(key)]
+        for consumer in closing:
             _KNOWN_TOPICS.pop(id(consumer), None)
-            consumer.close()
+    for consumer in closing:
+        consumer.close()
 
 
 def read_range(opts: SourceOptions, schema: StructType, partition: int, start: int, end: int
@@ -443,12 +470,11 @@ def read_range(opts: SourceOptions, schema: StructType, partition: int, start: i
     if end <= start:
         return
     builder = BatchBuilder(opts, schema, partition)
-    consumer = _consumer(opts)
-    tp = TopicPartition(opts.topic, partition, start)
-    consumer.assign([tp])
+    consumer = _checkout(opts)
     pos = start
     last_progress = time.monotonic()
     try:
+        consumer.assign([TopicPartition(opts.topic, partition, start)])
         while pos < end:
             want = min(opts.batch_rows, end - pos)
             msgs = consumer.consume(want, 0.2)
@@ -488,6 +514,7 @@ def read_range(opts: SourceOptions, schema: StructType, partition: int, start: i
             consumer.unassign()
         except Exception:  # noqa: BLE001 - the next assign() resets anyway
             pass
+        _checkin(opts, consumer)
 
 
 class BatchBuilder:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from streamsql import entities
 from streamsql import types as t
 from streamsql.errors import ParseError, StreamsqlError
+from streamsql.formats import schema_registry
 from streamsql.runtime import results as r
 from streamsql.runtime.session import Session
 from streamsql.server.errors import (
@@ -391,7 +392,10 @@ class KsqlService:
             truncate()
             for sub in ("checkpoints", "tables"):  # query ids restart with the log: no stale state
                 shutil.rmtree(engine.data_dir / sub, ignore_errors=True)
+            for store in engine.stores.values():  # their Kafka clients too, before topics go
+                store.close()
             engine.stores.clear()
+            schema_registry.forget_clients()
             self._statuses.clear()
         return [{"@type": "currentStatus", "statementText": "TERMINATE CLUSTER;",
                  "commandId": "cluster/CLUSTER/terminate",

@@ -101,7 +101,7 @@ def partial_match(expected: Any, actual: Any) -> bool:
 
 
 def _short(obj: Any, limit: int = 300) -> str:
-    text = json.dumps(obj) if not isinstance(obj, str) else obj
+    text = json.dumps(obj, default=repr) if not isinstance(obj, str) else obj
     return text if len(text) <= limit else text[:limit] + "…"
 
 

@@ -280,8 +280,10 @@ def test_a_reused_consumer_learns_a_new_topic_at_its_first_read(admin, bootstrap
     admin.produce(second, None, b"y")
     admin.produce(second, None, b"z")
     opts2 = SourceOptions.parse(options(bootstrap, second))
-    consumer = source._consumer(opts2)
-    assert consumer is source._consumer(opts)  # the same cached consumer
-    assert second in source._KNOWN_TOPICS[id(consumer)]
+    (idle,) = source._IDLE[source._reader_key(opts)]
+    consumer = source._checkout(opts2)
+    assert consumer is idle  # the same cached consumer, taken out while it reads
+    assert second in source._KNOWN_TOPICS[id(consumer)] and not source._IDLE[source._reader_key(opts)]
+    source._checkin(opts2, consumer)
     rows = [r["value"] for b in read_range(opts2, source_schema(opts2), 0, 0, 2) for r in b.to_pylist()]
     assert rows == [b"y", b"z"]
