@@ -54,11 +54,35 @@ _TABLE_FIRST = {0: 1, 1: 0}
 DEFAULT_GRACE_MS = 24 * 3600 * 1000
 
 
-def _narrow(df: DataFrame, side: JoinSide, tag: int) -> DataFrame:
+#: in a join of windowed sources, what separates the window from the key in the join key text
+#: (a window's text never holds it; the key's may, so the key comes last)
+_WINDOW_SEPARATOR = "char(0)"
+
+
+def _join_key(spec: JoinSpec, side: JoinSide) -> str:
+    """The join key as text: the ON expression's value, and in a join of windowed sources the
+    window before it (its start, and for SESSION windows its end too: what Kafka Streams
+    compares of two windowed keys)."""
+    key = f"CAST({side.key_sql} AS STRING)"
+    if spec.window is None:
+        return key
+    bounds = (f"CAST({t.WINDOWSTART} AS STRING), ':', CAST({t.WINDOWEND} AS STRING)"
+              if spec.window == "SESSION" else f"CAST({t.WINDOWSTART} AS STRING)")
+    return f"concat({bounds}, {_WINDOW_SEPARATOR}, {key})"
+
+
+def _key_of(spec: JoinSpec, column: str) -> str:
+    """The ON expression's value in a join key text column (:func:`_join_key`)."""
+    if spec.window is None:
+        return column
+    return f"substring({column}, instr({column}, {_WINDOW_SEPARATOR}) + 1)"
+
+
+def _narrow(df: DataFrame, spec: JoinSpec, side: JoinSide, tag: int) -> DataFrame:
     cols = [quote(name) for name, _ty, _joined in side_columns(side)] + [HEADERS_COL]
     return df.selectExpr(
         f"{tag} AS __SIDE",
-        f"CAST({side.key_sql} AS STRING) AS __JK",
+        f"{_join_key(spec, side)} AS __JK",
         f"CAST({t.ROWTIME} AS BIGINT) AS __TS",
         f"coalesce(CAST({t.ROWPARTITION} AS INT), -1) AS __PART",
         f"coalesce(CAST({t.ROWOFFSET} AS BIGINT), -1) AS __OFF",
@@ -81,7 +105,7 @@ def _row_schema(side: JoinSide, spark_type: Callable[[t.SqlType], str]) -> str:
 def key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame, bucket_sql: str) -> DataFrame:
     """The join's rows: both inputs by bucket (``bucket_sql``, Spark SQL over the narrow columns:
     the task of the record's partition, or of a hash of its join key), one :class:`JoinOperator`."""
-    union = _narrow(left_df, spec.left, 0).unionByName(_narrow(right_df, spec.right, 1))
+    union = _narrow(left_df, spec, spec.left, 0).unionByName(_narrow(right_df, spec, spec.right, 1))
     keyed = union.selectExpr(f"{bucket_sql} AS __BUCKET", *INPUT_COLUMNS)
     task: JoinTask
     if spec.table_table:
@@ -110,7 +134,7 @@ def foreign_key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) ->
     subscriptions = lefts.groupBy("__PK").transformWithStateInPandas(
         statefulProcessor=SubscriptionOperator(), outputStructType=SUBSCRIPTION_SCHEMA, outputMode="Append",
         timeMode="None")
-    rights = _narrow(right_df, spec.right, 1).selectExpr(
+    rights = _narrow(right_df, spec, spec.right, 1).selectExpr(
         "__SIDE", "__JK", "CAST(NULL AS STRING) AS __PK", "'' AS __KIND", "__TS", "__OFF", "__TOMB", "__ROW")
     union = subscriptions.selectExpr(
         "0 AS __SIDE", "__JK", "__PK", "__KIND", "__TS", "__OFF", "__KIND = 'delete' AS __TOMB", "__ROW",
@@ -133,14 +157,17 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
         f"from_json(__R, '{_row_schema(spec.right, spark_type)}') AS __RROW",
     )
     exprs: list[str] = []
+    key = _key_of(spec, "__KEY")
     if spec.synthetic_key is not None:
-        exprs.append(f"CAST(__KEY AS {spark_type(spec.synthetic_key)}) AS {quote(SYNTHETIC_KEY)}")
+        exprs.append(f"CAST({key} AS {spark_type(spec.synthetic_key)}) AS {quote(SYNTHETIC_KEY)}")
     for side, row in ((spec.left, "__LROW"), (spec.right, "__RROW")):
         for name, ty, joined_name in side_columns(side):
             value = f"{row}.{quote(name)}"
             if joined_name in spec.key_candidates:  # a join column holds the join key even when its side is missing
-                value = f"coalesce({value}, CAST(__KEY AS {spark_type(ty)}))"
+                value = f"coalesce({value}, CAST({key} AS {spark_type(ty)}))"
             exprs.append(f"{value} AS {quote(joined_name)}")
+    if spec.window is not None:  # the result's window: the left row's, or the right's in an outer join
+        exprs += [f"coalesce(__LROW.{w}, __RROW.{w}) AS {w}" for w in (t.WINDOWSTART, t.WINDOWEND)]
     exprs += [
         f"__TS AS {t.ROWTIME}",
         # the first source's position, or the right one's when an outer join has no left row

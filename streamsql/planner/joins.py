@@ -25,7 +25,10 @@ result's key follows ksqlDB's join equivalence sets (``_Tree``).
 Foreign-key table-table joins (the left side's ON expression is not its primary key) are keyed by
 the left table's primary key (``JoinSpec.foreign_key``).
 
-Not yet: windowed sources in joins.
+Joins of windowed sources (two sources, both windowed, on their keys): rows meet when key and
+window are equal (``JoinSpec.window``); the result is windowed as the left source, and each side's
+window bounds are value columns (``S1_WINDOWSTART``, ``S1_WINDOWEND``). Not yet: windowed sources
+in n-way joins.
 """
 
 from __future__ import annotations
@@ -84,6 +87,10 @@ class JoinSpec:
     #: a foreign-key table-table join (the left side's ON expression is not its primary key): the
     #: joined names of the left table's key columns, which key the result
     foreign_key: tuple[str, ...] = ()
+    #: a join of windowed sources: the left source's window type. Rows meet when their keys and
+    #: windows are equal, as Kafka Streams compares windowed keys' bytes: the window start (a
+    #: time window's key holds no end), or start and end for SESSION windows
+    window: str | None = None
 
     def leaves(self) -> list[JoinSide]:
         """The joined sources, in FROM order (a nested join's own sources first)."""
@@ -202,6 +209,33 @@ def _check_windowing(left_alias: str, left: Source, right_alias: str, right: Sou
             f"can only be joined to other hopping and tumbling windowed sources")
 
 
+#: key formats whose keys carry a registry schema id: ksqlDB repartitions both sides of a join
+#: over them, so that equal keys written with different schema ids meet
+_REGISTRY_KEY_FORMATS = ("AVRO", "JSON_SR", "PROTOBUF")
+
+
+def _check_windowed_keys(left: Source, left_expr: Any, right: Source, right_expr: Any) -> None:
+    """ksqlDB's rules for a join of windowed sources (``PreJoinRepartitionNode``,
+    ``SchemaKStream.selectKey``): a windowed source cannot be repartitioned, so each side must be
+    joined on its own key, and in the join's key format (the left source's: format and window)
+    unless its format carries registry schema ids, which ksqlDB re-keys into the join's format
+    anyway. A table cannot even be re-keyed then."""
+    repartition = ("Implicit repartitioning of windowed sources is not supported. See "
+                   "https://github.com/confluentinc/ksql/issues/4385.")
+    join_format = (left.key_format.upper(), (left.window_type or "").upper(), left.window_size_ms)
+    for src, expr in ((left, left_expr), (right, right_expr)):
+        if not _on_own_key(expr, src):
+            raise AnalysisError(repartition)
+        forced = src.key_format.upper() in _REGISTRY_KEY_FORMATS
+        if forced and src.is_table:
+            raise AnalysisError(repartition + " As a result, ksqlDB does not support joins on windowed sources with "
+                                "Schema-Registry-enabled key formats (AVRO, JSON_SR, PROTOBUF) at this time. Please "
+                                "repartition your sources to use a different key format before performing the join.")
+        own = (src.key_format.upper(), (src.window_type or "").upper(), src.window_size_ms)
+        if not forced and own != join_format:
+            raise AnalysisError(repartition)
+
+
 def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tuple[JoinedSource, _Tree]:
     """One JOIN clause applied to the tree so far."""
     right_alias = clause.right.alias or right_src.name
@@ -216,15 +250,11 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
     if left_src.is_table and not right_src.is_table:
         raise AnalysisError(f"Invalid join order: table-stream joins are not supported; only stream-table "
                             f"joins. Got {left_leaf.name} [{clause.kind}] JOIN {right_src.name}.")
-    if any(src.window_type for _alias, src in both.leaves):
-        # ksqlDB cannot repartition a windowed source: the join must be on both keys, and the keys
-        # must be in the same format (the same windows)
-        if not (_on_own_key(left_expr, left_leaf) and _on_own_key(right_expr, right_src)
-                and (left_leaf.window_type, left_leaf.window_size_ms) == (right_src.window_type,
-                                                                          right_src.window_size_ms)):
-            raise AnalysisError("Implicit repartitioning of windowed sources is not supported. See "
-                                "https://github.com/confluentinc/ksql/issues/4385.")
-        raise AnalysisError("Not supported yet: joins of windowed sources")
+    windowed = bool(left_src.window_type)
+    if windowed:
+        if len(tree.leaves) > 1:
+            raise AnalysisError("Not supported yet: n-way joins of windowed sources")
+        _check_windowed_keys(left_src, left_expr, right_src, right_expr)
     stream_stream = not right_src.is_table
     if stream_stream and clause.within_before_ms is None:
         raise AnalysisError("Stream-Stream joins must have a WITHIN clause specified. None was provided. "
@@ -295,7 +325,8 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
     spec = JoinSpec(clause.kind, left, right, clause.within_before_ms, clause.within_after_ms, clause.grace_ms,
                     key_candidates=key_names if not foreign_key else (),
                     key_expressions=tuple(viable) if viable else (SYNTHETIC_KEY,), synthetic_key=synthetic,
-                    foreign_key=key_names if foreign_key else ())
+                    foreign_key=key_names if foreign_key else (),
+                    window=left_src.window_type.upper() if windowed and left_src.window_type else None)
     columns_out: list[t.Column] = [t.Column(SYNTHETIC_KEY, synthetic, "key")] if synthetic is not None else []
     for side in (left, right):
         for name, ty in side_value_columns(side):
@@ -308,6 +339,8 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
         value_format=leftmost.value_format, partitions=leftmost.partitions,
         key_delimiter=leftmost.key_delimiter, value_delimiter=leftmost.value_delimiter,
         statement=leftmost.statement, join=spec,
+        # a join of windowed sources is windowed as its left source (ksqlDB's join key format)
+        window_type=left_src.window_type, window_size_ms=left_src.window_size_ms,
     )
     return joined, _Tree(joined, both.leaves, equivalent, tuple(viable))
 
@@ -320,7 +353,7 @@ def _joined_scope(joined: Source) -> Scope:
     assert spec is not None
     scope_cols: list[ScopeColumn] = []
     for side in spec.leaves():
-        for c in side.source.columns:
+        for c in side_source_columns(side.source):
             scope_cols.append(ScopeColumn(c.name, c.type, quote(side.column_name(c.name)), side.alias))
         for name in SIDE_PSEUDO:
             scope_cols.append(ScopeColumn(name, t.PSEUDO_COLUMNS[name], quote(side.column_name(name)), side.alias))
@@ -364,13 +397,24 @@ def _owner(column: str, tree: _Tree) -> str | None:
     return owners[0] if len(owners) == 1 else None
 
 
+def side_source_columns(source: Source) -> list[t.Column]:
+    """A catalog source's columns as a join side carries them: a windowed source's window bounds
+    follow its key, as value columns of the join (ksqlDB copies them into each side's value
+    before joining; ``SELECT *`` shows ``S1_WINDOWSTART``, ``S1_WINDOWEND``)."""
+    if not source.window_type or getattr(source, "join", None) is not None:
+        return list(source.columns)
+    keys = [c for c in source.columns if c.is_key]
+    bounds = [t.Column(t.WINDOWSTART, t.BIGINT, "value"), t.Column(t.WINDOWEND, t.BIGINT, "value")]
+    return keys + bounds + [c for c in source.columns if not c.is_key]
+
+
 def side_value_columns(side: JoinSide) -> list[tuple[str, t.SqlType]]:
     """(joined name, type) of the columns a side adds to the join's rows: its key, value and
     header columns (a header column is a value column of the join, as in ksqlDB); a joined
     side's synthetic ROWKEY stays behind: only the outermost join's is addressable."""
     spec = getattr(side.source, "join", None)
     if spec is None:
-        return [(side.column_name(c.name), c.type) for c in side.source.columns]
+        return [(side.column_name(c.name), c.type) for c in side_source_columns(side.source)]
     return [(c.name, c.type) for c in side.source.columns if c.name != SYNTHETIC_KEY]
 
 
@@ -379,7 +423,7 @@ def side_columns(side: JoinSide) -> list[tuple[str, t.SqlType, str]]:
     a source's columns and pseudo columns, renamed ``ALIAS_NAME``; a joined side's, already so named."""
     spec = getattr(side.source, "join", None)
     if spec is None:
-        out = [(c.name, c.type, side.column_name(c.name)) for c in side.source.columns]
+        out = [(c.name, c.type, side.column_name(c.name)) for c in side_source_columns(side.source)]
         out += [(name, t.PSEUDO_COLUMNS[name], side.column_name(name)) for name in SIDE_PSEUDO]
         return out
     out = [(name, ty, name) for name, ty in side_value_columns(side)]

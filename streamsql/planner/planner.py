@@ -27,7 +27,7 @@ from streamsql.planner import table_functions as tf
 from streamsql.planner.aggregation import NON_AGGREGATE_HINT, AggregatePlan, AggregationPlanner
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
 from streamsql.planner.functions import REGISTRY
-from streamsql.planner.joins import SYNTHETIC_KEY, JoinedSource, plan_join
+from streamsql.planner.joins import SYNTHETIC_KEY, JoinedSource, plan_join, side_source_columns
 from streamsql.sql import ast
 
 if TYPE_CHECKING:
@@ -261,7 +261,7 @@ class Planner:
             sides = [s for s in sides if qualifier in (s.alias, s.source.name)]
             if not sides:
                 raise AnalysisError(f"'{qualifier}' is not a valid stream/table name or alias.")
-        names = {s.column_name(c.name) for s in sides for c in s.source.columns}
+        names = {s.column_name(c.name) for s in sides for c in side_source_columns(s.source)}
         if qualifier is None and source.join.synthetic_key is not None:
             names.add(SYNTHETIC_KEY)
         return [OutputColumn(c.name, quote(c.name), c.type, c.is_key) for c in source.columns if c.name in names]

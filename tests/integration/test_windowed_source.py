@@ -42,3 +42,33 @@ def test_tumbling_and_session_keys_are_read_and_rewritten(engine, topic_name):  
             for e in errors if e["topic"] in (tumbling, session)]
     assert mine == [(tumbling, 1, "key", f"Failed to deserialize key from topic: {tumbling}. windowed key of "
                                          f"{len(key[:2])} bytes is shorter than its 8-byte window suffix")]
+
+
+def test_a_join_of_session_windowed_streams_meets_on_key_and_exact_window(engine, topic_name):  # type: ignore[no-untyped-def]
+    """As Kafka Streams compares windowed keys' bytes: a right record in another session of the
+    same key (same start, other end) does not join; the result is windowed as the left side."""
+    left, right = topic_name("wj_left"), topic_name("wj_right")
+    engine.execute("SET 'auto.offset.reset'='earliest';")
+    engine.execute(f"""
+        CREATE STREAM wl (k INT KEY, v BIGINT) WITH (KAFKA_TOPIC='{left}', VALUE_FORMAT='JSON',
+          WINDOW_TYPE='Session', PARTITIONS=1);
+        CREATE STREAM wr (k INT KEY, v BIGINT) WITH (KAFKA_TOPIC='{right}', VALUE_FORMAT='JSON',
+          WINDOW_TYPE='Session', PARTITIONS=1);
+    """)
+
+    def session_key(k: int, start: int, end: int) -> bytes:  # Kafka Streams: key, end, start
+        return struct.pack(">i", k) + struct.pack(">qq", end, start)
+
+    engine.admin.produce(left, session_key(1, 1_000, 5_000), b'{"V": 1}', 5_000, flush=False)
+    engine.admin.produce(right, session_key(1, 1_000, 3_000), b'{"V": 2}', 3_000, flush=False)  # other session
+    engine.admin.produce(right, session_key(1, 1_000, 5_000), b'{"V": 3}', 5_000, flush=False)
+    engine.admin.produce(right, session_key(2, 1_000, 5_000), b'{"V": 4}', 5_000, flush=False)  # other key
+    engine.admin.flush()
+    engine.execute("CREATE STREAM wj AS SELECT wl.k, wl.v AS lv, wr.v AS rv, wr.WINDOWEND AS r_end "
+                   "FROM wl JOIN wr WITHIN 1 MINUTE ON wl.k = wr.k;")
+    engine.wait_until_idle()
+
+    out = [(r.key, json.loads(r.value), r.timestamp) for r in engine.admin.read_all("WJ")]
+    assert out == [(session_key(1, 1_000, 5_000), {"LV": 1, "RV": 3, "R_END": 5_000}, 5_000)]
+    wj = engine.catalog.get("WJ")
+    assert wj.window_type is not None and wj.window_type.upper() == "SESSION"

@@ -238,7 +238,6 @@ def test_a_join_runs_one_bucket_per_partition_of_its_first_source(join_catalog: 
     ((("HOPPING", 5000), ("TUMBLING", 2000)), "S1.K = S2.K", "Implicit repartitioning of windowed sources is not "
      "supported. See https://github.com/confluentinc/ksql/issues/4385."),
     ((("TUMBLING", 1000), ("TUMBLING", 1000)), "S1.K = S2.ID", "Implicit repartitioning of windowed sources"),
-    ((("TUMBLING", 1000), ("TUMBLING", 1000)), "S1.K = S2.K", "Not supported yet: joins of windowed sources"),
 ])
 def test_joins_of_windowed_sources_are_checked_as_ksqldb_does(join_catalog: Catalog, windows, on, message) -> None:  # type: ignore[no-untyped-def]
     """ksqlDB's analyzer: windowed joins windowed only, session windows only session windows;
@@ -251,6 +250,60 @@ def test_joins_of_windowed_sources_are_checked_as_ksqldb_does(join_catalog: Cata
     with pytest.raises(AnalysisError) as info:
         plan(join_catalog, f"CREATE STREAM o AS SELECT * FROM S1 JOIN S2 WITHIN 1 MINUTE ON {on};")
     assert message in str(info.value)
+
+
+def _windowed(catalog: Catalog, name: str, wtype: str, size: int | None, key_format: str = "KAFKA",
+              kind: str = "STREAM") -> None:
+    from dataclasses import replace
+
+    catalog.sources[name] = replace(catalog.get("I1"), name=name, topic=name.lower(), kind=kind,
+                                    window_type=wtype, window_size_ms=size, key_format=key_format)
+
+
+def test_a_join_of_windowed_sources_meets_on_key_and_window(join_catalog: Catalog) -> None:
+    """Both sides on their keys, in the same key format: the result is windowed as the left
+    source; each side's window bounds are value columns (ksqlDB's schema for ``SELECT *``)."""
+    _windowed(join_catalog, "S1", "TUMBLING", 2000)
+    _windowed(join_catalog, "S2", "TUMBLING", 2000)
+    p = plan(join_catalog, "CREATE STREAM o AS SELECT * FROM S1 JOIN S2 WITHIN 1 MINUTE ON S1.K = S2.K;")
+    spec = p.source.join
+    assert spec.window == "TUMBLING" and (p.source.window_type, p.source.window_size_ms) == ("TUMBLING", 2000)
+    assert [(c.name, c.is_key) for c in p.columns] == [
+        ("S1_K", True), ("S1_WINDOWSTART", False), ("S1_WINDOWEND", False), ("S1_ID", False), ("S1_F0", False),
+        ("S2_K", False), ("S2_WINDOWSTART", False), ("S2_WINDOWEND", False), ("S2_ID", False), ("S2_F0", False)]
+
+
+@pytest.mark.parametrize(("left", "right", "message"), [
+    # registry key formats are re-keyed into the left's format anyway: other windows are fine
+    (("HOPPING", 5000, "JSON_SR", "STREAM"), ("TUMBLING", 2000, "JSON_SR", "STREAM"), None),
+    # a KAFKA key in another window would need that re-keying: refused
+    (("HOPPING", 5000, "KAFKA", "STREAM"), ("TUMBLING", 2000, "KAFKA", "STREAM"),
+     "Implicit repartitioning of windowed sources is not supported. See https://github.com/confluentinc/ksql/issues/4385."),
+    # a windowed table with a registry key format cannot be re-keyed at all
+    (("TUMBLING", 2000, "AVRO", "TABLE"), ("TUMBLING", 2000, "AVRO", "TABLE"),
+     "does not support joins on windowed sources with Schema-Registry-enabled key formats (AVRO, JSON_SR, PROTOBUF)"),
+    (("TUMBLING", 2000, "KAFKA", "TABLE"), ("TUMBLING", 2000, "KAFKA", "TABLE"), None),
+])
+def test_windowed_key_formats_follow_ksqldbs_repartition_rules(join_catalog: Catalog, left, right, message) -> None:  # type: ignore[no-untyped-def]
+    _windowed(join_catalog, "S1", *left)
+    _windowed(join_catalog, "S2", *right)
+    within = "" if left[3] == "TABLE" else " WITHIN 1 MINUTE"
+    kind = left[3]
+    sql = f"CREATE {kind} o AS SELECT * FROM S1 JOIN S2{within} ON S1.K = S2.K;"
+    if message is None:
+        assert plan(join_catalog, sql).source.join.window == left[0]
+    else:
+        with pytest.raises(AnalysisError) as info:
+            plan(join_catalog, sql)
+        assert message in str(info.value)
+
+
+def test_n_way_joins_of_windowed_sources_are_refused(join_catalog: Catalog) -> None:
+    for name in ("S1", "S2", "S3"):
+        _windowed(join_catalog, name, "SESSION", None)
+    with pytest.raises(AnalysisError, match="Not supported yet: n-way joins of windowed sources"):
+        plan(join_catalog, "CREATE STREAM o AS SELECT * FROM S1 JOIN S2 WITHIN 1 MINUTE ON S1.K = S2.K "
+                           "JOIN S3 WITHIN 1 MINUTE ON S1.K = S3.K;")
 
 
 def test_stream_table_join_keys_by_the_table_key_when_the_stream_side_is_an_expression(join_catalog: Catalog) -> None:
