@@ -41,7 +41,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from streamsql import types as t
 from streamsql.planner.expressions import quote
-from streamsql.planner.joins import SYNTHETIC_KEY, JoinSide, JoinSpec, leftmost_column, side_columns
+from streamsql.planner.joins import JoinSide, JoinSpec, leftmost_column, side_columns
 from streamsql.types import HEADERS_COL, TOMBSTONE_COL
 
 if TYPE_CHECKING:
@@ -63,7 +63,8 @@ def _join_key(spec: JoinSpec, side: JoinSide) -> str:
     """The join key as text: the ON expression's value, and in a join of windowed sources the
     window before it (its start, and for SESSION windows its end too: what Kafka Streams
     compares of two windowed keys)."""
-    key = f"CAST({side.key_sql} AS STRING)"
+    key = (f"to_json({side.key_sql})" if isinstance(side.key_type, (t.Struct, t.Array, t.Map))
+           else f"CAST({side.key_sql} AS STRING)")
     if spec.window is None:
         return key
     bounds = (f"CAST({t.WINDOWSTART} AS STRING), ':', CAST({t.WINDOWEND} AS STRING)"
@@ -128,7 +129,7 @@ def foreign_key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) ->
     keys = ", ".join(quote(c.name) for c in left.source.key_columns)
     cols = [quote(name) for name, _ty, _joined in side_columns(left)] + [HEADERS_COL]
     lefts = left_df.selectExpr(
-        f"to_json(struct({keys})) AS __PK", f"CAST({left.key_sql} AS STRING) AS __FK",
+        f"to_json(struct({keys})) AS __PK", f"{_join_key(spec, left)} AS __FK",
         f"CAST({t.ROWTIME} AS BIGINT) AS __TS", f"coalesce(CAST({t.ROWOFFSET} AS BIGINT), -1) AS __OFF",
         f"{TOMBSTONE_COL} AS __TOMB", f"to_json(struct({', '.join(cols)})) AS __ROW")
     subscriptions = lefts.groupBy("__PK").transformWithStateInPandas(
@@ -158,13 +159,20 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
     )
     exprs: list[str] = []
     key = _key_of(spec, "__KEY")
+
+    def key_as(ty: t.SqlType) -> str:
+        """The join key text (:func:`_join_key`) back as a value of ``ty``."""
+        if isinstance(ty, (t.Struct, t.Array, t.Map)):
+            return f"from_json({key}, '{spark_type(ty)}')"
+        return f"CAST({key} AS {spark_type(ty)})"
+
     if spec.synthetic_key is not None:
-        exprs.append(f"CAST({key} AS {spark_type(spec.synthetic_key)}) AS {quote(SYNTHETIC_KEY)}")
+        exprs.append(f"{key_as(spec.synthetic_key)} AS {quote(spec.synthetic_name)}")
     for side, row in ((spec.left, "__LROW"), (spec.right, "__RROW")):
         for name, ty, joined_name in side_columns(side):
             value = f"{row}.{quote(name)}"
             if joined_name in spec.key_candidates:  # a join column holds the join key even when its side is missing
-                value = f"coalesce({value}, CAST({key} AS {spark_type(ty)}))"
+                value = f"coalesce({value}, {key_as(ty)})"
             exprs.append(f"{value} AS {quote(joined_name)}")
     if spec.window is not None:  # the result's window: the left row's, or the right's in an outer join
         exprs += [f"coalesce(__LROW.{w}, __RROW.{w}) AS {w}" for w in (t.WINDOWSTART, t.WINDOWEND)]

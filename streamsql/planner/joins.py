@@ -33,6 +33,7 @@ in n-way joins.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,8 @@ class JoinSpec:
     #: the type of the synthetic ROWKEY column, when the key is not a source column (FULL OUTER
     #: joins, or ON expressions on both sides)
     synthetic_key: t.SqlType | None = None
+    #: that column's name: ROWKEY, or ROWKEY_n when a source has a column so named
+    synthetic_name: str = SYNTHETIC_KEY
     #: a foreign-key table-table join (the left side's ON expression is not its primary key): the
     #: joined names of the left table's key columns, which key the result
     foreign_key: tuple[str, ...] = ()
@@ -320,14 +323,16 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
     # ksqlDB's buildJoinKey: the key is the first viable column the projection has, else the first
     chosen = next((c for c in viable if _projected(c, select, both)), viable[0] if viable else None)
     synthetic = None if chosen is not None else (lk.type or rk.type or t.STRING)
-    key_names = ((_joined_name(chosen),) if chosen is not None else (SYNTHETIC_KEY,)) if not foreign_key else tuple(
+    synthetic_name = synthetic_key_name([*side_source_columns(left_src), *side_source_columns(right_src)])
+    key_names = ((_joined_name(chosen),) if chosen is not None else (synthetic_name,)) if not foreign_key else tuple(
         _joined_name(k) for k in left_keys)
     spec = JoinSpec(clause.kind, left, right, clause.within_before_ms, clause.within_after_ms, clause.grace_ms,
                     key_candidates=key_names if not foreign_key else (),
-                    key_expressions=tuple(viable) if viable else (SYNTHETIC_KEY,), synthetic_key=synthetic,
+                    key_expressions=tuple(viable) if viable else (synthetic_name,), synthetic_key=synthetic,
+                    synthetic_name=synthetic_name,
                     foreign_key=key_names if foreign_key else (),
                     window=left_src.window_type.upper() if windowed and left_src.window_type else None)
-    columns_out: list[t.Column] = [t.Column(SYNTHETIC_KEY, synthetic, "key")] if synthetic is not None else []
+    columns_out: list[t.Column] = [t.Column(synthetic_name, synthetic, "key")] if synthetic is not None else []
     for side in (left, right):
         for name, ty in side_value_columns(side):
             columns_out.append(t.Column(name, ty, "key" if name in key_names else "value"))
@@ -336,6 +341,9 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
         name=f"{left_src.name}_{right_src.name}_JOIN", kind="TABLE" if left_src.is_table else "STREAM",
         columns=columns_out, topic=leftmost.topic,
         key_format=leftmost.key_format if leftmost.key_format != "NONE" else right_src.key_format,
+        # no source has a key format: the result's key takes ksql.persistence.default.format.key
+        # (ksqlDB's JoinNode.getDefaultSourceKeyFormat), not a keyless source's declared one
+        declared_key_format="NONE",
         value_format=leftmost.value_format, partitions=leftmost.partitions,
         key_delimiter=leftmost.key_delimiter, value_delimiter=leftmost.value_delimiter,
         statement=leftmost.statement, join=spec,
@@ -343,6 +351,19 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
         window_type=left_src.window_type, window_size_ms=left_src.window_size_ms,
     )
     return joined, _Tree(joined, both.leaves, equivalent, tuple(viable))
+
+
+def synthetic_key_name(columns: list[t.Column]) -> str:
+    """The name of a join's synthetic key (ksqlDB's ``ColumnNames.generateSyntheticJoinKey``):
+    ``ROWKEY``, or ``ROWKEY_n`` with the smallest n that no column of the joined sources is
+    named (``ROWKEY`` counts as 0)."""
+    used = set()
+    for c in columns:
+        match = re.fullmatch(rf"{SYNTHETIC_KEY}(?:_(\d+))?", c.name)
+        if match:
+            used.add(int(match.group(1) or 0))
+    n = next(i for i in range(len(used) + 1) if i not in used)
+    return SYNTHETIC_KEY if n == 0 else f"{SYNTHETIC_KEY}_{n}"
 
 
 def _joined_scope(joined: Source) -> Scope:
@@ -360,7 +381,7 @@ def _joined_scope(joined: Source) -> Scope:
     for name, ty in t.PSEUDO_COLUMNS.items():  # unqualified: the joined record's own
         scope_cols.append(ScopeColumn(name, ty, quote(name), None))
     if spec.synthetic_key is not None:
-        scope_cols.append(ScopeColumn(SYNTHETIC_KEY, spec.synthetic_key, quote(SYNTHETIC_KEY), None))
+        scope_cols.append(ScopeColumn(spec.synthetic_name, spec.synthetic_key, quote(spec.synthetic_name), None))
     return Scope(scope_cols, {side.alias for side in spec.leaves()})
 
 
@@ -415,7 +436,7 @@ def side_value_columns(side: JoinSide) -> list[tuple[str, t.SqlType]]:
     spec = getattr(side.source, "join", None)
     if spec is None:
         return [(side.column_name(c.name), c.type) for c in side_source_columns(side.source)]
-    return [(c.name, c.type) for c in side.source.columns if c.name != SYNTHETIC_KEY]
+    return [(c.name, c.type) for c in side.source.columns if c.name != spec.synthetic_name]
 
 
 def side_columns(side: JoinSide) -> list[tuple[str, t.SqlType, str]]:

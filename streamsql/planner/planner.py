@@ -27,7 +27,7 @@ from streamsql.planner import table_functions as tf
 from streamsql.planner.aggregation import NON_AGGREGATE_HINT, AggregatePlan, AggregationPlanner
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
 from streamsql.planner.functions import REGISTRY
-from streamsql.planner.joins import SYNTHETIC_KEY, JoinedSource, plan_join, side_source_columns
+from streamsql.planner.joins import JoinedSource, plan_join, side_source_columns
 from streamsql.sql import ast
 
 if TYPE_CHECKING:
@@ -263,7 +263,7 @@ class Planner:
                 raise AnalysisError(f"'{qualifier}' is not a valid stream/table name or alias.")
         names = {s.column_name(c.name) for s in sides for c in side_source_columns(s.source)}
         if qualifier is None and source.join.synthetic_key is not None:
-            names.add(SYNTHETIC_KEY)
+            names.add(source.join.synthetic_name)
         return [OutputColumn(c.name, quote(c.name), c.type, c.is_key) for c in source.columns if c.name in names]
 
     def _reject_aggregates(self, node: exp.Expr) -> None:

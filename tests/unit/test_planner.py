@@ -530,3 +530,18 @@ def test_column_errors_name_the_line_and_column_in_the_script(join_catalog: Cata
 def test_a_computed_copy_of_the_key_is_a_value_column(catalog: Catalog) -> None:
     p = plan(catalog, "CREATE STREAM o AS SELECT id, name, AS_VALUE(id) AS id2 FROM pay;")
     assert [(c.name, c.is_key) for c in p.columns] == [("ID", True), ("NAME", False), ("ID2", False)]
+
+
+def test_the_synthetic_join_key_avoids_the_sources_column_names(join_catalog: Catalog) -> None:
+    """ksqlDB's generateSyntheticJoinKey: ROWKEY, else ROWKEY_n with the smallest free n (sources
+    whose key schema comes from a registry have a key column named ROWKEY)."""
+    from streamsql.planner.joins import synthetic_key_name
+
+    assert synthetic_key_name([t.Column("K", t.INTEGER)]) == "ROWKEY"
+    assert synthetic_key_name([t.Column("ROWKEY", t.INTEGER), t.Column("ROWKEY_2", t.INTEGER)]) == "ROWKEY_1"
+    for name in ("R1", "R2"):
+        join_catalog.add(Source(name, "STREAM", [t.Column("ROWKEY", t.INTEGER, "key"), t.Column("V", t.STRING)],
+                                topic=name.lower(), key_format="KAFKA", value_format="JSON"))
+    p = plan(join_catalog, "CREATE STREAM o AS SELECT ROWKEY_1, R2.V FROM R1 FULL OUTER JOIN R2 WITHIN 10 SECONDS "
+                           "ON R1.ROWKEY = R2.ROWKEY;")
+    assert [(c.name, c.is_key) for c in p.columns] == [("ROWKEY_1", True), ("V", False)]
