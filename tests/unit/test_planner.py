@@ -544,4 +544,4 @@ def test_the_synthetic_join_key_avoids_the_sources_column_names(join_catalog: Ca
                                 topic=name.lower(), key_format="KAFKA", value_format="JSON"))
     p = plan(join_catalog, "CREATE STREAM o AS SELECT ROWKEY_1, R2.V FROM R1 FULL OUTER JOIN R2 WITHIN 10 SECONDS "
                            "ON R1.ROWKEY = R2.ROWKEY;")
-    assert [(c.name, c.is_key) for c in p.columns] == [("ROWKEY_1", True), ("V", False)]
+    assert [(c.name, c.is_key) for c in p.columns] == [("ROWKEY_1", True), ("R2_V", False)]
