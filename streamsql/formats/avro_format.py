@@ -173,6 +173,60 @@ def _parse(text: str) -> Any:
     return fastavro.parse_schema(json.loads(text))
 
 
+def _nullable(avro_type: Any) -> bool:
+    return avro_type == "null" or (isinstance(avro_type, list) and "null" in avro_type)
+
+
+def _defaults_needed(schema: Any) -> bool:
+    """Whether a writer schema has a field that cannot be null but has a default (ksqlDB's own
+    schemas make every field optional: no per-row work for them)."""
+    if isinstance(schema, list):
+        return any(_defaults_needed(b) for b in schema)
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    if kind == "record":
+        return any(("default" in f and not _nullable(f["type"])) or _defaults_needed(f["type"])
+                   for f in schema.get("fields", []))
+    if kind == "array":
+        return _defaults_needed(schema.get("items"))
+    if kind == "map":
+        return _defaults_needed(schema.get("values"))
+    return False
+
+
+def _without_defaulted_nulls(schema: Any, datum: Any, named: dict[str, Any]) -> Any:
+    """``datum`` without the null values of fields that cannot be null but have a default, so
+    that the writer writes the default: an INSERT VALUES that leaves out such a field writes its
+    default (ksqlDB with a schema id: ``NUM_VOTES`` long default 10 → 10), not a type error."""
+    if isinstance(schema, str):
+        schema = named.get(schema, schema)
+    if isinstance(schema, list):
+        branches = [b for b in schema if b != "null"]
+        if len(branches) != 1 or datum is None:
+            return datum
+        return _without_defaulted_nulls(branches[0], datum, named)
+    if not isinstance(schema, dict) or datum is None:
+        return datum
+    kind = schema.get("type")
+    if kind == "record" and isinstance(datum, dict):
+        named[schema.get("name", "")] = schema
+        out = {}
+        for field in schema.get("fields", []):
+            name = field["name"]
+            value = datum.get(name)
+            if value is None and "default" in field and not _nullable(field["type"]):
+                continue
+            if name in datum:
+                out[name] = _without_defaulted_nulls(field["type"], value, named)
+        return out
+    if kind == "array" and isinstance(datum, list):
+        return [_without_defaulted_nulls(schema["items"], v, named) for v in datum]
+    if kind == "map" and isinstance(datum, dict):
+        return {k: _without_defaulted_nulls(schema["values"], v, named) for k, v in datum.items()}
+    return datum
+
+
 class AvroSerde:
     def __init__(self, spec: FormatSpec) -> None:
         self._columns = spec.columns
@@ -237,6 +291,7 @@ class AvroSerde:
             raise ConfigError("AVRO output needs a Schema Registry: set 'ksql.schema.registry.url'")
         parsed = self._writers.get(int(self._writer_id))
         columns = [column_values(batch, c.name) for c in self._columns]
+        fill_defaults = _defaults_needed(parsed)
         out: list[bytes | None] = []
         for r in range(batch.num_rows):
             if self._unwrapped:
@@ -248,6 +303,8 @@ class AvroSerde:
             else:
                 datum = {c.name: (None if col[r] is None else conv(col[r]))
                          for c, col, conv in zip(self._columns, columns, self._converters)}
+            if fill_defaults:
+                datum = _without_defaulted_nulls(parsed, datum, {})
             buf = io.BytesIO()
             fastavro.schemaless_writer(buf, parsed, datum)
             out.append(frame(int(self._writer_id), buf.getvalue()))

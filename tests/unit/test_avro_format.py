@@ -165,3 +165,27 @@ def test_json_sr_frames_json_and_rejects_unframed_records() -> None:
     inferred = json_sr_format.columns_from_json_schema(json_sr_format.json_schema(columns, unwrapped=False),
                                                        role="value")
     assert [(c.name, str(c.type)) for c in inferred] == [("A", "INTEGER"), ("B", "STRING")]
+
+
+def test_a_missing_field_with_a_default_is_written_as_the_default() -> None:
+    """ksqlDB with a schema id: an INSERT that leaves out a non-null field that has a default
+    writes the default (a struct's ``NUM_VOTES`` long default 10), not a type error."""
+    url = "mock://defaults"
+    writer = {"type": "record", "name": "Test", "fields": [
+        {"name": "ID", "type": "string"},
+        {"name": "DATA", "type": {"type": "record", "name": "DynamicData", "fields": [
+            {"name": "NUM_VOTES", "type": "long", "default": 10}, {"name": "EMAIL", "type": "string"}]}}]}
+    schema_id = schema_registry.register(url, "t-value", json.dumps(writer), "AVRO")
+    columns = (T.Column("ID", T.STRING),
+               T.Column("DATA", T.Struct((T.StructField("NUM_VOTES", T.BIGINT), T.StructField("EMAIL", T.STRING)))))
+    binding = schema_registry.SchemaBinding(url, "t-value", schema_id, {schema_id: json.dumps(writer)})
+    spec = FormatSpec.from_json(FormatSpec("AVRO", columns, options=binding.to_options()).to_json())
+    batch = pa.RecordBatch.from_pylist([{"ID": "abc", "DATA": {"NUM_VOTES": None, "EMAIL": "a@b.c"}}],
+                                       schema=pa.schema([pa.field("ID", pa.string()), pa.field(
+                                           "DATA", pa.struct([("NUM_VOTES", pa.int64()), ("EMAIL", pa.string())]))]))
+    (raw,) = serde_for(spec).encode(batch)
+    assert raw is not None
+    _id, payload = schema_registry.split_header(raw)
+    assert fastavro.schemaless_reader(io.BytesIO(bytes(payload)), fastavro.parse_schema(writer)) == {
+        "ID": "abc", "DATA": {"NUM_VOTES": 10, "EMAIL": "a@b.c"}}
+    assert not avro_format._defaults_needed(avro_format.avro_schema(COLUMNS, unwrapped=False))
