@@ -385,10 +385,14 @@ class Planner:
 
     @staticmethod
     def _check_duplicates(columns: list[OutputColumn]) -> None:
+        """Two output columns of one name: ksqlDB's LogicalSchema builder refuses the schema,
+        naming the column as its schema prints it."""
         seen: set[str] = set()
         for c in columns:
             if c.name in seen:
-                raise AnalysisError(f"Duplicate column name: `{c.name}`. Please alias one of them.")
+                namespace, suffix = ("key", " KEY") if c.is_key else ("value", "")
+                typed = f" {c.type}" if c.type is not None else ""
+                raise AnalysisError(f"Duplicate {namespace} columns found in schema: `{c.name}`{typed}{suffix}")
             seen.add(c.name)
 
 

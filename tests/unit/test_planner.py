@@ -545,3 +545,9 @@ def test_the_synthetic_join_key_avoids_the_sources_column_names(join_catalog: Ca
     p = plan(join_catalog, "CREATE STREAM o AS SELECT ROWKEY_1, R2.V FROM R1 FULL OUTER JOIN R2 WITHIN 10 SECONDS "
                            "ON R1.ROWKEY = R2.ROWKEY;")
     assert [(c.name, c.is_key) for c in p.columns] == [("ROWKEY_1", True), ("R2_V", False)]
+
+
+def test_a_column_projected_twice_is_refused_as_ksqldbs_schema_builder_does(catalog: Catalog) -> None:
+    with pytest.raises(AnalysisError) as info:
+        plan(catalog, "SELECT NAME, NAME FROM PAY;", persistent=False)
+    assert str(info.value).endswith("Duplicate value columns found in schema: `NAME` STRING")
