@@ -323,7 +323,8 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
     # ksqlDB's buildJoinKey: the key is the first viable column the projection has, else the first
     chosen = next((c for c in viable if _projected(c, select, both)), viable[0] if viable else None)
     synthetic = None if chosen is not None else (lk.type or rk.type or t.STRING)
-    synthetic_name = synthetic_key_name([*side_source_columns(left_src), *side_source_columns(right_src)])
+    # only the joined catalog sources count: an earlier join's synthetic key is not a source column
+    synthetic_name = synthetic_key_name([c for _alias, src in both.leaves for c in src.columns])
     key_names = ((_joined_name(chosen),) if chosen is not None else (synthetic_name,)) if not foreign_key else tuple(
         _joined_name(k) for k in left_keys)
     spec = JoinSpec(clause.kind, left, right, clause.within_before_ms, clause.within_after_ms, clause.grace_ms,

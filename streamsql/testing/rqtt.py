@@ -279,6 +279,40 @@ class RqttRunner:
                 specs.setdefault(topic, (io.key_spec(source), io.value_spec(source)))
         return specs
 
+    def _sink_specs(self, topics: set[str]) -> dict[str, tuple[Any, Any]]:
+        """topic -> (key spec, value spec) of the sources the server made on ``topics`` (the
+        sinks of CREATE … AS SELECT, which the statements do not declare), read back as a
+        client would: SHOW STREAMS/TABLES for their topics and formats, DESCRIBE for columns."""
+        from streamsql import entities
+        from streamsql import types as t
+        from streamsql.catalog import Source
+        from streamsql.runtime import io
+
+        if not topics:
+            return {}
+        resp = self.http.post("/ksql", json={"ksql": "SHOW STREAMS; SHOW TABLES;"})
+        if resp.status_code != 200:
+            return {}
+        listed = [(kind, s) for entity, kind in zip(resp.json(), ("STREAM", "TABLE"))
+                  for s in entity.get(kind.lower() + "s", [])]
+        specs: dict[str, tuple[Any, Any]] = {}
+        for kind, summary in listed:
+            topic = str(summary.get("topic"))
+            if topic not in topics or topic in specs:
+                continue
+            described = self.http.post("/ksql", json={"ksql": f"DESCRIBE `{summary['name']}`;"})
+            if described.status_code != 200:
+                continue
+            d = described.json()[0].get("sourceDescription", {})
+            columns = [t.Column(f["name"], t.parse_type(entities.schema_to_sql(f.get("schema"))),
+                                "key" if f.get("type") == "KEY" else "value") for f in d.get("fields", [])]
+            window = d.get("windowType") or None
+            source = Source(str(summary["name"]), kind, columns, topic, str(d.get("keyFormat") or "KAFKA").upper(),
+                            str(d.get("valueFormat") or "JSON").upper(), window_type=window)
+            self._bind(source)
+            specs[topic] = (io.key_spec(source), io.value_spec(source))
+        return specs
+
     def _bind(self, source: Source) -> None:
         """Registry formats: write with the schema the server registered for the source (the
         subject's latest), read any id from the registry."""
@@ -323,6 +357,7 @@ class RqttRunner:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for rec in case.outputs:
             by_topic.setdefault(str(rec["topic"]), []).append(rec)
+        specs.update(self._sink_specs(set(by_topic) - set(specs)))
         for topic, expected in by_topic.items():
             deadline = time.monotonic() + self.timeout_s / 2
             while True:

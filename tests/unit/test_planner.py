@@ -551,3 +551,14 @@ def test_a_column_projected_twice_is_refused_as_ksqldbs_schema_builder_does(cata
     with pytest.raises(AnalysisError) as info:
         plan(catalog, "SELECT NAME, NAME FROM PAY;", persistent=False)
     assert str(info.value).endswith("Duplicate value columns found in schema: `NAME` STRING")
+
+
+def test_an_n_way_outer_join_keeps_rowkey_when_no_source_has_it(join_catalog: Catalog) -> None:
+    """Only the sources' columns count (ksqlDB's resolveKeyName): the first join's synthetic
+    ROWKEY does not push the second to ROWKEY_1."""
+    from dataclasses import replace
+
+    join_catalog.sources["I3"] = replace(join_catalog.get("I2"), name="I3", topic="c")
+    p = plan(join_catalog, "CREATE STREAM o AS SELECT ROWKEY, I1.ID FROM I1 FULL OUTER JOIN I2 WITHIN 5 SECONDS "
+                           "ON I1.ID = I2.ID FULL OUTER JOIN I3 WITHIN 5 SECONDS ON I1.ID = I3.ID;")
+    assert p.columns[0].name == "ROWKEY" and p.columns[0].is_key
