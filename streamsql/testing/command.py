@@ -67,8 +67,8 @@ def select(cases: list[QttCase], filters: list[str], ids: list[str] | None) -> l
     if filters:
         cases = [c for c in cases if any(f in c.id for f in filters)]
     if ids is not None:
-        wanted = set(ids)
-        cases = [c for c in cases if c.id in wanted]
+        wanted = set(ids)  # read stripped (read_ids): a few corpus names end in a space
+        cases = [c for c in cases if c.id.strip() in wanted]
     return cases
 
 
