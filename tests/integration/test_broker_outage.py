@@ -33,7 +33,7 @@ def own_broker() -> Iterator[EmbeddedBroker]:
     # and log each failure, for the rest of the test session)
     from streamsql.kafka import source
 
-    assert not [key for key in source._CONSUMERS if key[0] == broker.bootstrap_servers]
+    assert not [key for key, idle in source._IDLE.items() if key[0] == broker.bootstrap_servers and idle]
 
 
 def _pull(engine: Engine, text: str, expected: list[list[object]], timeout_s: float = 60) -> list[list[object]]:

@@ -42,12 +42,15 @@ TESTS = {"tests": [
                 {"topic": "test_topic", "key": 2, "value": {"V": 2}, "timestamp": 2}],
      "outputs": [{"topic": "OUTPUT", "key": 2, "value": {"V": 2}, "timestamp": 2}]},
     {"name": "unsupported", "statements": [
-        "CREATE TABLE L (ID INT PRIMARY KEY, V INT) WITH (kafka_topic='l', value_format='JSON', partitions=1, "
-        "WINDOW_TYPE='TUMBLING', WINDOW_SIZE='1 SECOND');",
-        "CREATE STREAM S (ID INT KEY, X INT) WITH (kafka_topic='s', value_format='JSON', partitions=1, "
-        "WINDOW_TYPE='TUMBLING', WINDOW_SIZE='1 SECOND');",
-        # a join of windowed sources that ksqlDB runs (same windows, on both keys): not supported yet
-        "CREATE STREAM J AS SELECT S.ID, V, X FROM S JOIN L ON S.ID = L.ID;"],
+        "CREATE STREAM A (ID INT KEY, V INT) WITH (kafka_topic='a', value_format='JSON', partitions=1, "
+        "WINDOW_TYPE='SESSION');",
+        "CREATE STREAM B (ID INT KEY, W INT) WITH (kafka_topic='b', value_format='JSON', partitions=1, "
+        "WINDOW_TYPE='SESSION');",
+        "CREATE STREAM C (ID INT KEY, X INT) WITH (kafka_topic='c', value_format='JSON', partitions=1, "
+        "WINDOW_TYPE='SESSION');",
+        # an n-way join of windowed sources, which ksqlDB runs: not supported yet
+        "CREATE STREAM J AS SELECT A.ID, V, W, X FROM A JOIN B WITHIN 1 MINUTE ON A.ID = B.ID "
+        "JOIN C WITHIN 1 MINUTE ON A.ID = C.ID;"],
      "inputs": [], "outputs": []},
     # the strict rules (ksqlDB's harness checks nothing for an empty output list, nor the kind of
     # an expected exception beyond its class)
