@@ -130,7 +130,7 @@ class EngineCollector(Collector):
             rows_in.add_metric([qid], totals.input_rows)
             if totals.output_rows >= 0:
                 rows_out.add_metric([qid], totals.output_rows)
-            dropped = engine.dropped_records.get(qid)
+            dropped = engine.queries.dropped.get(qid)
             late.add_metric([qid], float(dropped.value) if dropped is not None else totals.dropped_by_watermark)
             progress = handle.lastProgress
             if not progress:
@@ -141,7 +141,7 @@ class EngineCollector(Collector):
             if operators:
                 state_rows.add_metric([qid], sum(int(op.get("numRowsTotal") or 0) for op in operators))
                 state_bytes.add_metric([qid], sum(int(op.get("memoryUsedBytes") or 0) for op in operators))
-            plan = engine.physical_plans.get(qid)
+            plan = engine.queries.plans.get(qid)
             for row in (engine.inspection.query_lag(plan, progress) or []) if plan is not None else []:
                 lag.add_metric([qid, row.topic, str(row.partition)], row.lag)
         yield from (up, batches, rows_in, rows_out, rate, duration, late, state_rows, state_bytes, lag)

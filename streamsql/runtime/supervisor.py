@@ -15,6 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from streamsql.runtime.queries import stop_handle
 from streamsql.runtime.session import Session
 from streamsql.sql import ast, parse
 
@@ -82,7 +83,7 @@ class QuerySupervisor:
                 with engine.session_scope(Session(self._properties_of(query_id))):
                     self._activate_session()
                     plan = engine.planner.plan_query(query, persistent=True, sink_name=sink.name)
-                    engine.restart_persistent(query_id, plan, stmt, sink)
+                    engine.persistent.restart(query_id, plan, stmt, sink)
             except Exception as e:
                 log.warning("could not restart query %s: %s", query_id, e)
                 return False
@@ -102,7 +103,7 @@ class QuerySupervisor:
         reason = _reason(running.handle)
         try:
             self._activate_session()
-            engine.stop_handle(running.handle)
+            stop_handle(running.handle)
             engine.connectors.start(info)
         except Exception as e:
             log.warning("could not restart connector %s: %s", name, e)

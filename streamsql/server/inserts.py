@@ -14,7 +14,7 @@ from typing import Any
 
 from streamsql import types as t
 from streamsql.catalog import Source
-from streamsql.runtime.inserts import encode_row
+from streamsql.runtime.executors.inserts import encode_row
 from streamsql.server.errors import bad_request
 
 

@@ -1261,7 +1261,7 @@ class QttRunner:
             raise _FeedRecordAtATime()
         prefixed = [{**r, "topic": prefix + str(r.get("topic"))} for r in case.inputs]
         for qid, q in catalog.queries.items():
-            plan = engine.physical_plans.get(qid)
+            plan = engine.queries.plans.get(qid)
             if plan is not None and _has_foreign_key_join(plan.steps):
                 raise _FeedRecordAtATime()
             if len(q.sources) < 2:

@@ -152,7 +152,7 @@ def test_terminate_removes_the_querys_state(engine, topic_name):  # type: ignore
     checkpoint = engine.data_dir / "checkpoints" / query_id
     assert (checkpoint / "commits").exists()
     engine.execute(f"TERMINATE {query_id};")
-    assert not checkpoint.exists() and query_id not in engine.physical_plans
+    assert not checkpoint.exists() and query_id not in engine.queries.plans
     assert "TERM_COUNTS" in engine.admin.topics()  # the table's own topic is the user's: DROP ... DELETE TOPIC
 
 

@@ -83,7 +83,7 @@ def test_partition_by_needs_an_expression() -> None:
 
 
 def test_insert_values_into_a_missing_source_hints_at_its_case() -> None:
-    from streamsql.runtime.inserts import unknown_insert_target
+    from streamsql.runtime.executors.inserts import unknown_insert_target
 
     assert unknown_insert_target("INPUT", ["input"]) == (
         'Cannot insert values into an unknown stream/table: `INPUT`\nDid you mean "input"? Hint: wrap the source '
@@ -105,7 +105,7 @@ def test_insert_into_casts_numbers_up_to_the_sinks_types() -> None:
     from streamsql import types as t
     from streamsql.catalog import Source
     from streamsql.planner.planner import OutputColumn, QueryPlan
-    from streamsql.runtime.engine import _widened
+    from streamsql.runtime.executors.persistent import widened
 
     source = Source("S", "STREAM", [t.Column("IGNORED", t.STRING)], topic="s", key_format="NONE",
                     value_format="JSON")
@@ -113,6 +113,6 @@ def test_insert_into_casts_numbers_up_to_the_sinks_types() -> None:
                                          OutputColumn("C2", "2.0BD", t.Decimal(2, 1))])
     target = [t.Column("C1", t.Decimal(5, 2)), t.Column("C2", t.Decimal(5, 2))]
     produced = [t.Column("C1", t.INTEGER), t.Column("C2", t.Decimal(2, 1))]
-    assert _widened(plan, produced, target)
+    assert widened(plan, produced, target)
     assert [str(c.type) for c in plan.columns] == ["DECIMAL(5, 2)", "DECIMAL(5, 2)"]
-    assert not _widened(plan, [t.Column("C1", t.DOUBLE), t.Column("C2", t.Decimal(2, 1))], target)  # no narrowing
+    assert not widened(plan, [t.Column("C1", t.DOUBLE), t.Column("C2", t.Decimal(2, 1))], target)  # no narrowing

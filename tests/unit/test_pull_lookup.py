@@ -118,9 +118,9 @@ def test_scan_properties_must_be_booleans() -> None:
     import pytest
 
     from streamsql.errors import ConfigError
-    from streamsql.runtime.engine import _enabled
+    from streamsql.runtime.executors.transient import enabled
 
-    assert _enabled("ksql.query.pull.table.scan.enabled", "FALSE") is False
-    assert _enabled("ksql.query.pull.table.scan.enabled", " true") is True
+    assert enabled("ksql.query.pull.table.scan.enabled", "FALSE") is False
+    assert enabled("ksql.query.pull.table.scan.enabled", " true") is True
     with pytest.raises(ConfigError, match="Invalid value yes for configuration ksql.query.pull.table.scan.enabled"):
-        _enabled("ksql.query.pull.table.scan.enabled", "yes")
+        enabled("ksql.query.pull.table.scan.enabled", "yes")

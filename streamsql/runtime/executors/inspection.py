@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from streamsql.physical.steps import Collect, PhysicalPlan, SparkAggregate
 from streamsql.planner.functions import REGISTRY, unknown_function
 from streamsql.runtime import results as r
 from streamsql.runtime.config import DEFAULT_PROPERTIES
+from streamsql.runtime.executors import Handler, StatementExecutor
 from streamsql.sql import ast
 
 if TYPE_CHECKING:
@@ -34,13 +36,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("streamsql")
 
 
-class Inspection:
+class Inspection(StatementExecutor):
     """The read-only statements of one engine."""
 
     def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+        super().__init__(engine)
         #: end offsets of the topics queries read, for their lag (one client per topic)
         self._end_offsets: dict[str, EndOffsets] = {}
+
+    def handlers(self) -> Mapping[type[ast.Statement], Handler]:
+        return {ast.Show: self.show, ast.Describe: self.describe, ast.Explain: self.explain, ast.Print: self.print}
 
     def close(self) -> None:
         for tracker in self._end_offsets.values():
@@ -112,7 +117,7 @@ class Inspection:
         """A query's state and statistics; ``extended`` (SHOW QUERIES EXTENDED) adds its consumer
         lag, which asks Kafka for the input topics' offsets."""
         running = self.engine.queries.get(info.id)
-        plan = self.engine.physical_plans.get(info.id)
+        plan = self.engine.queries.plans.get(info.id)
         state = "NOT_RUNNING"
         stats: dict[str, Any] = {}
         if running is not None:
@@ -127,7 +132,7 @@ class Inspection:
                 stats.update({"batchId": progress.get("batchId"),
                               "inputRowsPerSecond": progress.get("inputRowsPerSecond"),
                               "processedRowsPerSecond": progress.get("processedRowsPerSecond")})
-            dropped = self.engine.dropped_records.get(info.id)
+            dropped = self.engine.queries.dropped.get(info.id)
             if dropped is not None:  # ksqlDB's late-record count (records dropped past grace)
                 stats["numRowsDroppedByWatermark"] = dropped.value
             elif any(isinstance(s, SparkAggregate) for s in getattr(plan, "steps", ())):
@@ -183,7 +188,7 @@ class Inspection:
         ``queryOffsetSummaries``; the group id is the one ksqlDB would give the query)."""
         out = []
         for info in self.engine.catalog.queries_reading(source.name):
-            running, plan = self.engine.queries.get(info.id), self.engine.physical_plans.get(info.id)
+            running, plan = self.engine.queries.get(info.id), self.engine.queries.plans.get(info.id)
             progress = running.handle.lastProgress if running is not None else None
             if not progress or plan is None:
                 continue
@@ -226,7 +231,7 @@ class Inspection:
                 raise CatalogError(f"Query with id:{stmt.query_id} does not exist, use SHOW QUERIES to view the full "
                                    f"set of queries.")
             text = f"Query {info.id}\n{info.statement}"
-            physical = self.engine.physical_plans.get(info.id)
+            physical = self.engine.queries.plans.get(info.id)
             if physical is not None:
                 text += "\n\nPhysical steps:\n" + physical.explain()
             running = self.engine.queries.get(info.id)
@@ -242,10 +247,10 @@ class Inspection:
         if isinstance(inner, (ast.CreateAsSelect, ast.InsertInto)):
             target = (self.engine.definitions.sink(inner, plan) if isinstance(inner, ast.CreateAsSelect)
                       else self.engine.catalog.get(inner.target))
-            physical = self.engine.persistent_plan(plan, target, None, self.engine.offset_reset())
+            physical = self.engine.persistent.plan(plan, target, None, self.engine.offset_reset())
         else:
             terminal = Collect(_ignore, available_now=query.emit is None)
-            physical = self.engine.collect_plan(plan, terminal, self.engine.offset_reset(),
+            physical = self.engine.transient.plan(plan, terminal, self.engine.offset_reset(),
                                           changelog=plan.source.is_table and query.emit is not None)
         return r.Explanation(stmt.text, plan.explain() + "\n\nPhysical steps:\n" + physical.explain())
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import socket
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from streamsql.catalog import ConnectorInfo, QueryInfo
 from streamsql.connectors.config import ConnectorError, parse_sink
@@ -20,10 +20,8 @@ from streamsql.errors import CatalogError, StreamsqlError
 from streamsql.physical.builder import SparkBuilder
 from streamsql.physical.steps import ConnectorSink, connector_plan
 from streamsql.runtime import results as r
+from streamsql.runtime.executors import Deferred, Handler, StatementExecutor
 from streamsql.sql import ast
-
-if TYPE_CHECKING:
-    from streamsql.runtime.engine import Engine
 
 #: Connect's connector states as DESCRIBE / SHOW CONNECTORS report them
 RUNNING, FAILED, UNASSIGNED = "RUNNING", "FAILED", "UNASSIGNED"
@@ -34,11 +32,12 @@ def query_id(name: str) -> str:
     return "CONNECTOR_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
-class ConnectorStatements:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+class ConnectorStatements(StatementExecutor):
+    def handlers(self) -> Mapping[type[ast.Statement], Handler]:
+        return {ast.CreateConnector: self.create, ast.DropConnector: self.drop}
 
-    def create(self, stmt: ast.CreateConnector, replay_seq: int | None) -> r.Result:
+    def create(self, stmt: ast.CreateConnector, replay_seq: int | None = None,
+               deferred: Deferred | None = None) -> r.Result:
         engine = self.engine
         catalog = engine.catalog
         existing = catalog.connectors.get(stmt.name)
@@ -67,23 +66,20 @@ class ConnectorStatements:
 
     def start(self, info: ConnectorInfo) -> None:
         """Start (or restart, on its checkpoint) the connector's query."""
-        from streamsql.runtime.engine import RunningQuery
-
         engine = self.engine
         cls, config = parse_sink(info.name, info.kind, info.config)
         qid = query_id(info.name)
         checkpoint = engine.data_dir / "checkpoints" / qid
         plan = connector_plan(ConnectorSink(info.name, cls.name, config), tuple(config.topics))
-        engine.physical_plans[qid] = plan
+        engine.queries.plans[qid] = plan
         if engine.planning_only:
             return
         handle = SparkBuilder(engine.build_context(qid)).start(plan, checkpoint, qid)
-        previous = engine.queries.get(qid)
-        engine.queries[qid] = RunningQuery(QueryInfo(qid, info.statement, info.name, list(info.topics), "CONNECTOR"),
-                                           handle, checkpoint, restart=lambda: self.start(info),
-                                           restarts=previous.restarts if previous is not None else 0)
+        engine.queries.started(QueryInfo(qid, info.statement, info.name, list(info.topics), "CONNECTOR"),
+                               handle, checkpoint, restart=lambda: self.start(info))
 
-    def drop(self, stmt: ast.DropConnector, replay_seq: int | None) -> r.Result:
+    def drop(self, stmt: ast.DropConnector, replay_seq: int | None = None,
+             deferred: Deferred | None = None) -> r.Result:
         engine = self.engine
         info = engine.catalog.connectors.pop(stmt.name, None)
         if info is None:
@@ -91,10 +87,7 @@ class ConnectorStatements:
                 return r.Warning_(stmt.text, f"Connector {stmt.name} does not exist.")
             raise CatalogError(f"Connector {stmt.name} does not exist.")
         qid = query_id(stmt.name)
-        running = engine.queries.pop(qid, None)
-        if running is not None:
-            engine.stop_handle(running.handle)
-        engine.physical_plans.pop(qid, None)
+        engine.queries.stop(qid)
         # a connector created again under this name starts afresh (its documents are rewritten
         # with the same ids, so nothing is duplicated)
         shutil.rmtree(engine.data_dir / "checkpoints" / qid, ignore_errors=True)

@@ -10,7 +10,8 @@ replaying it on restart would write the row again.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from streamsql import types as t
 from streamsql.catalog import Source
@@ -20,10 +21,8 @@ from streamsql.planner.casts import cast_value
 from streamsql.planner.planner import compile_constant
 from streamsql.runtime import io
 from streamsql.runtime import results as r
+from streamsql.runtime.executors import Handler, StatementExecutor
 from streamsql.sql import ast
-
-if TYPE_CHECKING:
-    from streamsql.runtime.engine import Engine
 
 
 def encode_row(target: Source, values: dict[str, Any]) -> tuple[bytes | None, bytes | None]:
@@ -43,11 +42,11 @@ def encode_row(target: Source, values: dict[str, Any]) -> tuple[bytes | None, by
     return encode(io.key_spec(target)), encode(io.value_spec(target))
 
 
-class ValueInserts:
+class ValueInserts(StatementExecutor):
     """INSERT VALUES for one engine."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def handlers(self) -> Mapping[type[ast.Statement], Handler]:
+        return {ast.InsertValues: self.insert}
 
     def insert(self, stmt: ast.InsertValues) -> r.Result:
         target = self.engine.catalog.find(stmt.target)

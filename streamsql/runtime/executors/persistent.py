@@ -1,0 +1,341 @@
+"""Persistent queries: CREATE STREAM/TABLE … AS SELECT, INSERT INTO … SELECT, TERMINATE, and
+the one way such a query starts — on its statement, on a replay of the command log, after a
+failure (the supervisor's restart) — from its checkpoint under the data directory.
+
+Each query writes its sink topic from Spark's executors (``physical/builder.py``); a table's
+query writes the table's changelog, which the table's store follows for pull queries. A source
+table's materialization is a persistent query too (``CST_<table>_<seq>``), writing an internal
+changelog topic since its own topic is read-only.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from streamsql import types as t
+from streamsql.catalog import QueryInfo, Source
+from streamsql.errors import AnalysisError, CatalogError, spark_message
+from streamsql.physical.builder import (
+    CHECKPOINT_META,
+    SparkBuilder,
+    buckets_for,
+    has_committed_batch,
+    has_planned_batch,
+    operator_for,
+)
+from streamsql.physical.steps import Aggregate, Collect, KafkaSink, PhysicalPlan, physical_plan
+from streamsql.planner import ddl
+from streamsql.planner.aggregation import AggregatePlan
+from streamsql.planner.casts import cast_value
+from streamsql.planner.expressions import quote
+from streamsql.planner.joins import JoinedSource
+from streamsql.planner.planner import QueryPlan
+from streamsql.runtime import results as r
+from streamsql.runtime import starts
+from streamsql.runtime.executors import Deferred, Handler, StatementExecutor, same_statement
+from streamsql.runtime.materialized import TableStore
+from streamsql.runtime.queries import stop_handle
+from streamsql.sql import ast, parse
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger("streamsql")
+
+
+class PersistentQueries(StatementExecutor):
+    def handlers(self) -> Mapping[type[ast.Statement], Handler]:
+        return {ast.CreateAsSelect: self.create_as_select, ast.InsertInto: self.insert_into,
+                ast.Terminate: self.terminate_statement}
+
+    # --- statements ----------------------------------------------------------------------------
+
+    def create_as_select(self, stmt: ast.CreateAsSelect, replay_seq: int | None = None,
+                         deferred: Deferred | None = None) -> r.Result:
+        engine = self.engine
+        existing = engine.catalog.find(stmt.name)
+        if existing is not None:
+            if same_statement(existing.statement, stmt.text):
+                return r.CommandStatus(stmt.text, f"{stmt.kind.title()} {stmt.name} already exists (unchanged); "
+                                                  f"query {existing.writer_query} resumes from its checkpoint",
+                                       query_id=existing.writer_query)
+            if stmt.if_not_exists:
+                return r.Warning_(stmt.text, f"Cannot add {stmt.kind.lower()} {stmt.name}: A "
+                                             f"{existing.kind.lower()} with the same name already exists.")
+            raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': A {existing.kind.lower()} "
+                               f"with the same name already exists")
+        read = engine.catalog.find(stmt.query.source.name)
+        if read is not None and read.window_type and read.is_table:
+            raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
+        ddl.check_timestamp_projected(stmt)
+        ddl.check_table_is_grouped(stmt)
+        plan = engine.planner.plan_query(stmt.query, persistent=True, sink_name=stmt.name)
+        produces_table = isinstance(plan, AggregatePlan) or plan.source.is_table
+        if produces_table and stmt.kind == "STREAM":
+            raise AnalysisError("Invalid result type. Your SELECT query produces a TABLE. Please use CREATE TABLE "
+                                "AS SELECT statement instead.")
+        if not produces_table and stmt.kind == "TABLE":
+            raise AnalysisError("Invalid result type. Your SELECT query produces a STREAM. Please use CREATE STREAM "
+                                "AS SELECT statement instead.")
+        if stmt.query.emit == "FINAL" and (not isinstance(plan, AggregatePlan) or plan.window is None):
+            raise AnalysisError("EMIT FINAL is only supported for windowed aggregations.")
+        sink = engine.definitions.sink(stmt, plan)
+        sink.columns = self.output_columns(plan)
+        # WITH (TIMESTAMP=...): the records it writes carry that column's time (the builder's sink)
+        sink.timestamp_column = engine.definitions.timestamp_column(stmt.properties, sink.columns)
+        sink.timestamp_format = stmt.properties.get("TIMESTAMP_FORMAT")
+        if isinstance(plan, AggregatePlan) and sink.value_format == "DELIMITED" and any(
+                c.function.result_type is not None
+                and c.function.result_type.kind in (t.Kind.ARRAY, t.Kind.MAP, t.Kind.STRUCT)
+                for c in plan.calls):
+            raise AnalysisError("One of the functions used in the statement has an intermediate type that the value "
+                                "format can not handle. Please remove the function or change the format.")
+        sink.key_format_options = ddl.format_options(stmt.properties, "KEY", sink.key_format)
+        sink.value_format_options = ddl.format_options(stmt.properties, "VALUE", sink.value_format)
+        engine.definitions.validate_formats(sink)
+        engine.definitions.bind_schemas(sink, stmt.properties)
+        if replay_seq is None:
+            config = {"cleanup.policy": "compact"} if sink.is_table and not sink.window_type else None
+            engine.admin.create_topic(sink.topic, sink.partitions, int(stmt.properties.get("REPLICAS", 1)), config)
+        seq = engine.log_command(stmt, replay_seq)
+        query_id = f"{'CTAS' if sink.is_table else 'CSAS'}_{stmt.name}_{seq}"
+        sink.writer_query = query_id
+        engine.catalog.add(sink)
+        engine.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, sink.name, _input_names(plan.source))
+        if deferred is not None:
+            deferred.append((query_id, plan, stmt, sink.name))
+        else:
+            self.start(query_id, plan, stmt, sink)
+        return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
+
+    def insert_into(self, stmt: ast.InsertInto, replay_seq: int | None = None,
+                    deferred: Deferred | None = None) -> r.Result:
+        engine = self.engine
+        target = engine.catalog.find(stmt.target)
+        if target is None:
+            where = f"Line: {stmt.target_position[0]}, Col: {stmt.target_position[1]}: " if stmt.target_position else ""
+            raise CatalogError(f"{where}Source `{stmt.target}` does not exist.")
+        for q in engine.catalog.queries_writing(target.name):
+            if same_statement(q.statement, stmt.text):
+                return r.CommandStatus(stmt.text, f"Query {q.id} already runs this statement (unchanged)",
+                                       query_id=q.id)
+        if target.is_table:
+            raise AnalysisError(f"INSERT INTO can only be used to insert into a stream. {target.name} is a table.")
+        if any(c.role in ("headers", "header") for c in target.columns):
+            # a query cannot write a record's headers (ksqlDB's rule, checked before read-only)
+            raise AnalysisError(f"Cannot insert into {target.name} because it has header columns")
+        if target.is_source:
+            raise AnalysisError(f"Cannot insert into read-only stream: {target.name}")
+        plan = engine.planner.plan_query(stmt.query, persistent=True, sink_name=target.name)
+        produced = self.output_columns(plan)
+        expected = [c for c in target.columns if c.role in ("key", "value")]
+        if isinstance(plan, QueryPlan) and widened(plan, produced, expected):
+            # ksqlDB casts numbers up to the sink's types (INT → BIGINT → DECIMAL → DOUBLE)
+            produced = self.output_columns(plan)
+        if [(c.name, str(c.type), c.role) for c in produced] != [(c.name, str(c.type), c.role) for c in expected]:
+            raise AnalysisError(
+                f"Incompatible schema between results and sink.\nResult schema is "
+                f"{', '.join(c.sql() for c in produced)}\nSink schema is {', '.join(c.sql() for c in expected)}")
+        seq = engine.log_command(stmt, replay_seq)
+        query_id = str(stmt.properties.get("QUERY_ID") or f"INSERTQUERY_{seq}").upper()
+        engine.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, target.name, _input_names(plan.source))
+        if deferred is not None:
+            deferred.append((query_id, plan, stmt, target.name))
+        else:
+            self.start(query_id, plan, stmt, target)
+        return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
+
+    def terminate_statement(self, stmt: ast.Terminate, replay_seq: int | None = None,
+                            deferred: Deferred | None = None) -> r.Result:
+        catalog = self.engine.catalog
+        ids = [stmt.query_id.upper()] if stmt.query_id else list(catalog.queries)
+        for qid in ids:
+            if qid not in catalog.queries:
+                raise CatalogError(f"Unknown queryId: {qid}")
+        for qid in ids:
+            self.terminate(qid)
+        self.engine.log_command(stmt, replay_seq)
+        return r.CommandStatus(stmt.text, "Query terminated." if stmt.query_id else "All queries terminated.")
+
+    def materialize_source_table(self, table: Source, seq: int, deferred: Deferred | None) -> None:
+        """A CREATE SOURCE TABLE is queryable (ksqlDB): a query ``CST_<name>_<seq>`` reads the
+        topic into the table's store, nothing else. It is the table's writer, so DROP stops it and
+        a restart resumes it from its checkpoint like any persistent query."""
+        engine = self.engine
+        query = parse(f"SELECT * FROM {quote(table.name)} EMIT CHANGES;", custom_types=engine.catalog.types)[0]
+        assert isinstance(query, ast.SelectStatement)
+        plan = engine.planner.plan_query(query.query, persistent=True, sink_name=table.name)
+        query_id = f"CST_{table.name}_{seq}"
+        table.writer_query = query_id
+        engine.catalog.queries[query_id] = QueryInfo(query_id, table.statement, table.name, [])
+        if deferred is not None:
+            deferred.append((query_id, plan, query, table.name))
+        else:
+            self.start(query_id, plan, query, table)
+
+    # --- the query's output ----------------------------------------------------------------------
+
+    def output_columns(self, plan: QueryPlan | AggregatePlan) -> list[t.Column]:
+        """The query's output columns and their types, from Spark's analysis of its plan."""
+        engine = self.engine
+        builder = SparkBuilder(engine.build_context("planning"))
+        try:
+            return builder.output_columns(physical_plan(plan, Collect(_ignore), engine.offset_reset()))
+        except Exception as e:  # Spark's analyser: type errors the compiler could not see
+            raise AnalysisError(spark_message(e)) from None
+
+    def plan(self, plan: QueryPlan | AggregatePlan, sink: Source, checkpoint: Path | None,
+             starting_offsets: str) -> PhysicalPlan:
+        """A persistent query's steps; every one writes its topic from the executors. A table's
+        query (an aggregation, a filter/projection, a source table's materialization) writes
+        the table's changelog, which its store follows."""
+        engine = self.engine
+        if isinstance(plan, AggregatePlan):
+            wanted = engine.aggregation_buckets(plan)
+            buckets = buckets_for(checkpoint, wanted) if checkpoint is not None else wanted
+            return physical_plan(plan, KafkaSink(sink), starting_offsets, buckets=buckets,
+                                 cache=engine.record_cache(),
+                                 operator=operator_for(checkpoint) or engine.aggregation_operator())
+        if sink.is_table:
+            buckets = engine.table_buckets(plan)
+            if checkpoint is not None:
+                buckets = buckets_for(checkpoint, buckets)
+            return physical_plan(plan, KafkaSink(sink), starting_offsets, changelog=True, buckets=buckets)
+        return physical_plan(plan, KafkaSink(sink), starting_offsets)
+
+    # --- starting and stopping -------------------------------------------------------------------
+
+    def restart(self, query_id: str, plan: QueryPlan | AggregatePlan, stmt: ast.Statement, sink: Source) -> None:
+        """Stop a persistent query and start it again from its checkpoint, planned anew (the
+        server's supervisor does this after a failure, under the statement's own session)."""
+        engine = self.engine
+        with engine.lock:
+            running = engine.queries.get(query_id)
+            if running is not None:
+                stop_handle(running.handle)
+            self.start(query_id, plan, stmt, sink)
+
+    def start(self, query_id: str, plan: QueryPlan | AggregatePlan, stmt: ast.Statement, sink: Source) -> None:
+        """Start (or resume, from its checkpoint) the persistent query ``query_id``; with
+        ``engine.planning_only``, only record its steps."""
+        engine = self.engine
+        checkpoint = engine.data_dir / "checkpoints" / query_id
+        resumed = has_committed_batch(checkpoint)
+        if checkpoint.exists() and not resumed and not has_planned_batch(checkpoint):
+            # stopped before Spark planned its first batch; once planned (its offsets logged),
+            # Spark replays that batch over the same offsets, and under exactly_once_v2 under
+            # the same query id, so a write that happened before the crash is not repeated
+            starts.restart_uncommitted(checkpoint)
+        if sink.is_table and sink.is_source and resumed and not (checkpoint / CHECKPOINT_META).exists():
+            # a source table's materialization from an earlier streamsql (the driver's store):
+            # its changelog is internal and the topic is the input, so it is rebuilt from the start
+            log.warning("rebuilding %s's materialization from its topic (written by an earlier streamsql)", sink.name)
+            shutil.rmtree(checkpoint, ignore_errors=True)
+            resumed = False
+        if sink.is_table and sink.is_source:
+            changelog = (replace(sink, topic=source_changelog_topic(sink)) if engine.planning_only
+                         else self._source_changelog(sink, fresh=not resumed))
+        else:
+            changelog = sink
+        physical = self.plan(plan, changelog, checkpoint, engine.offset_reset())
+        engine.queries.plans[query_id] = physical
+        if engine.planning_only:
+            return
+        if not resumed:  # where it begins is decided now, not when Spark plans its first batch
+            starts.pin_starts(physical, engine.admin.end_offsets, checkpoint)
+        if sink.is_table:  # its store follows the changelog topic the query writes
+            self._store(sink)
+            engine.followed[sink.name] = changelog
+        context = engine.build_context(query_id, count_late=any(isinstance(s, Aggregate) for s in physical.steps))
+        handle = SparkBuilder(context).start(physical, checkpoint, query_id)
+        engine.queries.started(engine.catalog.queries[query_id], handle, checkpoint,
+                               restart=lambda: self.start(query_id, plan, stmt, sink))
+
+    def terminate(self, query_id: str) -> None:
+        """Stop a persistent query for good (TERMINATE, or DROP of its sink) and remove what it
+        kept: its checkpoint (offsets and state store) — ksqlDB deletes a terminated query's
+        internal topics and state the same way; nothing can resume it, so nothing is left."""
+        engine = self.engine
+        engine.queries.stop(query_id)
+        shutil.rmtree(engine.data_dir / "checkpoints" / query_id, ignore_errors=True)
+        info = engine.catalog.queries.pop(query_id, None)
+        if info is not None:
+            sink = engine.catalog.find(info.sink)
+            if sink is not None and sink.writer_query == query_id:
+                sink.writer_query = None
+
+    def _source_changelog(self, table: Source, fresh: bool) -> Source:
+        """A source table's changelog: its topic is read-only, so its query writes an internal
+        topic (``_streamsql-<query>-<topic>-changelog``, hidden from SHOW TOPICS; ksqlDB keeps a
+        changelog topic for it too) that the table's store follows. A fresh query starts it
+        empty, with an empty store; DROP deletes it."""
+        engine = self.engine
+        changelog = replace(table, topic=source_changelog_topic(table))
+        exists = changelog.topic in engine.admin.topics()
+        if fresh or not exists:
+            if exists:
+                engine.admin.delete_topic(changelog.topic)
+            # compacted, as a table's topic: the latest value per key is what it must keep
+            engine.create_internal_topic(changelog.topic, max(1, int(table.partitions or 1)),
+                                         {} if table.window_type else {"cleanup.policy": "compact"})
+            store = engine.stores.pop(table.name, None)
+            if store is not None:
+                store.close()
+            (engine.data_dir / "tables" / f"{table.writer_query or table.name}.sqlite").unlink(missing_ok=True)
+        return changelog
+
+    def _store(self, table: Source) -> TableStore:
+        engine = self.engine
+        store = engine.stores.get(table.name)
+        if store is None:
+            store = TableStore(engine.data_dir / "tables" / f"{table.writer_query or table.name}.sqlite")
+            engine.stores[table.name] = store
+        return store
+
+
+def source_changelog_topic(table: Source) -> str:
+    """The internal changelog topic of a source table's materialization (one per query: a
+    re-created table starts a new one)."""
+    name = f"_streamsql-{table.writer_query or table.name}-{table.topic}-changelog"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:249]
+
+
+_NUMERIC_RANK = {t.Kind.INTEGER: 0, t.Kind.BIGINT: 1, t.Kind.DECIMAL: 2, t.Kind.DOUBLE: 3}
+
+
+def widened(plan: QueryPlan, produced: list[t.Column], expected: list[t.Column]) -> bool:
+    """Cast the plan's numeric columns up to the sink's wider numeric types, in place, when that
+    is all that differs (ksqlDB's implicit casts for INSERT INTO); whether any was cast."""
+    if [(c.name, c.role) for c in produced] != [(c.name, c.role) for c in expected]:
+        return False
+    casts: dict[str, t.SqlType] = {}
+    for have, want in zip(produced, expected):
+        if str(have.type) == str(want.type):
+            continue
+        lo, hi = _NUMERIC_RANK.get(have.type.kind), _NUMERIC_RANK.get(want.type.kind)
+        if lo is None or hi is None or lo > hi:
+            return False
+        casts[have.name] = want.type
+    if not casts:
+        return False
+    types = {c.name: c.type for c in produced}
+    plan.columns = [replace(c, sql=cast_value(c.sql, types[c.name], casts[c.name]), type=casts[c.name])
+                    if c.name in casts else c for c in plan.columns]
+    return True
+
+
+def _ignore(_df: DataFrame, _batch_id: int) -> None:
+    """The terminal step of a plan built only to learn its output columns."""
+
+
+def _input_names(source: Source) -> list[str]:
+    """The catalog sources a query reads (both sides of a join)."""
+    if isinstance(source, JoinedSource) and source.join is not None:
+        return [side.source.name for side in source.join.leaves()]
+    return [source.name]

@@ -1,0 +1,177 @@
+"""The running queries of one engine: their Spark handles, physical steps and late-record
+counters, and the one policy for stopping, draining and restarting them.
+
+Persistent queries (CSAS/CTAS/INSERT INTO, source-table materializations) and sink connectors
+are registered here when they start and removed when they are terminated. The runner drains
+them (``wait_until_idle``), the server's supervisor restarts the failed ones
+(``runtime/supervisor.py``), SHOW QUERIES and the metrics endpoint read them; all go through
+this registry, never through an executor's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamsql.catalog import QueryInfo
+from streamsql.errors import StreamsqlError, spark_message
+
+if TYPE_CHECKING:
+    from pyspark import Accumulator
+    from pyspark.sql.streaming import StreamingQuery
+
+    from streamsql.physical.steps import PhysicalPlan
+
+log = logging.getLogger("streamsql")
+
+#: Spark gives each new Python worker 10 s to connect back; an overloaded machine can miss that.
+#: The query itself is fine: it is restarted from its checkpoint (nothing lost or repeated).
+TRANSIENT_FAILURES = ("Python worker failed to connect back",)
+MAX_RESTARTS = 3
+
+
+@dataclass
+class RunningQuery:
+    info: QueryInfo
+    handle: StreamingQuery
+    checkpoint: Path
+    #: starts the query again from its checkpoint (after a failure of the machine, not the query)
+    restart: Callable[[], None] | None = None
+    restarts: int = 0
+
+
+def stop_handle(handle: StreamingQuery) -> None:
+    """Stop a Spark query; a failed query may not stop cleanly, and it is gone either way."""
+    try:
+        handle.stop()
+    except Exception as e:
+        log.debug("stopping query: %s", e)
+
+
+class QueryRegistry:
+    """The engine's running queries by id (read like a mapping), with the steps each runs
+    (EXPLAIN prints them; kept for planned-only queries too) and, per aggregation, a Spark
+    accumulator of the records its windows dropped as late (kept across restarts)."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, RunningQuery] = {}
+        self.plans: dict[str, PhysicalPlan] = {}
+        self.dropped: dict[str, Accumulator[int]] = {}
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def get(self, query_id: str) -> RunningQuery | None:
+        return self._running.get(query_id)
+
+    def __getitem__(self, query_id: str) -> RunningQuery:
+        return self._running[query_id]
+
+    def __contains__(self, query_id: object) -> bool:
+        return query_id in self._running
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._running))
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def items(self) -> list[tuple[str, RunningQuery]]:
+        return list(self._running.items())
+
+    def values(self) -> list[RunningQuery]:
+        return list(self._running.values())
+
+    # --- starting and stopping --------------------------------------------------------------
+
+    def started(self, info: QueryInfo, handle: StreamingQuery, checkpoint: Path,
+                restart: Callable[[], None] | None = None) -> RunningQuery:
+        """Register a query Spark has just started (again: its restart count is kept)."""
+        previous = self._running.get(info.id)
+        running = RunningQuery(info, handle, checkpoint, restart=restart,
+                               restarts=previous.restarts if previous is not None else 0)
+        self._running[info.id] = running
+        return running
+
+    def stop(self, query_id: str) -> None:
+        """Stop a query for good (TERMINATE, DROP, DROP CONNECTOR) and forget its steps."""
+        running = self._running.pop(query_id, None)
+        if running is not None:
+            stop_handle(running.handle)
+        self.plans.pop(query_id, None)
+
+    def stop_all(self) -> None:
+        for running in list(self._running.values()):
+            stop_handle(running.handle)
+        self._running.clear()
+
+    # --- draining and failures ----------------------------------------------------------------
+
+    def wait_until_idle(self, max_rounds: int = 100) -> None:
+        """Process everything available in the source topics, through chains of queries (a
+        query's output may be another's input), then return. Raises if a query failed."""
+        for _ in range(max_rounds):
+            before = self._progress_marks()
+            for qid in list(self._running):
+                self._drain(qid)
+            if self._progress_marks() == before:
+                return
+
+    def _drain(self, query_id: str) -> None:
+        """``processAllAvailable`` on one query; a query that fails for a transient reason is
+        restarted from its checkpoint (at most MAX_RESTARTS times) and drained again."""
+        while True:
+            q = self._running.get(query_id)
+            if q is None:
+                return
+            self._check_alive(q)  # raises for a real failure; replaces q after a restart
+            q = self._running[query_id]
+            try:
+                q.handle.processAllAvailable()
+                return
+            except Exception:
+                if q.handle.exception() is None:
+                    raise
+
+    def _progress_marks(self) -> dict[str, Any]:
+        marks = {}
+        for qid, q in self._running.items():
+            p = q.handle.lastProgress
+            marks[qid] = json.dumps([s.get("endOffset") for s in p.get("sources", [])], sort_keys=True) if p else None
+        return marks
+
+    def _check_alive(self, q: RunningQuery) -> None:
+        exc = q.handle.exception()
+        if exc is not None and self._restart_if_transient(q, exc):
+            return
+        if exc is not None:
+            raise StreamsqlError(f"Query {q.info.id} failed: {spark_message(exc)}", q.info.statement)
+
+    def _restart_if_transient(self, q: RunningQuery, exc: BaseException) -> bool:
+        message = spark_message(exc)
+        if q.restart is None or q.restarts >= MAX_RESTARTS or not any(m in message for m in TRANSIENT_FAILURES):
+            return False
+        log.warning("query %s failed for a transient reason (%s); restarting it from its checkpoint",
+                    q.info.id, message.splitlines()[0][:200])
+        q.restarts += 1
+        stop_handle(q.handle)
+        q.restart()
+        self._running[q.info.id].restarts = q.restarts
+        return True
+
+    def failed(self) -> list[tuple[str, str]]:
+        """The queries that stopped with an error, and the error (a handle whose JVM side is
+        gone counts as failed); the runner reports them, the supervisor restarts them."""
+        out = []
+        for qid, q in list(self._running.items()):
+            try:
+                exc = q.handle.exception() if not q.handle.isActive else None
+            except Exception as e:  # noqa: BLE001 - the handle itself is broken
+                out.append((qid, spark_message(e)))
+                continue
+            if exc is not None:
+                out.append((qid, spark_message(exc)))
+        return out
