@@ -40,7 +40,7 @@ import httpx
 from benchmarks.report import finish_drill
 from streamsql.kafka.admin import KafkaAdmin
 from streamsql.kafka.broker import EmbeddedBroker
-from streamsql.testing.server_process import ServerProcess
+from streamsql.conformance.server_process import ServerProcess
 
 KSQL_HEADERS = {"Accept": "application/vnd.ksql.v1+json"}
 KEYS = 50

@@ -19,7 +19,7 @@ import httpx
 import psutil
 
 from streamsql.kafka.broker import EmbeddedBroker
-from streamsql.testing.server_process import ServerProcess
+from streamsql.conformance.server_process import ServerProcess
 
 
 def first_row_latency(url: str, stream: str) -> float:

@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     seeds.add_argument("--copy", metavar="DIR", help="copy the seed .sql files into DIR (an existing file is kept)")
 
     test = sub.add_parser("test", help="run ksqlDB query-validation tests (QTT) or a ksql-test-runner trio")
-    from streamsql.testing.command import add_arguments as _test_arguments
+    from streamsql.conformance.command import add_arguments as _test_arguments
 
     _test_arguments(test)
     return parser
@@ -505,7 +505,7 @@ def cmd_seeds(args: argparse.Namespace) -> int:
 
 def cmd_test(args: argparse.Namespace) -> int:
     """QTT conformance runner: a line per file, then ``N passed, M failed``; exit 1 if any failed."""
-    from streamsql.testing.command import run_command
+    from streamsql.conformance.command import run_command
 
     return run_command(args)
 

@@ -97,7 +97,7 @@ def test_insert_values_into_an_avro_stream_with_a_key(engine, topic_name):  # ty
 
 
 def test_http_registry_client_against_a_real_http_registry() -> None:
-    from streamsql.testing.registry_server import RegistryServer
+    from streamsql.conformance.registry_server import RegistryServer
 
     with RegistryServer() as registry:
         url = registry.url
@@ -114,7 +114,7 @@ def test_http_registry_client_against_a_real_http_registry() -> None:
 def test_workers_fetch_schemas_registered_after_the_source_was_declared(engine, topic_name):  # type: ignore[no-untyped-def]
     """A producer moves to a newer schema: the declaration-time snapshot does not have its id, so
     Spark's Python workers ask the (real, HTTP) registry."""
-    from streamsql.testing.registry_server import RegistryServer
+    from streamsql.conformance.registry_server import RegistryServer
 
     with RegistryServer() as registry:
         src = topic_name("evolving")

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from streamsql.testing import qtt
-from streamsql.testing.command import DEFAULT_PARALLEL, read_ids
+from streamsql.conformance import cases as case_files
+from streamsql.conformance import qtt
+from streamsql.conformance import results as case_results
+from streamsql.conformance.command import DEFAULT_PARALLEL, read_ids
 from tests.support.corpus import corpus_dir
 
 pytestmark = pytest.mark.integration
@@ -49,7 +51,7 @@ def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ig
     listed = read_ids(RATCHET)
     # ids are compared without surrounding blanks: the list file cannot keep a test name's trailing
     # space (transform-map has one)
-    cases = {c.id.strip(): c for f in qtt.collect_files([root]) for c in qtt.load_file(f)}
+    cases = {c.id.strip(): c for f in case_files.collect_files([root]) for c in case_files.load_file(f)}
     unknown = [i for i in listed if i not in cases]
     assert not unknown, f"ratchet ids not in the corpus: {unknown}"
     ids = listed if os.environ.get("STREAMSQL_QTT_RATCHET") == "full" else sample(listed)
@@ -62,7 +64,7 @@ def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ig
     finally:
         runner.close()
     failing = [f"{r.id}: {r.reason}" for r in results if r.status != "passed"]
-    print(f"qtt ratchet: {len(results)} tests in {time.monotonic() - started:.0f}s; {qtt.summary_line(results)}")
-    for r in qtt.retried(results):  # passed or not, a case run again is reported
+    print(f"qtt ratchet: {len(results)} tests in {time.monotonic() - started:.0f}s; {case_results.summary_line(results)}")
+    for r in case_results.retried(results):  # passed or not, a case run again is reported
         print(f"qtt ratchet: {r.id} took {r.attempts} attempts (infrastructure failure): {r.status}")
     assert not failing, f"{len(failing)} QTT test(s) stopped passing:\n" + "\n".join(failing)

@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from streamsql.testing import qtt
-from streamsql.testing.command import add_arguments
+from streamsql.conformance import cases as case_files
+from streamsql.conformance import qtt
+from streamsql.conformance.command import add_arguments
 from tests.support.corpus import corpus_dir
 
 pytestmark = pytest.mark.integration
@@ -100,7 +101,7 @@ def results(bootstrap, spark, tmp_path_factory):  # type: ignore[no-untyped-def]
     f = d / "handmade.json"
     # the DELIMITED variant has text values
     f.write_text(json.dumps(TESTS))
-    cases = qtt.load_file(f)
+    cases = case_files.load_file(f)
     for c in cases:
         if c.id.endswith("templated - DELIMITED"):
             c.inputs = [{**r, "value": str(r["value"]["V"])} for r in c.inputs]
@@ -170,10 +171,10 @@ def test_command_output_shape(bootstrap, tmp_path) -> None:  # type: ignore[no-u
     report = tmp_path / "report.json"
     args = parser.parse_args([str(f), "--json", str(report), "--bootstrap-servers", bootstrap])
     out = io.StringIO()
-    cases = {"mini.json": qtt.load_file(f)}
+    cases = {"mini.json": case_files.load_file(f)}
     # run_cases stops the SparkSession it used; give it its own by not sharing the fixture's:
     # instead, drive the runner as the command does but with the session fixture kept alive.
-    from streamsql.testing import command
+    from streamsql.conformance import command
 
     real_get_spark = None
     import streamsql.runtime.spark as spark_mod
@@ -207,7 +208,7 @@ def test_command_output_shape(bootstrap, tmp_path) -> None:  # type: ignore[no-u
 @pytest.mark.qtt_corpus
 def test_corpus_reader_handles_every_file() -> None:
     root = corpus_dir() / "qtt"
-    cases = [c for f in qtt.collect_files([root]) for c in qtt.load_file(f)]
+    cases = [c for f in case_files.collect_files([root]) for c in case_files.load_file(f)]
     assert len(cases) >= 1395
     assert len({c.id for c in cases}) == len(cases)
 
@@ -222,7 +223,7 @@ def test_ksql_test_runner_trio(bootstrap, spark, tmp_path) -> None:  # type: ign
     (tmp_path / "output.json").write_text(json.dumps({"outputs": [
         {"topic": "S1", "timestamp": 5, "key": 1, "value": {"SIZE": "large"}},
         {"topic": "S1", "timestamp": 6, "key": 2, "value": {"SIZE": "small"}}]}))
-    case = qtt.load_test_runner_case(tmp_path / "statements.sql", tmp_path / "input.json", tmp_path / "output.json")
+    case = case_files.load_test_runner_case(tmp_path / "statements.sql", tmp_path / "input.json", tmp_path / "output.json")
     runner = qtt.QttRunner(bootstrap, spark, work_dir=tmp_path / "work", timeout_s=120)
     try:
         res = runner.run_case(case)

@@ -11,7 +11,7 @@ import io
 
 import pytest
 
-from streamsql.testing.rqtt import run_rqtt_files
+from streamsql.conformance.rqtt import run_rqtt_files
 from tests.support.corpus import corpus_dir
 
 pytestmark = pytest.mark.integration

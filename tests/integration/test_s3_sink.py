@@ -129,7 +129,7 @@ def test_seed_003_cheapest_quotes_as_avro_and_gzipped_batches_as_bytes(engine, t
     import fastavro
 
     from streamsql.samples import flight_batches
-    from streamsql.testing.registry_server import RegistryServer
+    from streamsql.conformance.registry_server import RegistryServer
 
     client = bucket(s3_url, "seed-003")
     topics = {name: topic_name(name) for name in ("cflight_searches", "cflight_cheapest_avro")}

@@ -17,7 +17,7 @@ import pytest
 from streamsql.errors import ConfigError
 from streamsql.formats import avro_format, schema_registry
 from streamsql.runtime import results as r
-from streamsql.testing.registry_server import RegistryServer
+from streamsql.conformance.registry_server import RegistryServer
 
 from tests.support.proxies import self_signed
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from streamsql.testing.server_process import ServerProcess
+from streamsql.conformance.server_process import ServerProcess
 from tests.support.proxies import self_signed
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from streamsql.testing.server_process import ServerProcess
+from streamsql.conformance.server_process import ServerProcess
 
 pytestmark = pytest.mark.integration
 

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from streamsql import types as T
+from streamsql.conformance.compare import data_equal
 from streamsql.errors import ConfigError
 from streamsql.formats import FormatSpec, avro_format, schema_registry, serde_for
-from streamsql.testing.qtt import data_equal
 
 
 def _bound_spec(url: str, subject: str, columns: tuple[T.Column, ...], *, unwrapped: bool = False,

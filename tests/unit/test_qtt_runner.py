@@ -7,14 +7,15 @@ import struct
 from pathlib import Path
 
 from streamsql import types as t
+from streamsql.conformance import cases as case_files
+from streamsql.conformance import compare, expectations, qtt, records, topics
+from streamsql.conformance import results as case_results
 from streamsql.formats import FormatSpec
-from streamsql.testing import qtt
-from streamsql.testing.rawproduce import crc32c, murmur2, partition_for, record_batch
 
 
 def test_comments_are_stripped_outside_strings() -> None:
     text = '{"a": "x // not a comment", // comment\n "b": /* block */ 2, "c": "/* kept */"}'
-    assert json.loads(qtt.strip_json_comments(text)) == {"a": "x // not a comment", "b": 2, "c": "/* kept */"}
+    assert json.loads(case_files.strip_json_comments(text)) == {"a": "x // not a comment", "b": 2, "c": "/* kept */"}
 
 
 def test_format_and_config_templating_make_one_case_each(tmp_path: Path) -> None:
@@ -27,7 +28,7 @@ def test_format_and_config_templating_make_one_case_each(tmp_path: Path) -> None
         {"name": "cfg", "config": ["true", "false"], "properties": {"some.flag": "{CONFIG}"}, "statements": ["X;"]},
         {"name": "off", "enabled": False, "statements": ["X;"]},
     ]}))
-    cases = qtt.load_file(f)
+    cases = case_files.load_file(f)
     assert [c.id for c in cases] == ["my-file/plain", "my-file/templ - JSON", "my-file/templ - DELIMITED",
                                      "my-file/cfg - true", "my-file/cfg - false", "my-file/off"]
     assert "VALUE_FORMAT='DELIMITED'" in cases[2].statements[0]
@@ -38,190 +39,185 @@ def test_format_and_config_templating_make_one_case_each(tmp_path: Path) -> None
 
 def test_kafka_topic_literals_are_prefixed() -> None:
     stmt = "CREATE STREAM s (x INT) WITH (kafka_topic = 'in_topic', value_format='JSON', KAFKA_TOPIC='it''s');"
-    out = qtt.rewrite_statement(stmt, "p1_")
+    out = topics.rewrite_statement(stmt, "p1_")
     assert "kafka_topic = 'p1_in_topic'" in out and "KAFKA_TOPIC='p1_it''s'" in out
-    assert qtt.statement_topics(stmt) == ["in_topic", "it's"]
+    assert topics.statement_topics(stmt) == ["in_topic", "it's"]
 
 
 def test_topics_to_create_leaves_engine_created_topics_alone() -> None:
-    case = qtt.QttCase("f/t", "f.json", "t", statements=[
+    case = case_files.QttCase("f/t", "f.json", "t", statements=[
         "CREATE STREAM a (x INT) WITH (kafka_topic='src', value_format='JSON');",
         "CREATE STREAM b (x INT) WITH (kafka_topic='made', value_format='JSON', partitions=3);",
         "CREATE STREAM c WITH (kafka_topic='sink') AS SELECT * FROM a;",
     ], inputs=[{"topic": "src"}, {"topic": "other"}], topics=[{"name": "declared", "partitions": 4}])
-    assert qtt.topics_to_create(case) == {"declared": 4, "src": 1, "other": 1}
+    assert topics.topics_to_create(case) == {"declared": 4, "src": 1, "other": 1}
 
 
 def test_encoding_follows_declared_formats() -> None:
     int_key = FormatSpec("KAFKA", (t.Column("K", t.INTEGER, "key"),))
-    assert qtt.encode_with(int_key, 8) == struct.pack(">i", 8)
+    assert records.encode_with(int_key, 8) == struct.pack(">i", 8)
     big_key = FormatSpec("KAFKA", (t.Column("K", t.BIGINT, "key"),))
-    assert qtt.encode_with(big_key, 8) == struct.pack(">q", 8)
+    assert records.encode_with(big_key, 8) == struct.pack(">q", 8)
     str_key = FormatSpec("KAFKA", (t.Column("K", t.STRING, "key"),))
-    assert qtt.encode_with(str_key, "abc") == b"abc"
-    assert qtt.encode_with(FormatSpec("JSON", ()), {"a": 1}) == b'{"a": 1}'
-    assert qtt.encode_with(FormatSpec("DELIMITED", ()), "1,x") == b"1,x"
-    assert qtt.encode_with(FormatSpec("JSON", ()), None) is None
-    assert qtt.window_suffix({"start": 5, "end": 9, "type": "session"}) == struct.pack(">qq", 9, 5)  # end, start
-    assert qtt.window_suffix({"start": 5, "end": 9, "type": "time"}) == struct.pack(">q", 5)
+    assert records.encode_with(str_key, "abc") == b"abc"
+    assert records.encode_with(FormatSpec("JSON", ()), {"a": 1}) == b'{"a": 1}'
+    assert records.encode_with(FormatSpec("DELIMITED", ()), "1,x") == b"1,x"
+    assert records.encode_with(FormatSpec("JSON", ()), None) is None
+    assert records.window_suffix({"start": 5, "end": 9, "type": "session"}) == struct.pack(">qq", 9, 5)  # end, start
+    assert records.window_suffix({"start": 5, "end": 9, "type": "time"}) == struct.pack(">q", 5)
 
 
 def test_decoding_for_comparison() -> None:
     int_key = FormatSpec("KAFKA", (t.Column("K", t.INTEGER, "key"),))
-    assert qtt.decode_with(int_key, struct.pack(">i", 42)) == 42
-    assert isinstance(qtt.decode_with(int_key, b"xx"), qtt._Undecodable)
-    assert qtt.decode_with(FormatSpec("JSON", ()), b'{"A": 1.5}') == {"A": 1.5}
-    assert qtt.decode_with(FormatSpec("DELIMITED", ()), b"1,2") == "1,2"
-    assert qtt.decode_with(None, None) is None
+    assert records.decode_with(int_key, struct.pack(">i", 42)) == 42
+    assert isinstance(records.decode_with(int_key, b"xx"), records.Undecodable)
+    assert records.decode_with(FormatSpec("JSON", ()), b'{"A": 1.5}') == {"A": 1.5}
+    assert records.decode_with(FormatSpec("DELIMITED", ()), b"1,2") == "1,2"
+    assert records.decode_with(None, None) is None
 
 
 def test_data_equal_compares_json_as_data() -> None:
-    assert qtt.data_equal({"a": 1, "B": [1.0, None]}, {"A": 1.0, "B": [1, None]})
-    assert qtt.data_equal(0.1 + 0.2, 0.3)
-    assert not qtt.data_equal(1, "1")
-    assert not qtt.data_equal(True, 1)
-    assert not qtt.data_equal({"A": 1}, {"A": 1, "B": 2})
-    assert not qtt.data_equal([1, 2], [2, 1])
-    assert not qtt.data_equal(None, {})
+    assert compare.data_equal({"a": 1, "B": [1.0, None]}, {"A": 1.0, "B": [1, None]})
+    assert compare.data_equal(0.1 + 0.2, 0.3)
+    assert not compare.data_equal(1, "1")
+    assert not compare.data_equal(True, 1)
+    assert not compare.data_equal({"A": 1}, {"A": 1, "B": 2})
+    assert not compare.data_equal([1, 2], [2, 1])
+    assert not compare.data_equal(None, {})
 
 
 def test_data_equal_reads_absent_fields_as_null_like_ksqldb() -> None:
     """ksqlDB's comparator looks expected fields up with Map.get: an absent field is null, so
     objects of the same size match when the differing fields are null (encode.json relies on it)."""
-    assert qtt.data_equal({"HEX": None, "BASE64": None}, {"HEX": None, "ASCII": None})
-    assert not qtt.data_equal({"HEX": None, "BASE64": "x"}, {"HEX": None, "ASCII": "x"})
-    assert not qtt.data_equal({"HEX": None}, {"HEX": None, "ASCII": None})
+    assert compare.data_equal({"HEX": None, "BASE64": None}, {"HEX": None, "ASCII": None})
+    assert not compare.data_equal({"HEX": None, "BASE64": "x"}, {"HEX": None, "ASCII": "x"})
+    assert not compare.data_equal({"HEX": None}, {"HEX": None, "ASCII": None})
 
 
 def test_text_equal_for_delimited() -> None:
-    assert qtt.text_equal("1,a,2.0", "1,a,2.0")
-    assert qtt.text_equal("1,a,2.0", "1,a,2")
-    assert not qtt.text_equal("1,a", "1,b")
-    assert qtt.text_equal("1|2", "1|2.0", "|")
-    assert qtt.text_equal(5, "5")
+    assert compare.text_equal("1,a,2.0", "1,a,2.0")
+    assert compare.text_equal("1,a,2.0", "1,a,2")
+    assert not compare.text_equal("1,a", "1,b")
+    assert compare.text_equal("1|2", "1|2.0", "|")
+    assert compare.text_equal(5, "5")
 
 
 def _rec(key, value, ts=0, partition=0, offset=0):  # type: ignore[no-untyped-def]
-    return qtt.ActualRecord(partition, offset, key, value, ts)
+    return compare.ActualRecord(partition, offset, key, value, ts)
 
 
 def test_compare_topic_in_order_with_useful_reason() -> None:
-    js = qtt.SideFormat("json")
+    js = compare.SideFormat("json")
     exp = [{"topic": "S", "key": 1, "value": {"A": 1}, "timestamp": 5}, {"topic": "S", "key": 2, "value": {"A": 2}}]
-    assert qtt.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 2}, 0)], js, js, 0) is None
-    reason = qtt.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 3}, 0)], js, js, 0)
+    assert compare.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 2}, 0)], js, js, 0) is None
+    reason = compare.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 3}, 0)], js, js, 0)
     assert reason and "message 1" in reason and '{"A": 2}' in reason and '{"A": 3}' in reason
-    reason = qtt.compare_topic("S", exp, [_rec(1, {"A": 1}, 5)], js, js, 0)
+    reason = compare.compare_topic("S", exp, [_rec(1, {"A": 1}, 5)], js, js, 0)
     assert reason and "expected 2 records but got 1" in reason
     # the timestamp counts when given; the runner passes None (an omitted one matches any, as in
     # ksqlDB's harness); with a default of 0 an omitted one must be 0
-    assert qtt.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 2}, 7)], js, js, 0)
-    assert qtt.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 2}, 7)], js, js, None) is None
+    assert compare.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 2}, 7)], js, js, 0)
+    assert compare.compare_topic("S", exp, [_rec(1, {"A": 1}, 5), _rec(2, {"A": 2}, 7)], js, js, None) is None
 
 
 def test_compare_topic_across_partitions_keeps_per_partition_order() -> None:
-    js = qtt.SideFormat("json")
+    js = compare.SideFormat("json")
     exp = [{"key": 1, "value": 1}, {"key": 2, "value": 2}, {"key": 1, "value": 3}]
     ok = [_rec(1, 1, partition=0), _rec(1, 3, partition=0), _rec(2, 2, partition=1)]
-    assert qtt.compare_topic("S", exp, ok, js, js, 0) is None
+    assert compare.compare_topic("S", exp, ok, js, js, 0) is None
     swapped = [_rec(1, 3, partition=0), _rec(1, 1, partition=0), _rec(2, 2, partition=1)]
-    assert qtt.compare_topic("S", exp, swapped, js, js, 0)
+    assert compare.compare_topic("S", exp, swapped, js, js, 0)
 
 
 def test_expected_exception_messages() -> None:
-    assert qtt.message_matches("does not exist", "Source FOO does not exist.")
-    assert qtt.message_matches(None, "anything")
-    assert qtt.message_matches("a  b", "x A B y")
-    assert not qtt.message_matches("other", "Source FOO does not exist.")
+    assert expectations.message_matches("does not exist", "Source FOO does not exist.")
+    assert expectations.message_matches(None, "anything")
+    assert expectations.message_matches("a  b", "x A B y")
+    assert not expectations.message_matches("other", "Source FOO does not exist.")
 
 
 def test_post_schema_normalization() -> None:
-    assert qtt.normalize_schema("ID INT KEY, NAME STRING") == qtt.normalize_schema("`ID` INTEGER KEY, `NAME` STRING")
-    assert qtt.normalize_schema("A STRUCT<B VARCHAR, C DECIMAL(4, 2)>") == qtt.normalize_schema(
+    assert expectations.normalize_schema("ID INT KEY, NAME STRING") == expectations.normalize_schema("`ID` INTEGER KEY, `NAME` STRING")
+    assert expectations.normalize_schema("A STRUCT<B VARCHAR, C DECIMAL(4, 2)>") == expectations.normalize_schema(
         "`A` STRUCT<`B` STRING, `C` DECIMAL(4,2)>")
 
 
 def test_reason_categories_group_similar_failures() -> None:
-    a = qtt.reason_category("statement 2 rejected: Not supported yet: CREATE TABLE (tables come later)")
-    b = qtt.reason_category("statement 1 rejected: Not supported yet: CREATE TABLE (tables come later)")
+    a = case_results.reason_category("statement 2 rejected: Not supported yet: CREATE TABLE (tables come later)")
+    b = case_results.reason_category("statement 1 rejected: Not supported yet: CREATE TABLE (tables come later)")
     assert a == b == "Not supported yet: CREATE TABLE"
-    assert qtt.reason_category("statement 1 rejected: Source 'X' does not exist") == \
-        qtt.reason_category("statement 3 rejected: Source 'Y' does not exist")
+    assert case_results.reason_category("statement 1 rejected: Source 'X' does not exist") == \
+        case_results.reason_category("statement 3 rejected: Source 'Y' does not exist")
 
 
 def test_summary_lines() -> None:
-    rs = [qtt.CaseResult("f/a", "f.json", "passed"), qtt.CaseResult("f/b", "f.json", "failed", "x"),
-          qtt.CaseResult("f/c", "f.json", "skipped")]
-    assert qtt.summary_line(rs) == "1 passed, 1 failed, 1 skipped"
-    assert qtt.summary_line(rs[:2]) == "1 passed, 1 failed"
-    assert qtt.file_line("f.json", rs).startswith("f.json: 1 passed, 1 failed, 1 skipped")
+    rs = [case_results.CaseResult("f/a", "f.json", "passed"), case_results.CaseResult("f/b", "f.json", "failed", "x"),
+          case_results.CaseResult("f/c", "f.json", "skipped")]
+    assert case_results.summary_line(rs) == "1 passed, 1 failed, 1 skipped"
+    assert case_results.summary_line(rs[:2]) == "1 passed, 1 failed"
+    assert case_results.file_line("f.json", rs).startswith("f.json: 1 passed, 1 failed, 1 skipped")
 
 
 def test_test_runner_trio(tmp_path: Path) -> None:
     (tmp_path / "s.sql").write_text("CREATE STREAM A (X INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');")
     (tmp_path / "in.json").write_text('{"inputs": [{"topic": "t", "key": null, "value": {"X": 1}, "timestamp": 3}]}')
     (tmp_path / "out.json").write_text('{"outputs": [{"topic": "t", "value": {"X": 1}, "timestamp": 3}]}')
-    case = qtt.load_test_runner_case(tmp_path / "s.sql", tmp_path / "in.json", tmp_path / "out.json")
+    case = case_files.load_test_runner_case(tmp_path / "s.sql", tmp_path / "in.json", tmp_path / "out.json")
     assert case.statements and case.inputs[0]["value"] == {"X": 1} and case.outputs[0]["timestamp"] == 3
 
 
-def test_raw_producer_encoding() -> None:
-    assert crc32c(b"123456789") == 0xE3069283
-    signed = lambda x: x - 2**32 if x >= 2**31 else x  # noqa: E731
-    # values from Kafka's UtilsTest
-    assert signed(murmur2(b"21")) == -973932308
-    assert signed(murmur2(b"foobar")) == -790332482
-    assert partition_for(None, 4) == 0 and partition_for(b"x", 1) == 0
-    batch = record_batch(b"k", b"v", 0)
-    base_offset, length = struct.unpack_from(">qi", batch)
-    assert base_offset == 0 and length == len(batch) - 12
-    assert batch[16] == 2  # magic
+def test_inputs_go_to_the_partition_the_java_producer_picks() -> None:
+    # murmur2 values from Kafka's UtilsTest: murmur2("21") = -973932308, murmur2("foobar") = -790332482
+    # (made positive with & 0x7fffffff); modulo 2**31 the partition is that positive hash itself
+    assert records.partition_for(b"21", 2**31) == -973932308 & 0x7FFFFFFF
+    assert records.partition_for(b"foobar", 2**31) == -790332482 & 0x7FFFFFFF
+    assert records.partition_for(b"21", 4) == (-973932308 & 0x7FFFFFFF) % 4
+    assert records.partition_for(None, 4) == 0 and records.partition_for(b"x", 1) == 0
 
 
 def test_kafka_bytes_are_base64_in_qtt_files() -> None:
     spec = FormatSpec("KAFKA", (t.Column("B", t.BYTES),))
-    assert qtt.encode_with(spec, "IQ==") == b"!"
-    assert qtt.decode_with(spec, b"!") == "IQ=="
+    assert records.encode_with(spec, "IQ==") == b"!"
+    assert records.decode_with(spec, b"!") == "IQ=="
 
 
 def test_timestamp_only_differences_are_named() -> None:
-    js = qtt.SideFormat("json")
+    js = compare.SideFormat("json")
     exp = [{"key": 1, "value": 1, "timestamp": 0}, {"key": 2, "value": 2}]
-    reason = qtt.compare_topic("S", exp, [_rec(1, 1, 99), _rec(2, 2, 99)], js, js, 0)
+    reason = compare.compare_topic("S", exp, [_rec(1, 1, 99), _rec(2, 2, 99)], js, js, 0)
     assert reason and reason.startswith("only timestamps differ")
-    reason = qtt.compare_topic("S", exp, [_rec(1, 1, 99), _rec(2, 3, 99)], js, js, 0)
+    reason = compare.compare_topic("S", exp, [_rec(1, 1, 99), _rec(2, 3, 99)], js, js, 0)
     assert reason and "message 1" in reason and not reason.startswith("only")
 
 
 def test_documented_message_rewrites() -> None:
-    assert qtt.message_matches("Line: 1, Col: 21: Column `ID` is a 'KEY' column",
+    assert expectations.message_matches("Line: 1, Col: 21: Column `ID` is a 'KEY' column",
                                "line 1:21: Column `ID` is a 'KEY' column: please use 'PRIMARY KEY' for tables.")
-    assert qtt.message_matches("Error in WHERE expression: Cannot compare ID (INTEGER) to 'x' (STRING) with EQUAL.",
+    assert expectations.message_matches("Error in WHERE expression: Cannot compare ID (INTEGER) to 'x' (STRING) with EQUAL.",
                                "Cannot compare ID (INTEGER) to 'x' (STRING) with EQUAL.")
-    assert qtt.message_matches("Stream TEST does not exist", "Source TEST does not exist.")
-    assert qtt.message_matches("Syntax error at or near 'X' at line 1:8", "line 1:8: Syntax error at or near 'X'")
-    assert not qtt.message_matches("Syntax error at or near 'X' at line 2:8", "line 1:8: Syntax error at or near 'X'")
+    assert expectations.message_matches("Stream TEST does not exist", "Source TEST does not exist.")
+    assert expectations.message_matches("Syntax error at or near 'X' at line 1:8", "line 1:8: Syntax error at or near 'X'")
+    assert not expectations.message_matches("Syntax error at or near 'X' at line 2:8", "line 1:8: Syntax error at or near 'X'")
 
 
 def test_topics_to_create_for_a_multi_statement_script() -> None:
     script = ("CREATE STREAM a (x INT) WITH (kafka_topic='src', value_format='JSON');\n"
               "CREATE STREAM b AS SELECT * FROM a WHERE x = ';';")
-    case = qtt.QttCase("f/t", "f.json", "t", statements=[script])
-    assert qtt.split_statements(script)[1].strip().startswith("CREATE STREAM b")
-    assert qtt.topics_to_create(case) == {"src": 1}
+    case = case_files.QttCase("f/t", "f.json", "t", statements=[script])
+    assert topics.topics_to_create(case) == {"src": 1}
 
 
 def test_report_has_per_file_counts_and_top_failures(tmp_path: Path) -> None:
     results = [
-        qtt.CaseResult("a/1", "a.json", "passed"),
-        qtt.CaseResult("a/2", "a.json", "failed", "statement 1 rejected: Not supported yet: FOO (later)"),
-        qtt.CaseResult("b/1", "b.json", "failed", "statement 2 rejected: Not supported yet: FOO (later)"),
-        qtt.CaseResult("b/2", "b.json", "failed", "Topic 'X', message 0: Expected <1, 2> but was <1, 3>"),
-        qtt.CaseResult("b/3", "b.json", "skipped", "disabled"),
+        case_results.CaseResult("a/1", "a.json", "passed"),
+        case_results.CaseResult("a/2", "a.json", "failed", "statement 1 rejected: Not supported yet: FOO (later)"),
+        case_results.CaseResult("b/1", "b.json", "failed", "statement 2 rejected: Not supported yet: FOO (later)"),
+        case_results.CaseResult("b/2", "b.json", "failed", "Topic 'X', message 0: Expected <1, 2> but was <1, 3>"),
+        case_results.CaseResult("b/3", "b.json", "skipped", "disabled"),
     ]
-    assert qtt.top_failures(results, 1) == [("Not supported yet: FOO", 2)]
+    assert case_results.top_failures(results, 1) == [("Not supported yet: FOO", 2)]
     report = tmp_path / "r.json"
-    qtt.write_report(report, results, 1.0)
+    case_results.write_report(report, results, 1.0)
     data = json.loads(report.read_text())
     assert data["files"] == {"a.json": {"passed": 1, "failed": 1, "skipped": 0},
                              "b.json": {"passed": 0, "failed": 2, "skipped": 1}}
@@ -243,14 +239,14 @@ def test_parallel_results_come_back_in_order_with_every_worker_busy() -> None:
             self.parallel = 2
             self._warm = True
 
-        def run_case(self, case: qtt.QttCase) -> qtt.CaseResult:
+        def run_case(self, case: case_files.QttCase) -> case_results.CaseResult:
             started.append(case.id)
             if case.id == "slow":
                 assert release.wait(10)
-            return qtt.CaseResult(case.id, case.file, "passed")
+            return case_results.CaseResult(case.id, case.file, "passed")
 
-    cases = [qtt.QttCase(i, "f.json", i, []) for i in ("slow", "b", "c", "d", "e")]
-    results: list[qtt.CaseResult] = []
+    cases = [case_files.QttCase(i, "f.json", i, []) for i in ("slow", "b", "c", "d", "e")]
+    results: list[case_results.CaseResult] = []
     consumer = threading.Thread(target=lambda: results.extend(Runner().iter_results(cases)))
     consumer.start()
     deadline = time.monotonic() + 10
@@ -264,12 +260,12 @@ def test_parallel_results_come_back_in_order_with_every_worker_busy() -> None:
 
 
 def test_markdown_summary_of_a_report(tmp_path: Path) -> None:
-    from streamsql.testing import report
+    from streamsql.conformance import report
 
-    results = [qtt.CaseResult("a/1", "a.json", "passed"), qtt.CaseResult("a/2", "a.json", "failed", "timeout: x"),
-               qtt.CaseResult("b/1", "b.json", "skipped", "disabled")]
+    results = [case_results.CaseResult("a/1", "a.json", "passed"), case_results.CaseResult("a/2", "a.json", "failed", "timeout: x"),
+               case_results.CaseResult("b/1", "b.json", "skipped", "disabled")]
     path = tmp_path / "r.json"
-    qtt.write_report(path, results, 90.0)
+    case_results.write_report(path, results, 90.0)
     text = report.markdown(json.loads(path.read_text()))
     assert text.startswith("**1 of 3 cases passed (33%; 50% of the 2 not disabled), 1 failed, 1 skipped; 1.5 min.**")
     assert "| a | 1/2 | 50% |" in text and "| b | 0/1 | 0% |" in text
@@ -291,7 +287,7 @@ def test_cases_run_one_at_a_time_until_one_has_warmed_spark() -> None:
             self.parallel = 3
             self._warm = False
 
-        def run_case(self, case: qtt.QttCase) -> qtt.CaseResult:
+        def run_case(self, case: case_files.QttCase) -> case_results.CaseResult:
             with lock:
                 running.append(1)
                 if not self._warm:
@@ -301,16 +297,16 @@ def test_cases_run_one_at_a_time_until_one_has_warmed_spark() -> None:
                 running.pop()
             if case.id == "runs-a-query":
                 self._warm = True
-            return qtt.CaseResult(case.id, case.file, "passed")
+            return case_results.CaseResult(case.id, case.file, "passed")
 
     ids = ["rejected-early", "runs-a-query", "c", "d", "e", "f"]
-    results = list(Runner().iter_results([qtt.QttCase(i, "f.json", i, []) for i in ids]))
+    results = list(Runner().iter_results([case_files.QttCase(i, "f.json", i, []) for i in ids]))
     assert [r.id for r in results] == ids
     assert peak_before_warm == [1, 1]
 
 
 def test_markdown_summary_names_a_file_that_is_not_a_report(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    from streamsql.testing import report
+    from streamsql.conformance import report
 
     bad = tmp_path / "bad.json"
     bad.write_text('{"passed": 1}')
@@ -322,11 +318,11 @@ def test_markdown_summary_names_a_file_that_is_not_a_report(tmp_path: Path, caps
 def test_expected_exception_kinds() -> None:
     """ksqlDB's exception class says which failure a case expects: a rejected statement or a query
     failing while processing; KsqlException (their base) and unknown classes allow either."""
-    assert qtt.expected_failure_kind({"type": "io.confluent.ksql.util.KsqlStatementException"}) == "statement"
-    assert qtt.expected_failure_kind({"type": "io.confluent.ksql.parser.exception.ParseFailedException"}) == "statement"
-    assert qtt.expected_failure_kind({"type": "org.apache.kafka.streams.errors.StreamsException"}) == "runtime"
-    assert qtt.expected_failure_kind({"type": "io.confluent.ksql.util.KsqlException", "message": "x"}) is None
-    assert qtt.expected_failure_kind({}) is None
+    assert expectations.expected_failure_kind({"type": "io.confluent.ksql.util.KsqlStatementException"}) == "statement"
+    assert expectations.expected_failure_kind({"type": "io.confluent.ksql.parser.exception.ParseFailedException"}) == "statement"
+    assert expectations.expected_failure_kind({"type": "org.apache.kafka.streams.errors.StreamsException"}) == "runtime"
+    assert expectations.expected_failure_kind({"type": "io.confluent.ksql.util.KsqlException", "message": "x"}) is None
+    assert expectations.expected_failure_kind({}) is None
 
 
 def test_a_case_run_again_after_an_infrastructure_failure_is_counted_and_reported(tmp_path: Path) -> None:
@@ -336,16 +332,16 @@ def test_a_case_run_again_after_an_infrastructure_failure_is_counted_and_reporte
         def __init__(self) -> None:  # no broker or Spark: _run_case_once is replaced
             self.parallel = 1
 
-        def _run_case_once(self, case: qtt.QttCase, feed_first: bool = True) -> qtt.CaseResult:
+        def _run_case_once(self, case: case_files.QttCase, feed_first: bool = True) -> case_results.CaseResult:
             runs.append(case.id)
             if case.id == "flaky" and runs.count("flaky") == 1:
-                return qtt.CaseResult(case.id, case.file, "failed", f"crash: {qtt.QttRunner.INFRA_FAILURE}")
-            return qtt.CaseResult(case.id, case.file, "passed")
+                return case_results.CaseResult(case.id, case.file, "failed", f"crash: {qtt.QttRunner.INFRA_FAILURE}")
+            return case_results.CaseResult(case.id, case.file, "passed")
 
-    results = Runner().run([qtt.QttCase(i, "f.json", i, []) for i in ("steady", "flaky")])
+    results = Runner().run([case_files.QttCase(i, "f.json", i, []) for i in ("steady", "flaky")])
     assert [(r.id, r.status, r.attempts) for r in results] == [("steady", "passed", 1), ("flaky", "passed", 2)]
-    assert qtt.summary_line(results) == "2 passed, 0 failed (1 run again after an infrastructure failure)"
-    qtt.write_report(tmp_path / "r.json", results, 1.0)
+    assert case_results.summary_line(results) == "2 passed, 0 failed (1 run again after an infrastructure failure)"
+    case_results.write_report(tmp_path / "r.json", results, 1.0)
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["retried"] == [{"id": "flaky", "attempts": 2, "status": "passed"}]
     assert {t["id"]: t["attempts"] for t in data["tests"]} == {"steady": 1, "flaky": 2}
@@ -356,10 +352,10 @@ def test_a_statement_decides_the_partitions_of_a_listed_topic_without_a_count() 
     statement's (ksqlDB's harness; creating it with 1 first made the statement fail); an entry
     with a count is made as declared."""
     stmt = "CREATE TABLE l WITH (kafka_topic='left_topic', partitions=128, format='PROTOBUF');"
-    case = qtt.QttCase("t/a", "t.json", "a", [stmt], topics=[{"name": "left_topic", "valueFormat": "PROTOBUF"}])
-    assert qtt.topics_to_create(case) == {}
-    case = qtt.QttCase("t/b", "t.json", "b", [stmt], topics=[{"name": "left_topic", "partitions": 2}])
-    assert qtt.topics_to_create(case) == {"left_topic": 2}
+    case = case_files.QttCase("t/a", "t.json", "a", [stmt], topics=[{"name": "left_topic", "valueFormat": "PROTOBUF"}])
+    assert topics.topics_to_create(case) == {}
+    case = case_files.QttCase("t/b", "t.json", "b", [stmt], topics=[{"name": "left_topic", "partitions": 2}])
+    assert topics.topics_to_create(case) == {"left_topic": 2}
 
 
 def test_merge_order_is_input_order_only_without_ties() -> None:

@@ -18,7 +18,7 @@ from streamsql.server.app import client_message, load_users
 from streamsql.server.errors import ServerError, statement_error
 from streamsql.server.service import normalize_overrides
 from streamsql.sql import parse
-from streamsql.testing.rqtt import is_rqtt_path, partial_match, query_mismatch
+from streamsql.conformance.rqtt import is_rqtt_path, partial_match, query_mismatch
 
 
 def test_error_envelopes_follow_ksqldb() -> None:

@@ -10,20 +10,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from streamsql.testing.qtt import (
-    DEFAULT_TIMEOUT_S,
-    CaseResult,
-    QttCase,
-    QttRunner,
-    collect_files,
-    file_line,
-    load_file,
-    load_test_runner_case,
-    summary_line,
-    top_failures,
-    write_report,
-)
-from streamsql.testing.rqtt import is_rqtt_path
+from streamsql.conformance.cases import QttCase, collect_files, load_file, load_test_runner_case
+from streamsql.conformance.qtt import DEFAULT_TIMEOUT_S, QttRunner
+from streamsql.conformance.results import CaseResult, file_line, summary_line, top_failures, write_report
+from streamsql.conformance.rqtt import is_rqtt_path
 
 #: cores + 1: a case's time is mostly CPU (query start, micro-batches), plus waits on the broker and
 #: on Spark's trigger loop that one more case in flight fills (corpus sample: 2 → 3 cut 13%)
@@ -76,7 +66,7 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out if out is not None else sys.stdout  # as it is now, not as it was at import
     trio = args.sql_file is not None
     if not trio and args.paths and all(is_rqtt_path(Path(p)) for p in args.paths):
-        from streamsql.testing.rqtt import run_rqtt_command  # REST tests: through a real server
+        from streamsql.conformance.rqtt import run_rqtt_command  # REST tests: through a real server
 
         return run_rqtt_command(args, out)
     cases_by_file: dict[str, Sequence[QttCase | CaseResult]]

@@ -24,19 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from streamsql.testing.qtt import (
-    CaseResult,
-    QttCase,
-    _substitute,
-    data_equal,
-    encode_with,
-    load_json,
-    message_matches,
-    register_topic_schemas,
-    split_statements,
-    topics_to_create,
-    window_suffix,
-)
+from streamsql.conformance.cases import QttCase, load_json, substitute
+from streamsql.conformance.compare import data_equal
+from streamsql.conformance.expectations import message_matches
+from streamsql.conformance.records import encode_with, window_suffix
+from streamsql.conformance.results import CaseResult
+from streamsql.conformance.topics import register_topic_schemas, topics_to_create
+from streamsql.sql import split_statements
 
 if TYPE_CHECKING:
     from streamsql.catalog import Source
@@ -73,7 +67,7 @@ def load_rqtt_file(path: Path) -> list[RqttCase]:
     for test in data.get("tests", []):
         variants = [(str(test.get("name")), test)]
         if test.get("format"):
-            variants = [(f"{n} - {f}", _substitute(t, "{FORMAT}", str(f))) for n, t in variants for f in test["format"]]
+            variants = [(f"{n} - {f}", substitute(t, "{FORMAT}", str(f))) for n, t in variants for f in test["format"]]
         for name, node in variants:
             if node.get("enabled") is False:
                 continue
@@ -111,13 +105,13 @@ class RqttRunner:
     def __init__(self, bootstrap: str, timeout_s: float = DEFAULT_CASE_TIMEOUT_S) -> None:
         import httpx
 
+        from streamsql.conformance.server_process import ServerProcess
         from streamsql.kafka.admin import KafkaAdmin
-        from streamsql.testing.server_process import ServerProcess
 
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
+        from streamsql.conformance.registry_server import RegistryServer
         from streamsql.formats import schema_registry
-        from streamsql.testing.registry_server import RegistryServer
 
         self.work = Path(tempfile.mkdtemp(prefix="streamsql-rqtt-"))
         # a registry over HTTP both the server process and this harness see (AVRO/PROTOBUF cases)
@@ -332,7 +326,7 @@ class RqttRunner:
                 source.value_schema = binding
 
     def _produce(self, case: RqttCase) -> None:
-        from streamsql.testing.qtt import raw_encode
+        from streamsql.conformance.records import raw_encode
 
         specs = self._specs(case)
         for rec in case.inputs:
@@ -349,7 +343,7 @@ class RqttRunner:
         self.admin.flush()
 
     def _check_outputs(self, case: RqttCase) -> None:
-        from streamsql.testing.qtt import decode_with
+        from streamsql.conformance.records import decode_with
 
         if not case.outputs:
             return
@@ -480,7 +474,7 @@ def run_rqtt_files(files: Iterable[Path], bootstrap: str | None, out: TextIO, fi
                    verbose: bool = False, timeout_s: float = DEFAULT_CASE_TIMEOUT_S) -> list[CaseResult]:
     """Run RQTT files (a line per file, as the QTT runner prints); starts an embedded broker when
     no bootstrap servers are given."""
-    from streamsql.testing.qtt import file_line
+    from streamsql.conformance.results import file_line
 
     broker = None
     if not bootstrap:
@@ -515,7 +509,8 @@ def run_rqtt_command(args: Any, out: TextIO) -> int:
     """``streamsql test <rqtt files or directory>``: exit 1 if any case failed."""
     import sys
 
-    from streamsql.testing.qtt import collect_files, summary_line, write_report
+    from streamsql.conformance.cases import collect_files
+    from streamsql.conformance.results import summary_line, write_report
 
     try:
         files = collect_files([Path(p) for p in args.paths])

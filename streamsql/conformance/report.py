@@ -1,7 +1,7 @@
 """Summarise a ``streamsql test --json`` report as Markdown: pass rate per file and overall, and
 the most common failure reasons (what docs/conformance.md and closing notes quote).
 
-    python -m streamsql.testing.report /tmp/qtt.json [--top 10]
+    python -m streamsql.conformance.report /tmp/qtt.json [--top 10]
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from streamsql.testing.qtt import CaseResult, top_failures
+from streamsql.conformance.results import CaseResult, top_failures
 
 
 def _rate(passed: int, total: int) -> str:

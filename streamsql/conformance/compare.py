@@ -1,0 +1,204 @@
+"""Comparing a topic's records with the expected ones: key, value (JSON as data; numbers
+numerically), timestamp, window; per partition when a topic has several.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from streamsql.conformance.records import Undecodable
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float, Decimal)) and not isinstance(x, bool)
+
+
+def data_equal(expected: Any, actual: Any) -> bool:
+    """Structural equality as ksqlDB's ``ExpectedRecordComparator``: numbers numerically (doubles
+    within 1e-6), objects of the same size field by field (exact name, then upper-cased name; a
+    field absent from the actual object reads as null, as in ksqlDB), lists element-wise."""
+    if expected is None or actual is None:
+        return expected is None and actual is None
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
+    if _is_number(expected):
+        if not _is_number(actual):
+            return False
+        if isinstance(expected, int) and isinstance(actual, int):
+            return expected == actual
+        return math.isclose(float(expected), float(actual), rel_tol=1e-9, abs_tol=1e-6)
+    if isinstance(expected, str):
+        if isinstance(actual, Decimal):
+            # QTT files write DECIMAL values as text; ksqlDB compares them as BigDecimal.equals:
+            # same number at the same scale ("5.40" is not 5.4)
+            try:
+                want = Decimal(expected)
+            except InvalidOperation:
+                return False
+            return want == actual and want.as_tuple().exponent == actual.as_tuple().exponent
+        return isinstance(actual, str) and expected == actual
+    if isinstance(expected, list):
+        return (isinstance(actual, list) and len(expected) == len(actual)
+                and all(data_equal(e, a) for e, a in zip(expected, actual)))
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or len(expected) != len(actual):
+            return False
+        for k, v in expected.items():
+            # as ksqlDB's Map.get: an absent field reads as null (the sizes are already equal)
+            a = actual.get(k)
+            if a is None:
+                a = actual.get(str(k).upper())
+            if not data_equal(v, a):
+                return False
+        return True
+    return bool(expected == actual)
+
+
+def text_equal(expected: Any, actual: Any, delimiter: str = ",") -> bool:
+    """DELIMITED (or untyped) text: equal strings, or equal field by field with numbers compared
+    numerically."""
+    if expected is None or actual is None:
+        return expected is None and actual is None
+    if not isinstance(actual, str):
+        return data_equal(expected, actual)
+    if not isinstance(expected, str):
+        # a JSON number/object expected where we only have text: compare as parsed JSON
+        try:
+            return data_equal(expected, json.loads(actual))
+        except json.JSONDecodeError:
+            return str(expected) == actual
+    if expected == actual:
+        return True
+    ef, af = expected.split(delimiter), actual.split(delimiter)
+    if len(ef) != len(af):
+        return False
+    for e, a in zip(ef, af):
+        if e == a:
+            continue
+        try:
+            if not math.isclose(float(e), float(a), rel_tol=1e-9, abs_tol=1e-6):
+                return False
+        except ValueError:
+            return False
+    return True
+
+
+@dataclass
+class ActualRecord:
+    partition: int
+    offset: int
+    key: Any
+    value: Any
+    timestamp: int
+    window: dict[str, int] | None = None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+@dataclass
+class SideFormat:
+    """How to compare one side (key or value) of a topic's records."""
+
+    kind: str  # "json" | "text" | "typed" | "raw"
+    delimiter: str = ","
+
+    def equal(self, expected: Any, actual: Any) -> bool:
+        if isinstance(actual, Undecodable):
+            return False
+        if self.kind == "text":
+            return text_equal(expected, actual, self.delimiter)
+        if self.kind == "raw":
+            return text_equal(expected, actual)
+        return data_equal(expected, actual)
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, Undecodable):
+        return repr(v)
+    return json.dumps(v, sort_keys=False, default=str)
+
+
+def describe_record(key: Any, value: Any, ts: Any, window: Any = None) -> str:
+    w = f" window={_show(window)}" if window else ""
+    return f"<{_show(key)}, {_show(value)}> with timestamp={ts}{w}"
+
+
+def record_matches(exp: dict[str, Any], act: ActualRecord, key_fmt: SideFormat, value_fmt: SideFormat,
+                   default_ts: int | None) -> bool:
+    if not key_fmt.equal(exp.get("key"), act.key):
+        return False
+    if not value_fmt.equal(exp.get("value"), act.value):
+        return False
+    ts = exp["timestamp"] if "timestamp" in exp else default_ts
+    if ts is not None and int(ts) != act.timestamp:
+        return False
+    w = exp.get("window")
+    if w:
+        if act.window is None or int(w.get("start", 0)) != act.window.get("start"):
+            return False
+        if "end" in act.window and "end" in w and int(w["end"]) != act.window["end"]:
+            return False
+    return True
+
+
+def compare_topic(topic: str, expected: list[dict[str, Any]], actual: list[ActualRecord], key_fmt: SideFormat,
+                  value_fmt: SideFormat, default_ts: int | None) -> str | None:
+    """None when ``actual`` matches ``expected`` (see :func:`_compare_topic`). When the only
+    differences are records expected at timestamp 0 written with another timestamp, the reason
+    says so (the engine's sink cannot write timestamp 0: docs/conformance.md)."""
+    problem = _compare_topic(topic, expected, actual, key_fmt, value_fmt, default_ts)
+    if problem is None:
+        return None
+    zeroless = [{**e, "timestamp": None} if int(e.get("timestamp", default_ts) or 0) == 0 else e for e in expected]
+    lenient = _compare_topic(topic, zeroless, actual, key_fmt, value_fmt, default_ts)
+    if lenient is None:
+        return ("only timestamps differ: records expected at timestamp 0 were written with the wall-clock time; "
+                + problem)
+    return lenient
+
+
+def _compare_topic(topic: str, expected: list[dict[str, Any]], actual: list[ActualRecord], key_fmt: SideFormat,
+                   value_fmt: SideFormat, default_ts: int | None) -> str | None:
+    """None when ``actual`` matches ``expected`` in order (per partition when the records span
+    several partitions), else ksqlDB-style text naming the first difference."""
+    partitions = sorted({a.partition for a in actual})
+    if len(partitions) <= 1:
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            if not record_matches(e, a, key_fmt, value_fmt, default_ts):
+                note = ""
+                wanted = describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'))
+                return (f"Topic '{topic}', message {i}: Expected {wanted}"
+                        f" but was {describe_record(a.key, a.value, a.timestamp, a.window)}{note}")
+        if len(expected) != len(actual):
+            extra = ""
+            if len(actual) > len(expected):
+                a = actual[len(expected)]
+                extra = f"; first extra record: {describe_record(a.key, a.value, a.timestamp, a.window)}"
+            else:
+                e = expected[len(actual)]
+                missing = describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'))
+                extra = f"; first missing record: {missing}"
+            return f"Topic '{topic}': expected {len(expected)} records but got {len(actual)}{extra}"
+        return None
+    # several partitions: each partition's records must appear in expected order
+    queues = {p: [a for a in actual if a.partition == p] for p in partitions}
+    heads = {p: 0 for p in partitions}
+    for i, e in enumerate(expected):
+        hit = None
+        for p in partitions:
+            if heads[p] < len(queues[p]) and record_matches(e, queues[p][heads[p]], key_fmt, value_fmt, default_ts):
+                hit = p
+                break
+        if hit is None:
+            nexts = [describe_record(queues[p][heads[p]].key, queues[p][heads[p]].value, queues[p][heads[p]].timestamp)
+                     for p in partitions if heads[p] < len(queues[p])]
+            return (f"Topic '{topic}' ({len(partitions)} partitions), message {i}: Expected "
+                    f"{describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'))}"
+                    f" but the next records of the partitions were: {'; '.join(nexts) or 'none'}")
+        heads[hit] += 1
+    if len(expected) != len(actual):
+        return f"Topic '{topic}': expected {len(expected)} records but got {len(actual)}"
+    return None

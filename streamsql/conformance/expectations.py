@@ -1,0 +1,106 @@
+"""What a case expects besides output records: an ``expectedException`` (its class and message)
+and ``post`` conditions on the catalog (sources, their schemas and formats).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: Where streamsql words the same error differently from ksqlDB: (pattern on ksqlDB's expected
+#: text, replacement giving our wording, why). An expected message also matches when its rewritten
+#: form is in our message. Documented in docs/conformance.md; add only same-error rewordings.
+MESSAGE_REWRITES: list[tuple[str, str, str]] = [
+    (r"Line: (\d+), Col: (\d+): ", r"line \1:\2: ", "location prefix: ksqlDB 'Line: 1, Col: 21: ', ours 'line 1:21: '"),
+    (r"^(Syntax error at or near '[^']*') at line (\d+):(\d+)$", r"line \2:\3: \1",
+     "syntax errors: ksqlDB puts the location last, ours first (ANTLR style)"),
+    (r"^Error in (?:WHERE|HAVING) expression: ", "", "ours names the failing comparison without the clause prefix"),
+    (r"^Invalid (?:Predicate|Select): ", "", "ours names the failing expression without the clause prefix"),
+    (r"\b(?:Stream|Table) (\S+) does not exist", r"Source \1 does not exist", "DROP of a missing source"),
+]
+
+
+#: ksqlDB's exception classes (an ``expectedException``'s ``type``) by the failure they stand for.
+#: ParseFailedException and KsqlStatementException are thrown while a statement is executed, so the
+#: case expects a rejected statement; Kafka Streams wraps an error while processing records in a
+#: StreamsException, so the case expects the statements accepted and a query to fail. KsqlException,
+#: the base of ksqlDB's own exceptions, is thrown on both paths (and by the harness's serializers of
+#: the inputs), so it stands for either.
+STATEMENT_EXCEPTIONS = frozenset({"io.confluent.ksql.util.KsqlStatementException",
+                                  "io.confluent.ksql.parser.exception.ParseFailedException"})
+RUNTIME_EXCEPTIONS = frozenset({"org.apache.kafka.streams.errors.StreamsException"})
+
+
+def expected_failure_kind(expected: dict[str, Any]) -> str | None:
+    """``"statement"``, ``"runtime"`` or None (either) for an ``expectedException`` node. Checked
+    whether or not the node has a message: a case expecting a rejected statement never passes on a
+    query that failed at run time, nor the reverse."""
+    kind = str(expected.get("type") or "")
+    if kind in STATEMENT_EXCEPTIONS:
+        return "statement"
+    if kind in RUNTIME_EXCEPTIONS:
+        return "runtime"
+    return None
+
+
+def message_matches(expected: str | None, actual: str) -> bool:
+    if not expected:
+        return True
+    norm = lambda s: re.sub(r"\s+", " ", s).strip().lower()  # noqa: E731
+    candidates = [expected]
+    rewritten = expected
+    for pattern, repl, _why in MESSAGE_REWRITES:
+        rewritten = re.sub(pattern, repl, rewritten)
+    if rewritten != expected:
+        candidates.append(rewritten)
+    return any(c in actual or norm(c) in norm(actual) for c in candidates)
+
+
+# --------------------------------------------------------------------------------------------
+# post conditions
+# --------------------------------------------------------------------------------------------
+
+
+def normalize_schema(text: str) -> str:
+    s = text.replace("`", "").upper()
+    s = re.sub(r"\bPRIMARY KEY\b", "KEY", s)  # ksqlDB compares LogicalSchemas: a key column is a key column
+    s = re.sub(r"\bINTEGER\b", "INT", s)
+    s = re.sub(r"\bVARCHAR\b", "STRING", s)
+    s = re.sub(r"\s*([,<>()])\s*", r"\1", s)
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def _format_name(node: Any) -> str | None:
+    if node is None:
+        return None
+    if isinstance(node, dict):
+        f = node.get("format")
+        return str(f).upper() if f else None
+    return str(node).upper()
+
+
+def check_post(post: dict[str, Any] | None, catalog: Any) -> str | None:
+    """ksqlDB's ``post.sources`` checks we can make: the source exists, its type, schema and
+    key/value formats."""
+    if not post:
+        return None
+    for src in post.get("sources") or []:
+        name = str(src.get("name", ""))
+        found = catalog.find(name)
+        if found is None:
+            return f"post: source {name} does not exist"
+        kind = src.get("type")
+        if kind and str(kind).upper() != found.kind.upper():
+            return f"post: source {name} is a {found.kind.lower()}, expected a {str(kind).lower()}"
+        schema = src.get("schema")
+        if schema is not None:
+            ours = ", ".join(c.sql() for c in found.columns)
+            if normalize_schema(schema) != normalize_schema(ours):
+                return f"post: source {name} schema: expected '{schema}' but was '{ours.replace('`', '')}'"
+        kf = _format_name(src.get("keyFormat"))
+        if kf and found.key_columns and kf != found.key_format.upper():
+            return f"post: source {name} key format: expected {kf} but was {found.key_format}"
+        vf = _format_name(src.get("valueFormat"))
+        if vf and vf != found.value_format.upper():
+            return f"post: source {name} value format: expected {vf} but was {found.value_format}"
+    return None

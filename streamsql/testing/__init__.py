@@ -1,1 +1,0 @@
-"""Conformance testing: ``streamsql test`` runs ksqlDB query-validation tests (see qtt.py)."""
