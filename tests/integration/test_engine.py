@@ -127,7 +127,7 @@ def test_malformed_records_go_to_processing_log_and_good_ones_flow(engine, topic
     errors = deserialization_errors(engine.admin, engine.processing_log_topic, j, d)
     # exactly the four bad records of this test's topics, in ksqlDB's shape ("Failed to deserialize
     # value from topic: <topic>. <reason>", the reason also alone in "cause"), each reason the one
-    # tests/unit/test_formats.py specifies for that record
+    # tests/unit/formats/test_formats.py specifies for that record
     mine = {(e["topic"], e["offset"]): (e["target"], e["errorMessage"], e["cause"]) for e in errors}
     assert sorted(mine) == sorted([(j, 1), (j, 2), (d, 1), (d, 2)]), mine
     reasons = {(j, 2): "Failed to deserialize field 'N': cannot convert \"abc\" to INTEGER",

@@ -479,7 +479,7 @@ def own_server(bootstrap: str, tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_fuzzed_statements_get_an_error_envelope_never_a_stack_trace(own_server: ServerProcess) -> None:
-    """The statement fuzzer of tests/unit/test_statement_fuzz.py over HTTP, on a server of its own
+    """The statement fuzzer of tests/unit/sql/test_statement_fuzz.py over HTTP, on a server of its own
     (a fuzzed statement that parses may run, TERMINATE ALL included): every answer is 200 or a
     4xx with ksqlDB's error envelope, and no message carries a Python traceback."""
     from hypothesis import HealthCheck, given, settings

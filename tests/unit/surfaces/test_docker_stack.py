@@ -15,7 +15,7 @@ import yaml
 
 from streamsql.seeds import pipelines
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = ROOT / "docker" / "docker-compose.yml"
 
 

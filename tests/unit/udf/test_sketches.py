@@ -124,4 +124,4 @@ def test_text_and_compression_seed_functions() -> None:
     assert comp.gunzip_bytes(comp.gzip_text("héllo")) == "héllo"
     with pytest.raises(OSError):
         comp.gunzip_bytes(b"not gzip")
-    assert Path(SEED_FUNCTIONS_DIR) == Path(__file__).resolve().parents[2] / "streamsql" / "seeds" / "functions"
+    assert Path(SEED_FUNCTIONS_DIR) == Path(__file__).resolve().parents[3] / "streamsql" / "seeds" / "functions"

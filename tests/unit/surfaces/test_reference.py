@@ -9,7 +9,7 @@ from pathlib import Path
 from streamsql.runtime.config import DEFAULT_PROPERTIES, ENVIRONMENT_DOCS, PROPERTY_DOCS
 from streamsql.surfaces.reference import render
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROPERTY_LITERAL = re.compile(r"""["'](ksql\.[a-z0-9_.]*[a-z0-9]|streamsql\.data\.dir|streamsql\.aggregation\.[a-z]+|"""
                               r"""auto\.offset\.reset)["']""")
 ENV_LITERAL = re.compile(r"""["'](STREAMSQL_[A-Z_]+)["']""")

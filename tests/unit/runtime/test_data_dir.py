@@ -28,7 +28,7 @@ time.sleep(120)
 
 def _holding_process(directory: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)], stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+                            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3])))
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
 
