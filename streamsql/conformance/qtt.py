@@ -11,7 +11,8 @@ over one shared broker and one shared SparkSession:
   ``ksql.output.topic.name.prefix``) the default sink topic of ``CREATE STREAM s AS SELECT``.
 * **Inputs** are encoded with the declared formats of the source reading the topic (KAFKA INT key
   → 4 bytes, JSON → JSON text, DELIMITED → the string as given) and written with their exact
-  timestamps (``kafka.sink.ExactTimestampProducer``: librdkafka cannot write timestamp 0).
+  timestamps (see :mod:`streamsql.conformance.rawproduce`: librdkafka cannot write timestamp 0, and
+  kafka-python refuses a null header value, which the corpus writes at timestamp 0).
 * **Record-at-a-time.** Inputs are produced, then ``wait_until_idle``. Within one partition a
   stateless query keeps input order, so one batch gives ksqlDB's output order; when several queries
   write into the same topic (``INSERT INTO``) their interleaving depends on feeding one record at a
@@ -50,7 +51,8 @@ from typing import TYPE_CHECKING, Any
 from streamsql.conformance.cases import QttCase
 from streamsql.conformance.compare import ActualRecord, SideFormat, compare_topic, describe_record
 from streamsql.conformance.expectations import check_post, expected_failure_kind, message_matches
-from streamsql.conformance.records import decode_with, encode_with, partition_for, raw_encode, window_suffix
+from streamsql.conformance.rawproduce import partition_for
+from streamsql.conformance.records import decode_with, encode_with, raw_encode, window_suffix
 from streamsql.conformance.results import CaseResult
 from streamsql.conformance.topics import register_topic_schemas, rewrite_statement, topics_to_create
 from streamsql.errors import StreamsqlError
@@ -60,8 +62,8 @@ if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
     from pyspark.sql import SparkSession
 
+    from streamsql.conformance.rawproduce import RawProducer
     from streamsql.formats import FormatSpec
-    from streamsql.kafka.sink import ExactTimestampProducer
     from streamsql.runtime.engine import Engine
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -190,6 +192,7 @@ class QttRunner:
         self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="streamsql-qtt-"))
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self._seq = 0
+        self._producer: RawProducer | None = None
         self._admin_client: AdminClient | None = None
         self.run_tag = f"{int(time.time()) % 100000:05d}"
         self._warm = False  # a case has run a query through Spark (see iter_results)
@@ -297,6 +300,8 @@ class QttRunner:
                           fed_first="fed_first" in state and status != "rerun")
 
     def close(self) -> None:
+        if self._producer is not None:
+            self._producer.close()
         if self._own_work_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
@@ -396,6 +401,14 @@ class QttRunner:
         if post:
             raise _Failure(post)
 
+    def _raw(self) -> RawProducer:
+        from streamsql.conformance.rawproduce import RawProducer
+
+        with self._seq_lock:
+            if self._producer is None:
+                self._producer = RawProducer(self.bootstrap)
+            return self._producer
+
     def _feed_first(self, engine: Engine, case: QttCase, prefix: str, state: dict[str, Any]) -> bool:
         """Produce every input now, before the first query starts, if each input topic is declared
         by a source and has one partition (one join task, so one arrival order). Returns whether
@@ -469,24 +482,10 @@ class QttRunner:
     def _produce(self, engine: Engine, case: QttCase, prefix: str, schemas: dict[str, dict[str, tuple[int, str]]],
                  after_each: Callable[[], None] | None) -> None:
         """Encode and write every input record, in order; ``after_each`` runs after each one."""
-        from streamsql.kafka.sink import ExactTimestampProducer
-
-        # one per case, closed before the case's topics are deleted (ExactTimestampProducer)
-        try:
-            producer = ExactTimestampProducer(self.bootstrap, {})
-        except StreamsqlError as e:
-            raise _Failure(f"cannot produce inputs: {e}") from None
-        try:
-            self._produce_with(producer, engine, case, prefix, schemas, after_each)
-        finally:
-            producer.close()
-
-    def _produce_with(self, producer: ExactTimestampProducer, engine: Engine, case: QttCase, prefix: str,
-                      schemas: dict[str, dict[str, tuple[int, str]]], after_each: Callable[[], None] | None) -> None:
         from streamsql.runtime import io
 
         partitions: dict[str, int] = {}
-        topic = ""
+        producer = self._raw()
         for rec in case.inputs:
             topic = prefix + str(rec.get("topic"))
             source = _source_for_topic(engine.catalog, topic, prefer_declared=True)
@@ -504,17 +503,11 @@ class QttRunner:
                 partitions[topic] = engine.admin.partitions(topic)
             part = partition_for(key, partitions[topic])
             try:
-                producer.send(topic, key, value, int(rec.get("timestamp", 0) or 0), headers, partition=part)
-                if after_each is not None:  # this record is in Kafka before the queries are drained
-                    producer.flush(topic)
-            except StreamsqlError as e:
+                producer.produce(topic, part, key, value, int(rec.get("timestamp", 0) or 0), headers)
+            except Exception as e:  # noqa: BLE001
                 raise _Failure(f"cannot produce input to topic '{rec.get('topic')}': {e}") from None
             if after_each is not None:
                 after_each()
-        try:
-            producer.flush(topic)
-        except StreamsqlError as e:
-            raise _Failure(f"cannot produce inputs: {e}") from None
 
     def _check_no_outputs(self, engine: Engine, prefix: str) -> str | None:
         """A case with no expected output records expects its queries to write none: every topic a

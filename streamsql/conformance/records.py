@@ -210,13 +210,3 @@ class Undecodable:
     def __repr__(self) -> str:
         return f"<undecodable {self.raw!r}: {self.why}>"
 
-
-def partition_for(key: bytes | None, partitions: int) -> int:
-    """The partition Kafka's Java producer gives a keyed record (ksqlDB's test driver too):
-    murmur2 of the key's bytes, made positive, modulo the partition count. A record without a
-    key goes to partition 0, so a case's keyless inputs keep their order."""
-    from kafka.partitioner.default import murmur2
-
-    if key is None:
-        return 0
-    return (murmur2(key) & 0x7FFFFFFF) % partitions

@@ -311,72 +311,37 @@ def _require_topic(producer: Producer, topic: str) -> None:
 EXACT_MAX_BLOCK_MS = 10_000
 
 
-class ExactTimestampProducer:
-    """A kafka-python producer: it sends the timestamp it is given, 0 included (librdkafka writes
-    "now" for 0; ksqlDB's records and its test corpus use 0). Idempotent, acks=all, no topic
-    auto-creation; a partition chosen by the caller or by Java-compatible murmur2 of the key.
-
-    Close it before the topics it wrote to are deleted: a kafka-python producer keeps refreshing
-    the metadata of every topic it ever wrote to, and tansu answers such a request for a deleted
-    topic by creating it again, with its default partition count (so it is never cached for long:
-    the sink makes one per batch with a record at timestamp 0, the conformance runner one per
-    case)."""
-
-    def __init__(self, bootstrap: str, settings: Mapping[str, str]) -> None:
-        from kafka import KafkaProducer
-        from kafka.errors import KafkaError as KPError
-
-        try:
-            self._producer = KafkaProducer(
-                bootstrap_servers=bootstrap.split(","), acks="all", enable_idempotence=True, linger_ms=5,
-                key_serializer=_key_bytes, allow_auto_create_topics=False, max_block_ms=EXACT_MAX_BLOCK_MS,
-                **kafka_settings.kafka_python({**kafka_settings.of(bootstrap), **settings}))
-        except KPError as e:
-            raise KafkaError(f"cannot connect a producer to {bootstrap}: {e}") from None
-        self._futures: list[Any] = []
-
-    def send(self, topic: str, key: bytes | None, value: bytes | None, timestamp_ms: int | None,
-             headers: Iterable[tuple[str, bytes | None]] | None = None, partition: int | None = None) -> None:
-        """Queue one record (both key and value may be null, as Kafka allows)."""
-        from kafka.errors import KafkaError as KPError
-
-        key_or_marker = _NULL_KEY if key is None and value is None else key
-        try:
-            self._futures.append(self._producer.send(topic, key=key_or_marker, value=value, timestamp_ms=timestamp_ms,
-                                                     headers=list(headers) if headers else None, partition=partition))
-        except KPError as e:
-            raise KafkaError(f"cannot write to topic '{topic}': {e}") from None
-
-    def flush(self, topic: str) -> int:
-        """Wait until Kafka acknowledged every queued record; how many there were. A refused one
-        raises KafkaError naming ``topic``."""
-        from kafka.errors import KafkaError as KPError
-
-        futures, self._futures = self._futures, []
-        try:
-            self._producer.flush(FLUSH_TIMEOUT_S)
-            for f in futures:
-                f.get(timeout=FLUSH_TIMEOUT_S)
-        except KPError as e:
-            raise KafkaError(f"cannot write to topic '{topic}': {e}") from None
-        return len(futures)
-
-    def close(self) -> None:
-        self._producer.close(FLUSH_TIMEOUT_S)
-
-
 def write_exact_timestamps(opts: SinkOptions, keys: list[bytes | None], values: list[bytes | None],
                             timestamps: list[int | None], headers: list[Any]) -> int:
-    """Write records through an :class:`ExactTimestampProducer` (one per call, closed after it:
-    10-40 ms on a local broker; the path is taken only for records at timestamp 0). Same
-    guarantees as the main path: idempotent, acks=all, Java-compatible murmur2 partitioning."""
-    producer = ExactTimestampProducer(opts.bootstrap, opts.kafka)
+    """Write records through kafka-python, which sends the timestamp it is given (0 included).
+    Same guarantees as the main path: idempotent, acks=all, Java-compatible murmur2 partitioning.
+
+    One producer per call, closed after it (10-40 ms on a local broker; the path is taken only
+    for records at timestamp 0): a cached kafka-python producer keeps refreshing the metadata of
+    every topic it ever wrote to, and tansu answers such a request for a deleted topic by creating
+    it again, with its default partition count."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as KPError
+
+    producer = None
+    futures = []
     try:
+        producer = KafkaProducer(bootstrap_servers=opts.bootstrap.split(","), acks="all",
+                                 enable_idempotence=True, linger_ms=5, key_serializer=_key_bytes,
+                                 allow_auto_create_topics=False, max_block_ms=EXACT_MAX_BLOCK_MS,
+                                 **kafka_settings.kafka_python({**kafka_settings.of(opts.bootstrap), **opts.kafka}))
         for k, v, ts, h in zip(keys, values, timestamps, headers):
-            producer.send(opts.topic, k, v, ts, h)
-        return producer.flush(opts.topic)
+            key = _NULL_KEY if k is None and v is None else k
+            futures.append(producer.send(opts.topic, key=key, value=v, timestamp_ms=ts, headers=list(h) if h else None))
+        producer.flush(FLUSH_TIMEOUT_S)
+        for f in futures:
+            f.get(timeout=FLUSH_TIMEOUT_S)
+    except KPError as e:
+        raise KafkaError(f"cannot write to topic '{opts.topic}': {e}") from None
     finally:
-        producer.close()
+        if producer is not None:
+            producer.close(FLUSH_TIMEOUT_S)
+    return len(futures)
 
 
 #: kafka-python refuses a record whose key and value are both null, which Kafka allows and ksqlDB

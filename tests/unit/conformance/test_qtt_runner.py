@@ -10,6 +10,7 @@ from streamsql import types as t
 from streamsql.conformance import cases as case_files
 from streamsql.conformance import compare, expectations, qtt, records, topics
 from streamsql.conformance import results as case_results
+from streamsql.conformance.rawproduce import crc32c, murmur2, partition_for, record_batch
 from streamsql.formats import FormatSpec
 
 
@@ -166,13 +167,17 @@ def test_test_runner_trio(tmp_path: Path) -> None:
     assert case.statements and case.inputs[0]["value"] == {"X": 1} and case.outputs[0]["timestamp"] == 3
 
 
-def test_inputs_go_to_the_partition_the_java_producer_picks() -> None:
-    # murmur2 values from Kafka's UtilsTest: murmur2("21") = -973932308, murmur2("foobar") = -790332482
-    # (made positive with & 0x7fffffff); modulo 2**31 the partition is that positive hash itself
-    assert records.partition_for(b"21", 2**31) == -973932308 & 0x7FFFFFFF
-    assert records.partition_for(b"foobar", 2**31) == -790332482 & 0x7FFFFFFF
-    assert records.partition_for(b"21", 4) == (-973932308 & 0x7FFFFFFF) % 4
-    assert records.partition_for(None, 4) == 0 and records.partition_for(b"x", 1) == 0
+def test_raw_producer_encoding() -> None:
+    assert crc32c(b"123456789") == 0xE3069283
+    signed = lambda x: x - 2**32 if x >= 2**31 else x  # noqa: E731
+    # values from Kafka's UtilsTest
+    assert signed(murmur2(b"21")) == -973932308
+    assert signed(murmur2(b"foobar")) == -790332482
+    assert partition_for(None, 4) == 0 and partition_for(b"x", 1) == 0
+    batch = record_batch(b"k", b"v", 0)
+    base_offset, length = struct.unpack_from(">qi", batch)
+    assert base_offset == 0 and length == len(batch) - 12
+    assert batch[16] == 2  # magic
 
 
 def test_kafka_bytes_are_base64_in_qtt_files() -> None:
