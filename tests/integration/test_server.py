@@ -485,7 +485,7 @@ def test_fuzzed_statements_get_an_error_envelope_never_a_stack_trace(own_server:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from tests.unit.test_statement_fuzz import PREFIXES, STATEMENTS
+    from tests.unit.sql.test_statement_fuzz import PREFIXES, STATEMENTS
 
     answers: list[int] = []
     with httpx.Client(base_url=own_server.url, auth=(USER, PASSWORD), timeout=120) as c:
