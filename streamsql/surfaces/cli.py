@@ -505,8 +505,13 @@ def cmd_seeds(args: argparse.Namespace) -> int:
 
 def cmd_test(args: argparse.Namespace) -> int:
     """QTT conformance runner: a line per file, then ``N passed, M failed``; exit 1 if any failed."""
+    import signal
+
     from streamsql.conformance.command import run_command
 
+    # SIGTERM (a CI job's timeout) ends the run through its finally blocks: the REST server, the
+    # registry server and the embedded broker it started stop with it
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     return run_command(args)
 
 

@@ -120,3 +120,38 @@ def test_a_signal_takes_every_child_with_it(command, sig, bootstrap, topic_name,
         if proc.poll() is None:
             proc.kill()
         admin.close()
+
+
+def test_sigterm_of_a_rest_conformance_run_stops_its_server_and_broker(tmp_path):  # type: ignore[no-untyped-def]
+    """`streamsql test` over REST cases starts a broker, a registry and a `streamsql server` (with
+    its JVM); SIGTERM (a CI job's timeout) while a case runs takes them all with it."""
+    rqtt = tmp_path / "rqtt"
+    rqtt.mkdir()
+    case = {"name": "slow", "statements": [
+        "CREATE STREAM s (id INT KEY, v INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', PARTITIONS=1);",
+        "CREATE STREAM t AS SELECT id, v FROM s;"],
+        "inputs": [{"topic": "s", "key": 1, "value": {"v": 1}}],
+        "responses": [{"admin": {"@type": "currentStatus"}}, {"admin": {"@type": "currentStatus"}}]}
+    (rqtt / "orphans.json").write_text(json.dumps({"tests": [dict(case, name=f"slow {i}") for i in range(50)]}))
+    log = tmp_path / "test.log"
+    proc = _start(["test", str(rqtt / "orphans.json")], tmp_path, log)
+    try:
+        deadline = time.monotonic() + 180
+        tree: list[psutil.Process] = []
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+            names = " ".join(" ".join(_cmdline(p)) for p in tree)
+            if "server" in names and "java" in names and "tansu" in names:
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"no server with its JVM within 180 s:\n{log.read_text()[-3000:]}")
+        time.sleep(3)  # a case under way
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        proc.send_signal(signal.SIGTERM)
+        left = _all_gone(tree, 90)
+        assert left == [], "left behind after SIGTERM:\n" + "\n".join(left)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
