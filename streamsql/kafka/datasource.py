@@ -5,6 +5,10 @@ This class only parses options and hands out readers and writers; the work is in
 ``source.py`` (reading, decoding, processing log) and ``sink.py`` (encoding, producing).
 Topic existence is checked here, on the driver, so a missing topic fails ``load()`` /
 ``start()`` with ``Topic 'x' does not exist`` instead of a task failure deep in a worker.
+
+The reader and writer modules are imported where they are used: Spark starts a fresh Python
+process for every streaming query's offsets (its source runner), which imports this module and
+then needs the reader only — not the writer, nor every format (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -14,9 +18,6 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
-
-from streamsql.kafka.sink import KafkaStreamWriter, SinkOptions
-from streamsql.kafka.source import KafkaBatchReader, KafkaStreamReader, SourceOptions, source_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,6 +50,8 @@ def read_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     """``spark.readStream.format("streamsql_kafka")...load()``, but a missing topic or a bad
     option raises streamsql's own error here, on the driver (inside ``load()`` Spark would wrap
     it in an AnalysisException with a worker traceback)."""
+    from streamsql.kafka.source import SourceOptions
+
     opts = SourceOptions.parse(options)
     check_topic(opts.bootstrap, opts.topic, opts.kafka)
     return spark.readStream.format(SHORT_NAME).options(**dict(options)).load()
@@ -62,19 +65,27 @@ class KafkaDataSource(DataSource):
         return SHORT_NAME
 
     def schema(self) -> StructType:
+        from streamsql.kafka.source import SourceOptions, source_schema
+
         opts = SourceOptions.parse(self.options)
         if self.options.get(WARM_UP_OPTION) != "true":
             check_topic(opts.bootstrap, opts.topic, opts.kafka)
         return source_schema(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from streamsql.kafka.source import KafkaStreamReader, SourceOptions
+
         return KafkaStreamReader(SourceOptions.parse(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from streamsql.kafka.source import KafkaBatchReader, SourceOptions
+
         opts = SourceOptions.parse({"startingOffsets": "earliest", **dict(self.options)})
         return KafkaBatchReader(opts, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from streamsql.kafka.sink import KafkaStreamWriter, SinkOptions
+
         opts = SinkOptions.parse(self.options)
         check_topic(opts.bootstrap, opts.topic, opts.kafka)
         return KafkaStreamWriter(opts)

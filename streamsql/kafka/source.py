@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
@@ -620,6 +619,8 @@ class BatchBuilder:
         """ROWTIME from the TIMESTAMP column; the rows without a usable time (besides the
         undecodable ones and tombstones, which keep their record's time) go to the processing
         log (kafka/timestamps.py)."""
+        import pyarrow.compute as pc
+
         from streamsql.kafka import timestamps
 
         column = self.opts.timestamp_column or ""
