@@ -107,12 +107,7 @@ class PersistentQueries(StatementExecutor):
         query_id = f"{'CTAS' if sink.is_table else 'CSAS'}_{stmt.name}_{seq}"
         sink.writer_query = query_id
         engine.catalog.add(sink)
-        engine.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, sink.name, _input_names(plan.source))
-        if deferred is not None:
-            deferred.append((query_id, plan, stmt, sink.name))
-        else:
-            self.start(query_id, plan, stmt, sink)
-        return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
+        return self._created(query_id, seq, plan, stmt, sink, deferred)
 
     def insert_into(self, stmt: ast.InsertInto, replay_seq: int | None = None,
                     deferred: Deferred | None = None) -> r.Result:
@@ -144,11 +139,17 @@ class PersistentQueries(StatementExecutor):
                 f"{', '.join(c.sql() for c in produced)}\nSink schema is {', '.join(c.sql() for c in expected)}")
         seq = engine.log_command(stmt, replay_seq)
         query_id = str(stmt.properties.get("QUERY_ID") or f"INSERTQUERY_{seq}").upper()
-        engine.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, target.name, _input_names(plan.source))
+        return self._created(query_id, seq, plan, stmt, target, deferred)
+
+    def _created(self, query_id: str, seq: int, plan: QueryPlan | AggregatePlan,
+                 stmt: ast.CreateAsSelect | ast.InsertInto, sink: Source, deferred: Deferred | None) -> r.Result:
+        """A logged CREATE … AS SELECT / INSERT INTO becomes query ``query_id`` in the catalog and
+        starts now, or after the replay when ``deferred`` collects the log's queries."""
+        self.engine.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, sink.name, _input_names(plan.source))
         if deferred is not None:
-            deferred.append((query_id, plan, stmt, target.name))
+            deferred.append((query_id, plan, stmt, sink.name))
         else:
-            self.start(query_id, plan, stmt, target)
+            self.start(query_id, plan, stmt, sink)
         return r.CommandStatus(stmt.text, f"Created query with ID {query_id}", command_seq=seq, query_id=query_id)
 
     def terminate_statement(self, stmt: ast.Terminate, replay_seq: int | None = None,
