@@ -131,7 +131,9 @@ def run_system(args: argparse.Namespace, system: str, w: Workload, bootstrap: st
     if "error" in result and not args.verbose:
         tail = log_path.read_text(errors="replace").splitlines()[-15:]
         result["log_tail"] = tail
-    result.update(peak_rss_mb=max(sampler.peak_rss / 2**20, result.get("self_max_rss_mb") or 0), cpu_s_by_process=sampler.cpu_by_kind(),
+    result.update(peak_rss_mb=max(sampler.peak_rss / 2**20, result.get("self_max_rss_mb") or 0),
+                  peak_pss_mb=sampler.peak_pss / 2**20 if sampler.peak_pss else None,
+                  cpu_s_by_process=sampler.cpu_by_kind(),
                   loadavg_before=load_before, loadavg_after=loadavg())
     return result
 
@@ -140,7 +142,8 @@ def rows_for(w: Workload, system: str, res: dict[str, Any]) -> list[dict[str, An
     if "error" in res:
         return [report.row(w.name, system, peak_rss_mb=None)]
     rows = [report.row(w.name, system, res.get("records"), res.get("seconds"), res.get("peak_rss_mb"),
-                       res.get("p50_ms"), res.get("p99_ms"), outputs=res.get("outputs") if system in WRITERS else None)]
+                       res.get("p50_ms"), res.get("p99_ms"), outputs=res.get("outputs") if system in WRITERS else None,
+                       peak_pss_mb=res.get("peak_pss_mb"))]
     # the steady rate is rows of the output query's input per second: a row only when those rows
     # are the input records (W2's are words, W4's quotes; the figures stay in the meta file)
     steady_is_records = res.get("input_rows") == res.get("records")
@@ -232,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
                       + (f" (first: {_phases(s['first_batch_duration_ms'])})"
                          if s.get("first_batch_duration_ms") else "")
                       + (f"; latency at {s['latency_rate']}/s: p50 {s['p50_ms']:.0f} ms, p99 {s['p99_ms']:.0f} ms "
-                         f"({s['latency_samples']} outputs)" if s.get("p50_ms") is not None else ""))
+                         f"({s['latency_samples']} outputs)" if s.get("p50_ms") is not None else "")
+                      + (f"; a new query's first output {s['first_output_after_create_s']:.2f}s after its CREATE"
+                         if s.get("first_output_after_create_s") is not None else ""))
         if "final_keys" in wmeta:
             written = ", ".join(f"{system} {res['outputs']:,}" for system, res in wmeta["systems"].items()
                                 if res.get("outputs") is not None and system in WRITERS)

@@ -12,15 +12,22 @@ from typing import Any
 class TreeSampler:
     """Samples a process and all its descendants every ``interval_s``: the peak of the summed RSS
     (driver Python + JVM + Python workers for streamsql) and the CPU seconds of every process
-    seen. Summed RSS counts shared pages once per process, so it is an upper bound."""
+    seen. Summed RSS counts shared pages once per process, so it is an upper bound; every
+    ``pss_every``-th sample also sums PSS (proportional set size: a page shared by N processes
+    counts 1/N in each), the tree's real share of memory — forked Python workers share most of
+    their pages with the daemon they were forked from."""
 
-    def __init__(self, pid: int, interval_s: float = 0.2, extra_pids: dict[str, int] | None = None) -> None:
+    def __init__(self, pid: int, interval_s: float = 0.2, extra_pids: dict[str, int] | None = None,
+                 pss_every: int = 5) -> None:
         import psutil
 
         self._psutil = psutil
         self.root = psutil.Process(pid)
         self.interval_s = interval_s
         self.peak_rss = 0
+        self.peak_pss = 0
+        self._pss_every = pss_every
+        self._samples = 0
         self.cpu: dict[int, float] = {}
         self.names: dict[int, str] = {}
         self._extra = {name: psutil.Process(p) for name, p in (extra_pids or {}).items()}
@@ -48,7 +55,11 @@ class TreeSampler:
         except psutil.Error:
             return
         total = 0
+        pss: int | None = 0 if self._samples % self._pss_every == 0 else None
+        self._samples += 1
         for p in procs:
+            if pss is not None:
+                pss += pss_bytes(p.pid)
             try:
                 with p.oneshot():
                     total += p.memory_info().rss
@@ -59,6 +70,8 @@ class TreeSampler:
             except psutil.Error:
                 continue
         self.peak_rss = max(self.peak_rss, total)
+        if pss is not None:
+            self.peak_pss = max(self.peak_pss, pss)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -80,6 +93,19 @@ class TreeSampler:
         for name, secs in self.extra_cpu.items():
             out[name] = round(secs, 2)
         return out
+
+
+def pss_bytes(pid: int) -> int:
+    """A process's PSS from ``/proc/<pid>/smaps_rollup`` (one summed record: cheap even for a
+    JVM's thousands of mappings, unlike ``smaps``); 0 where unreadable or gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 FINAL_LABELS = {"jvm", "python-worker", "driver-python"}

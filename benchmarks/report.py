@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 #: the JSON row shape (null where not measured)
-ROW_KEYS = ("workload", "system", "records", "seconds", "records_per_s", "peak_rss_mb", "p50_ms", "p99_ms",
-            "outputs")
+ROW_KEYS = ("workload", "system", "records", "seconds", "records_per_s", "peak_rss_mb", "peak_pss_mb", "p50_ms",
+            "p99_ms", "outputs")
 
 #: the streamsql rows compared with the ceilings and the peer (each ``-steady`` row with the
 #: peer's ``-steady`` row)
@@ -17,14 +17,16 @@ STREAMSQL_ROWS = ("streamsql", "streamsql-nocache", "streamsql-steady", "streams
 
 def row(workload: str, system: str, records: int | None = None, seconds: float | None = None,
         peak_rss_mb: float | None = None, p50_ms: float | None = None, p99_ms: float | None = None,
-        outputs: int | None = None) -> dict[str, Any]:
+        outputs: int | None = None, peak_pss_mb: float | None = None) -> dict[str, Any]:
     """One result row; ``outputs`` is the number of records the system had written to the output
-    topic when it was done (null for the ceilings, which write nothing, and the steady rows)."""
+    topic when it was done (null for the ceilings, which write nothing, and the steady rows);
+    ``peak_pss_mb`` the process tree's peak PSS (shared pages divided among their sharers)."""
     rps = records / seconds if records and seconds else None
     return {"workload": workload, "system": system, "records": records, "outputs": outputs,
             "seconds": round(seconds, 3) if seconds is not None else None,
             "records_per_s": round(rps, 1) if rps is not None else None,
             "peak_rss_mb": round(peak_rss_mb, 1) if peak_rss_mb is not None else None,
+            "peak_pss_mb": round(peak_pss_mb, 1) if peak_pss_mb is not None else None,
             "p50_ms": round(p50_ms, 1) if p50_ms is not None else None,
             "p99_ms": round(p99_ms, 1) if p99_ms is not None else None}
 
@@ -35,13 +37,14 @@ def _fmt(v: Any, spec: str = ",.0f") -> str:
 
 def table(rows: list[dict[str, Any]], cores: int) -> str:
     head = f"{'workload':<8} {'system':<24} {'records':>10} {'seconds':>8} {'records/s':>11} {'per core':>10} " \
-           f"{'peak RSS MB':>11} {'p50 ms':>7} {'p99 ms':>7} {'outputs':>10}"
+           f"{'peak RSS MB':>11} {'peak PSS MB':>11} {'p50 ms':>7} {'p99 ms':>7} {'outputs':>10}"
     lines = [head, "-" * len(head)]
     for r in rows:
         rps = r["records_per_s"]
         lines.append(f"{r['workload']:<8} {r['system']:<24} {_fmt(r['records']):>10} {_fmt(r['seconds'], '.2f'):>8} "
                      f"{_fmt(rps):>11} {_fmt(rps / cores if rps else None):>10} {_fmt(r['peak_rss_mb']):>11} "
-                     f"{_fmt(r['p50_ms']):>7} {_fmt(r['p99_ms']):>7} {_fmt(r.get('outputs')):>10}")
+                     f"{_fmt(r.get('peak_pss_mb')):>11} {_fmt(r['p50_ms']):>7} {_fmt(r['p99_ms']):>7} "
+                     f"{_fmt(r.get('outputs')):>10}")
     return "\n".join(lines)
 
 

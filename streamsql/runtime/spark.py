@@ -21,6 +21,16 @@ Settings and why:
     holding hundreds of client connections when its first push query starts gets such a number,
     and then no callback ever runs (the abuse drill's 200 push clients, docs/reliability.md):
     :func:`_unlimited_select` gives py4j a ``select`` over the platform's selector (epoll).
+  * local masters only: Spark's Python worker daemon is :mod:`streamsql.runtime.worker_daemon`,
+    PySpark's daemon with pandas, pyarrow, confluent-kafka and our Kafka source and sink imported
+    before it forks, so a new worker does not import them inside a query's first micro-batch.
+  * ``spark.python.unix.domain.socket.enabled``: the JVM and its Python workers talk over Unix
+    domain sockets. Over loopback TCP a micro-batch's Kafka write task waited ~40-50 ms for its
+    first rows from the read task feeding it (the source's ``read()`` itself took 1 ms), every
+    batch; over Unix sockets the wait is gone: a one-record batch's ``addBatch`` went from
+    155-170 ms to 117-132 ms, its produce-to-output time from 223-239 ms to 180-196 ms
+    (docs/performance.md). Workers always run on their executor's host, so this holds on a
+    cluster too.
   * the Python workers' ``pyspark.zip`` is byte-compiled once (:mod:`streamsql.runtime.worker_zip`):
     every Python process Spark starts would otherwise compile PySpark from source (0.6 CPU-s each).
 
@@ -99,6 +109,8 @@ _lock = threading.Lock()
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 #: JVM flags of a local session (see the module docstring): C1 only, the parallel collector
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+#: the Python worker daemon of a local session: PySpark's, with our tasks' modules preloaded
+WORKER_DAEMON = "streamsql.runtime.worker_daemon"
 _registered: set[int] = set()
 DEFAULT_MASTER = "local[2]"
 #: the state store every query uses (see the module docstring)
@@ -147,6 +159,8 @@ def session_settings(master: str, conf: dict[str, str] | None = None) -> dict[st
         # ENCODE/FROM_BYTES: unmappable characters become '?'/U+FFFD as in Java, not a query failure
         "spark.sql.legacy.codingErrorAction": "true",
         "spark.python.worker.reuse": "true",
+        # the JVM talks to its Python workers over Unix domain sockets, not loopback TCP
+        "spark.python.unix.domain.socket.enabled": "true",
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
         **STATE_STORE_SETTINGS,
     }
@@ -160,6 +174,7 @@ def session_settings(master: str, conf: dict[str, str] | None = None) -> dict[st
             or sys.executable,
             "spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
             "spark.driver.extraJavaOptions": f"{settings['spark.driver.extraJavaOptions']} {LOCAL_JVM_OPTIONS}",
+            "spark.python.daemon.module": WORKER_DAEMON,
         })
     else:
         python = user.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")

@@ -17,8 +17,8 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-ROW_KEYS = {"workload", "system", "records", "seconds", "records_per_s", "peak_rss_mb", "p50_ms", "p99_ms",
-            "outputs"}
+ROW_KEYS = {"workload", "system", "records", "seconds", "records_per_s", "peak_rss_mb", "peak_pss_mb", "p50_ms",
+            "p99_ms", "outputs"}
 
 
 @pytest.mark.drill  # ~50 s: the benchmark harness's own check, run with it (python -m benchmarks.drills)
@@ -49,6 +49,8 @@ def test_quick_benchmark_writes_rows(tmp_path: Path) -> None:
         assert by_system[name]["records"] == 2000
         assert by_system[name]["records_per_s"] > 0
         assert by_system[name]["peak_rss_mb"] > 0
+    # PSS divides shared pages among their sharers: never above the summed RSS
+    assert 0 < by_system["streamsql"]["peak_pss_mb"] <= by_system["streamsql"]["peak_rss_mb"]
 
     meta = json.loads(out.with_name("bench.meta.json").read_text())
     assert meta["records"] == 2000 and len(meta["loadavg_start"]) == 3

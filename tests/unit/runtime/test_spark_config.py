@@ -102,11 +102,23 @@ def test_local_master_keeps_loopback_and_this_interpreter():  # type: ignore[no-
     assert s["spark.executorEnv.PYTHONPATH"].split(os.pathsep) == [p for p in sys.path if p]
 
 
+@pytest.mark.parametrize("master", ["local[2]", "spark://h:7077"])
+def test_python_workers_talk_over_unix_domain_sockets(master):  # type: ignore[no-untyped-def]
+    assert sp.session_settings(master)["spark.python.unix.domain.socket.enabled"] == "true"
+
+
+def test_local_master_forks_workers_from_the_preloading_daemon():  # type: ignore[no-untyped-def]
+    assert sp.session_settings("local[2]")["spark.python.daemon.module"] == "streamsql.runtime.worker_daemon"
+    # the user can go back to PySpark's own daemon
+    assert sp.session_settings("local[2]", {"spark.python.daemon.module": "pyspark.daemon"})[
+        "spark.python.daemon.module"] == "pyspark.daemon"
+
+
 @pytest.mark.parametrize("master", ["spark://10.0.0.5:7077", "local-cluster[2,1,1024]"])
 def test_cluster_master_forces_no_address_no_interpreter_no_path(master):  # type: ignore[no-untyped-def]
     s = sp.session_settings(master)
     for key in ("spark.driver.bindAddress", "spark.driver.host", "spark.pyspark.python",
-                "spark.executorEnv.PYTHONPATH"):
+                "spark.executorEnv.PYTHONPATH", "spark.python.daemon.module"):
         assert key not in s, key
 
 
