@@ -238,7 +238,6 @@ def _per_key(admin: KafkaAdmin, topic: str) -> dict[bytes | None, list[bytes | N
     return dict(out)
 
 
-@pytest.mark.drill  # minutes: run by `python -m benchmarks.drills`, not the suite
 def test_cheapest_quote_and_python_udaf_on_a_standalone_cluster_equal_local_mode(  # type: ignore[no-untyped-def]
         bootstrap, topic_name, tmp_path, cluster, worker_python):
     source = topic_name("flights")
