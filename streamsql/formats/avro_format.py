@@ -114,17 +114,25 @@ _PRIMITIVES: dict[t.Kind, Any] = {
 # --- Avro → SQL ---------------------------------------------------------------------------------
 
 
-def columns_from_avro(schema: Any, *, role: str) -> list[t.Column]:
+def columns_from_avro(schema: Any, *, role: str, keep_names: bool = False) -> list[t.Column]:
     """Schema inference: the columns a source declared without them gets from its latest schema
-    (``schema`` as parsed JSON data)."""
+    (``schema`` as parsed JSON data). Field names are upper-cased, at every level, unless
+    ``keep_names`` (a schema named by its id: :func:`streamsql.formats.registry.columns_from_registry`)."""
     body = _non_null(schema)
     if isinstance(body, dict) and body.get("type") == "record":
-        return [t.Column(f["name"].upper(), sql_type_of(f["type"]), role) for f in body.get("fields", [])]
-    return [t.Column("ROWKEY" if role == "key" else "ROWVAL", sql_type_of(schema), role)]
+        name = _field_name(keep_names)
+        return [t.Column(name(f["name"]), sql_type_of(f["type"], keep_names=keep_names), role)
+                for f in body.get("fields", [])]
+    return [t.Column("ROWKEY" if role == "key" else "ROWVAL", sql_type_of(schema, keep_names=keep_names), role)]
 
 
-def sql_type_of(schema: Any) -> t.SqlType:
-    """The SQL type holding values of an Avro schema."""
+def _field_name(keep_names: bool) -> Any:
+    return (lambda n: n) if keep_names else str.upper
+
+
+def sql_type_of(schema: Any, *, keep_names: bool = False) -> t.SqlType:
+    """The SQL type holding values of an Avro schema (record fields named as by
+    :func:`columns_from_avro`)."""
     s = _non_null(schema)
     if isinstance(s, str):
         prim = {"boolean": t.BOOLEAN, "int": t.INTEGER, "long": t.BIGINT, "float": t.DOUBLE,
@@ -144,11 +152,13 @@ def sql_type_of(schema: Any) -> t.SqlType:
     if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
         return t.TIMESTAMP
     if kind == "record":
-        return t.Struct(tuple(t.StructField(f["name"].upper(), sql_type_of(f["type"])) for f in s.get("fields", [])))
+        name = _field_name(keep_names)
+        return t.Struct(tuple(t.StructField(name(f["name"]), sql_type_of(f["type"], keep_names=keep_names))
+                              for f in s.get("fields", [])))
     if kind == "array":
-        return t.Array(sql_type_of(s["items"]))
+        return t.Array(sql_type_of(s["items"], keep_names=keep_names))
     if kind == "map":
-        return t.Map(t.STRING, sql_type_of(s["values"]))
+        return t.Map(t.STRING, sql_type_of(s["values"], keep_names=keep_names))
     if kind == "enum":
         return t.STRING
     if kind == "fixed":

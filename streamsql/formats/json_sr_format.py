@@ -64,16 +64,20 @@ _PRIMITIVES: dict[t.Kind, dict[str, Any]] = {
 }
 
 
-def columns_from_json_schema(schema: Any, *, role: str, unwrapped: bool = False) -> list[t.Column]:
+def columns_from_json_schema(schema: Any, *, role: str, unwrapped: bool = False,
+                             keep_names: bool = False) -> list[t.Column]:
+    """Schema inference; property names upper-cased at every level unless ``keep_names`` (a
+    schema named by its id)."""
     body = _non_null(schema)
     if not unwrapped and isinstance(body, dict) and body.get("type") == "object" and "properties" in body:
         props = sorted(body["properties"].items(), key=lambda kv: kv[1].get("connect.index", 0)
                        if isinstance(kv[1], dict) else 0)
-        return [t.Column(name.upper(), sql_type_of(s), role) for name, s in props]
-    return [t.Column("ROWKEY" if role == "key" else "ROWVAL", sql_type_of(schema), role)]
+        return [t.Column(name if keep_names else name.upper(), sql_type_of(s, keep_names=keep_names), role)
+                for name, s in props]
+    return [t.Column("ROWKEY" if role == "key" else "ROWVAL", sql_type_of(schema, keep_names=keep_names), role)]
 
 
-def sql_type_of(schema: Any) -> t.SqlType:
+def sql_type_of(schema: Any, *, keep_names: bool = False) -> t.SqlType:
     s = _non_null(schema)
     if not isinstance(s, dict):
         raise ConfigError(f"JSON schema {s!r} has no SQL equivalent")
@@ -97,13 +101,14 @@ def sql_type_of(schema: Any) -> t.SqlType:
     if kind == "string":
         return t.BYTES if connect == "bytes" else t.STRING
     if kind == "array":
-        return t.Array(sql_type_of(s.get("items", {"type": "string"})))
+        return t.Array(sql_type_of(s.get("items", {"type": "string"}), keep_names=keep_names))
     if kind == "object":
         if "properties" in s:
             props = sorted(s["properties"].items(), key=lambda kv: kv[1].get("connect.index", 0)
                            if isinstance(kv[1], dict) else 0)
-            return t.Struct(tuple(t.StructField(n.upper(), sql_type_of(v)) for n, v in props))
-        return t.Map(t.STRING, sql_type_of(s.get("additionalProperties", {"type": "string"})))
+            return t.Struct(tuple(t.StructField(n if keep_names else n.upper(), sql_type_of(v, keep_names=keep_names))
+                                  for n, v in props))
+        return t.Map(t.STRING, sql_type_of(s.get("additionalProperties", {"type": "string"}), keep_names=keep_names))
     raise ConfigError(f"JSON schema type {kind!r} has no SQL equivalent")
 
 

@@ -386,23 +386,27 @@ def _message_indexes(payload: memoryview) -> tuple[list[int], int]:
 
 
 def columns_from_proto(text: str, *, role: str, full_name: str | None = None,
-                       references: Mapping[str, str] | None = None) -> list[t.Column]:
-    """The columns of the schema's message ``full_name`` (its first message by default)."""
+                       references: Mapping[str, str] | None = None, keep_names: bool = False) -> list[t.Column]:
+    """The columns of the schema's message ``full_name`` (its first message by default); field
+    names upper-cased at every level unless ``keep_names`` (a schema named by its id)."""
     schema = ProtoSchema(text, references)
     desc = schema.message(schema.message_path(full_name))
-    return [t.Column(f.name.upper(), _sql_type(schema, desc, f, (desc.full_name,)), role) for f in desc.fields]
+    return [t.Column(f.name if keep_names else f.name.upper(),
+                     _sql_type(schema, desc, f, (desc.full_name,), keep_names), role) for f in desc.fields]
 
 
-def _sql_type(schema: ProtoSchema, owner: Any, f: Any, within: tuple[str, ...] = ()) -> t.SqlType:
+def _sql_type(schema: ProtoSchema, owner: Any, f: Any, within: tuple[str, ...] = (),
+              keep_names: bool = False) -> t.SqlType:
     """``within``: the messages enclosing this field, to refuse a recursive one by name."""
     if f.message_type is not None and f.message_type.GetOptions().map_entry:
         value = f.message_type.fields_by_name["value"]
-        return t.Map(t.STRING, _sql_type(schema, f.message_type, value, within))
-    element = _element_type(schema, owner, f, within)
+        return t.Map(t.STRING, _sql_type(schema, f.message_type, value, within, keep_names))
+    element = _element_type(schema, owner, f, within, keep_names)
     return t.Array(element) if _repeated(f) else element
 
 
-def _element_type(schema: ProtoSchema, owner: Any, f: Any, within: tuple[str, ...]) -> t.SqlType:
+def _element_type(schema: ProtoSchema, owner: Any, f: Any, within: tuple[str, ...],
+                  keep_names: bool = False) -> t.SqlType:
     from google.protobuf.descriptor import FieldDescriptor as FD
 
     if f.message_type is not None:
@@ -423,7 +427,8 @@ def _element_type(schema: ProtoSchema, owner: Any, f: Any, within: tuple[str, ..
             return t.TIME
         if name in _WRAPPERS:
             return _WRAPPERS[name]
-        return t.Struct(tuple(t.StructField(x.name.upper(), _sql_type(schema, f.message_type, x, (*within, name)))
+        return t.Struct(tuple(t.StructField(x.name if keep_names else x.name.upper(),
+                                            _sql_type(schema, f.message_type, x, (*within, name), keep_names))
                               for x in f.message_type.fields))
     if f.type == FD.TYPE_ENUM:
         return t.STRING

@@ -71,17 +71,26 @@ def registry_schema(fmt: str, columns: tuple[Column, ...] | list[Column], *, unw
 
 
 def columns_from_registry(fmt: str, text: str, *, role: str, unwrapped: bool,
-                          full_name: str | None = None, imports: dict[str, str] | None = None) -> list[Column]:
+                          full_name: str | None = None, imports: dict[str, str] | None = None,
+                          keep_names: bool = False) -> list[Column]:
     """Schema inference: the columns of a registered schema (one ROWKEY/ROWVAL column when
     ``unwrapped`` or the schema is not a record/object; a Protobuf schema's message
-    ``full_name``, by default its first; ``imports``: the texts a Protobuf schema imports)."""
+    ``full_name``, by default its first; ``imports``: the texts a Protobuf schema imports).
+
+    Field names are upper-cased at every level, as ksqlDB infers them from a subject's latest
+    schema; ``keep_names`` keeps them as written, as ksqlDB does for a schema named by
+    ``KEY_SCHEMA_ID``/``VALUE_SCHEMA_ID`` (its ``SchemaRegistryTopicSchemaSupplier`` translates
+    such a schema with ``ORIGINAL_FIELD_NAME``): columns ``template_id`` or ``eventID``, which a
+    statement names in back-quotes, and records written with the schema's own field names."""
     if fmt == "PROTOBUF":  # always a message: its fields are the columns
-        return protobuf_format.columns_from_proto(text, role=role, full_name=full_name, references=imports)
+        return protobuf_format.columns_from_proto(text, role=role, full_name=full_name, references=imports,
+                                                  keep_names=keep_names)
     data = json.loads(text)
     if fmt == "AVRO":
         if unwrapped:
-            return [Column("ROWKEY" if role == "key" else "ROWVAL", avro_format.sql_type_of(data), role)]
-        return avro_format.columns_from_avro(data, role=role)
+            return [Column("ROWKEY" if role == "key" else "ROWVAL",
+                           avro_format.sql_type_of(data, keep_names=keep_names), role)]
+        return avro_format.columns_from_avro(data, role=role, keep_names=keep_names)
     if fmt == "JSON_SR":
-        return json_sr_format.columns_from_json_schema(data, role=role, unwrapped=unwrapped)
+        return json_sr_format.columns_from_json_schema(data, role=role, unwrapped=unwrapped, keep_names=keep_names)
     raise ConfigError(f"The '{fmt}' format does not use a Schema Registry")

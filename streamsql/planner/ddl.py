@@ -164,7 +164,8 @@ class SourceDefinitions:
                 out += format_registry.columns_from_registry(value_format, found.text, role="value",
                                                              unwrapped=unwrapped,
                                                              full_name=schema_full_name(props, "VALUE"),
-                                                             imports=schema_registry.imports(url, found))
+                                                             imports=schema_registry.imports(url, found),
+                                                             keep_names=props.get("VALUE_SCHEMA_ID") is not None)
                 inferred_from[False] = found
         if key_format in REGISTRY_FORMATS and not any(c.is_key for c in columns):
             url = self.registry_url(key_format)
@@ -172,7 +173,8 @@ class SourceDefinitions:
             if found is not None:
                 out = format_registry.columns_from_registry(key_format, found.text, role="key", unwrapped=True,
                                                             full_name=schema_full_name(props, "KEY"),
-                                                            imports=schema_registry.imports(url, found)) + out
+                                                            imports=schema_registry.imports(url, found),
+                                                            keep_names=props.get("KEY_SCHEMA_ID") is not None) + out
                 inferred_from[True] = found
         return out
 

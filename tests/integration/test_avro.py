@@ -131,3 +131,36 @@ def test_workers_fetch_schemas_registered_after_the_source_was_declared(engine, 
         engine.wait_until_idle()
         [rec] = engine.admin.read_all("EVOLVING_OUT")
         assert _decoded(registry.url, rec.value) == {"ID": 5, "NAME": "five"}
+
+
+def test_a_schema_named_by_id_keeps_its_field_names(engine, topic_name):  # type: ignore[no-untyped-def]
+    """ksqlDB infers columns from a schema given by ``VALUE_SCHEMA_ID`` with the schema's own field
+    names (nested ones too), from a subject's latest schema upper-cased; INSERT VALUES then writes
+    records with the schema's names (RQTT insert-values: 'AVRO schema … with schema id')."""
+    url = f"mock://{topic_name('registry')}"
+    src = topic_name("mail")
+    engine.execute(f"SET '{schema_registry.URL_PROPERTY}'='{url}';")
+    engine.admin.create_topic(src, 1)
+    schema = {"type": "record", "name": "Test", "fields": [
+        {"name": "template_id", "type": "string"},
+        {"name": "dynamic_data", "type": {"type": "record", "name": "DynamicData", "fields": [
+            {"name": "num_votes", "type": "long"}, {"name": "donorEmail", "type": "string"}]}}]}
+    sid = schema_registry.register(url, "some-other-subject", json.dumps(schema), "AVRO")
+    engine.execute(f"CREATE STREAM by_id WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='AVRO', VALUE_SCHEMA_ID={sid});")
+    [desc] = engine.execute("DESCRIBE by_id;")
+    assert [(f.name, f.type) for f in desc.fields] == [
+        ("template_id", "STRING"), ("dynamic_data", "STRUCT<`num_votes` BIGINT, `donorEmail` STRING>")]
+    engine.execute("INSERT INTO by_id (`template_id`, `dynamic_data`) "
+                   "VALUES ('abc', STRUCT(`num_votes` := 5, `donorEmail` := 'a@b.org'));")
+    [rec] = engine.admin.read_all(src)
+    assert schema_registry.split_header(rec.value)[0] == sid  # written with the schema it named
+    assert _decoded(url, rec.value) == {"template_id": "abc", "dynamic_data": {"num_votes": 5, "donorEmail": "a@b.org"}}
+
+    # the same schema as the subject's latest, no id: ksqlDB's upper-cased names
+    other = topic_name("mail_latest")
+    engine.admin.create_topic(other, 1)
+    schema_registry.register(url, f"{other}-value", json.dumps(schema), "AVRO")
+    engine.execute(f"CREATE STREAM by_latest WITH (KAFKA_TOPIC='{other}', VALUE_FORMAT='AVRO');")
+    [desc] = engine.execute("DESCRIBE by_latest;")
+    assert [(f.name, f.type) for f in desc.fields] == [
+        ("TEMPLATE_ID", "STRING"), ("DYNAMIC_DATA", "STRUCT<`NUM_VOTES` BIGINT, `DONOREMAIL` STRING>")]

@@ -745,3 +745,25 @@ def test_a_multi_column_key_of_nulls_is_null_when_passed_through_and_an_object_w
     computed = RecordEncoder(SinkOptions("b:9092", "t", key.to_json(), value.to_json(), computed_key=True))
     assert passed.encode(batch)[0] == [b'{"ID":10,"AGE":30}', None]
     assert computed.encode(batch)[0] == [b'{"ID":10,"AGE":30}', b'{"ID":null,"AGE":null}']
+
+
+def test_inferred_names_upper_cased_unless_the_schema_was_named_by_id() -> None:
+    """ksqlDB: UPPERCASE_FIELD_NAME for a subject's latest schema, ORIGINAL_FIELD_NAME for a
+    schema given by KEY_/VALUE_SCHEMA_ID, at every level, in every registry format."""
+    import json as _json
+
+    from streamsql.formats.registry import columns_from_registry
+
+    avro = _json.dumps({"type": "record", "name": "R", "fields": [
+        {"name": "aB", "type": {"type": "array", "items": {"type": "record", "name": "S", "fields": [
+            {"name": "cD", "type": "int"}]}}}]})
+    json_sr = _json.dumps({"type": "object", "properties": {
+        "aB": {"type": "object", "properties": {"cD": {"type": "integer", "connect.type": "int32"}}}}})
+    proto = 'syntax = "proto3"; message R { S aB = 1; } message S { int32 cD = 1; }'
+    for fmt, text, kept, upper in (
+            ("AVRO", avro, ("aB", "ARRAY<STRUCT<`cD` INTEGER>>"), ("AB", "ARRAY<STRUCT<`CD` INTEGER>>")),
+            ("JSON_SR", json_sr, ("aB", "STRUCT<`cD` INTEGER>"), ("AB", "STRUCT<`CD` INTEGER>")),
+            ("PROTOBUF", proto, ("aB", "STRUCT<`cD` INTEGER>"), ("AB", "STRUCT<`CD` INTEGER>"))):
+        for keep, want in ((True, kept), (False, upper)):
+            [col] = columns_from_registry(fmt, text, role="value", unwrapped=False, keep_names=keep)
+            assert (col.name, str(col.type)) == want, (fmt, keep)
