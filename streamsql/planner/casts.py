@@ -40,8 +40,21 @@ def _spark(ty: t.SqlType) -> str:
     return t.to_spark(ty).simpleString()
 
 
+def has_struct(ty: t.SqlType | None) -> bool:
+    """Whether a value of ``ty`` holds a struct anywhere (itself, an element, a map value)."""
+    if isinstance(ty, t.Struct):
+        return True
+    if isinstance(ty, t.Array):
+        return has_struct(ty.element)
+    if isinstance(ty, t.Map):
+        return has_struct(ty.value)
+    return False
+
+
 def cast_value(sql: str, source: t.SqlType | None, target: t.SqlType) -> str:
-    """Spark SQL text of ``sql`` (of type ``source``, None if unknown) cast to ``target``."""
+    """Spark SQL text of ``sql`` (of type ``source``, None if unknown) cast to ``target``. Structs,
+    also inside arrays and map values, are matched field by field by name (ksqlDB's struct
+    coercion), where Spark's CAST would match them by position."""
     if source is not None and target.kind in _COMPLEX and source.kind != target.kind:
         raise AnalysisError(f"Cast of {source} to {target} is not supported")
     if isinstance(source, t.Struct) and isinstance(target, t.Struct):
@@ -54,9 +67,13 @@ def cast_value(sql: str, source: t.SqlType | None, target: t.SqlType) -> str:
         if not source.fields:  # STRUCT(): every field null, the struct itself not
             return f"named_struct({', '.join(parts)})"
         return f"(CASE WHEN {sql} IS NULL THEN NULL ELSE named_struct({', '.join(parts)}) END)"
-    if isinstance(source, t.Array) and isinstance(target, t.Array) and isinstance(source.element, t.Struct):
+    if isinstance(source, t.Array) and isinstance(target, t.Array) and has_struct(source.element):
         x = _var("x")
         return f"transform({sql}, {x} -> {cast_value(x, source.element, target.element)})"
+    if isinstance(source, t.Map) and isinstance(target, t.Map) and has_struct(source.value):
+        k, v = _var("k"), _var("v")
+        return (f"transform_values(CAST({sql} AS {_spark(t.Map(target.key, source.value))}), "
+                f"({k}, {v}) -> {cast_value(v, source.value, target.value)})")
     if target.kind == K.STRING and source is not None and source.kind in (K.STRUCT, K.MAP):
         return f"(CASE WHEN {sql} IS NULL THEN NULL ELSE {java_text(sql, source)} END)"
     if target.kind == K.TIME and source is not None and source.kind != K.TIME:

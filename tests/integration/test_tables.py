@@ -213,6 +213,20 @@ def test_insert_values_fills_a_struct_column_by_field_name(engine, topic_name): 
         ("1", {"S": {"A": None, "B": "x"}}), ("2", {"S": {"A": None, "B": None}})]
 
 
+def test_insert_values_matches_struct_fields_by_name_inside_arrays_and_maps(engine, topic_name):  # type: ignore[no-untyped-def]
+    """RQTT insert-values ('… with schema id'): ARRAY[STRUCT(`name` := …, `email` := …)] into an
+    ARRAY<STRUCT<email, name>> column fills each field by name; Spark's CAST matched them by
+    position (the email landed in `name`)."""
+    src = topic_name("nested")
+    engine.execute(f"CREATE STREAM nested (k VARCHAR KEY, a ARRAY<STRUCT<email VARCHAR, name VARCHAR>>, "
+                   f"m MAP<VARCHAR, STRUCT<x INT, y VARCHAR>>) "
+                   f"WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    engine.execute("INSERT INTO nested (k, a, m) VALUES ('1', ARRAY[STRUCT(name := 'Ann', email := 'ann@x.org')], "
+                   "MAP('p' := STRUCT(y := 'why', x := 7)));")
+    assert [(k, v) for k, v, _ in read(engine.admin, src)] == [
+        ("1", {"A": [{"EMAIL": "ann@x.org", "NAME": "Ann"}], "M": {"p": {"X": 7, "Y": "why"}}})]
+
+
 def test_source_table_materialized_by_an_earlier_version_is_rebuilt(engine, topic_name, bootstrap, spark,  # type: ignore[no-untyped-def]
                                                                     tmp_path):
     """A CST checkpoint without this version's layout (the driver's store wrote it) is started

@@ -17,7 +17,7 @@ from streamsql import types as t
 from streamsql.catalog import Source
 from streamsql.errors import AnalysisError, CatalogError, spark_message
 from streamsql.formats import FormatSpec, serde_for
-from streamsql.planner.casts import cast_value
+from streamsql.planner.casts import cast_value, has_struct
 from streamsql.planner.planner import compile_constant
 from streamsql.runtime import io
 from streamsql.runtime import results as r
@@ -82,8 +82,11 @@ class ValueInserts(StatementExecutor):
             if col.role in ("headers", "header"):
                 raise AnalysisError(f"Cannot insert into HEADER columns: {name}")
             value = compile_constant(node)
-            # a STRUCT literal fills the column's struct by field name (absent fields null), as ksqlDB
-            given[name] = cast_value(value.sql, value.type, col.type) if isinstance(value.type, t.Struct) else value.sql
+            # a STRUCT literal fills the column's struct by field name (absent fields null), as
+            # ksqlDB, also inside an ARRAY or a MAP (Spark's CAST would match fields by position)
+            same_kind = value.type is not None and value.type.kind == col.type.kind
+            given[name] = cast_value(value.sql, value.type, col.type) if same_kind and has_struct(value.type) \
+                else value.sql
         values = self._evaluate_constants([(given.get(c.name, "NULL"), c.type) for c in writable])
         row = dict(zip([c.name for c in writable], values))
         key_bytes, value_bytes = encode_row(target, {name: value.as_py() for name, value in row.items()})
