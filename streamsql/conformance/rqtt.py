@@ -245,8 +245,10 @@ class RqttRunner:
 
     # --- inputs and outputs --------------------------------------------------------------------
 
-    def _specs(self, case: RqttCase) -> dict[str, tuple[Any, Any]]:
-        """topic -> (key spec, value spec) of the sources the case's statements declare."""
+    def _specs(self, case: RqttCase, declared_only: bool = False) -> dict[str, tuple[Any, Any]]:
+        """topic -> (key spec, value spec) of the sources the case's statements declare.
+        ``declared_only``: leave out a source declared without columns (its columns come from
+        the registry: only the server knows them, :meth:`_sink_specs` asks it)."""
         from streamsql.catalog import Source
         from streamsql.runtime import io
         from streamsql.sql import ast, parse
@@ -258,7 +260,7 @@ class RqttRunner:
             except Exception:  # noqa: BLE001 - the server reports bad statements; inputs fall back to raw
                 continue
             for stmt in stmts:
-                if not isinstance(stmt, ast.CreateSource):
+                if not isinstance(stmt, ast.CreateSource) or (declared_only and not stmt.columns):
                     continue
                 props = {k.upper(): v for k, v in stmt.properties.items()}
                 fmt = props.get("FORMAT")
@@ -275,8 +277,9 @@ class RqttRunner:
 
     def _sink_specs(self, topics: set[str]) -> dict[str, tuple[Any, Any]]:
         """topic -> (key spec, value spec) of the sources the server made on ``topics`` (the
-        sinks of CREATE … AS SELECT, which the statements do not declare), read back as a
-        client would: SHOW STREAMS/TABLES for their topics and formats, DESCRIBE for columns."""
+        sinks of CREATE … AS SELECT, which the statements do not declare, and the sources whose
+        columns the server inferred from the registry), read back as a client would: SHOW
+        STREAMS/TABLES for their topics and formats, DESCRIBE for columns."""
         from streamsql import entities
         from streamsql import types as t
         from streamsql.catalog import Source
@@ -347,7 +350,7 @@ class RqttRunner:
 
         if not case.outputs:
             return
-        specs = self._specs(case)
+        specs = self._specs(case, declared_only=True)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for rec in case.outputs:
             by_topic.setdefault(str(rec["topic"]), []).append(rec)
