@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from streamsql import types as t
 from streamsql.errors import ConfigError
-from streamsql.formats.base import DecodeResult, FormatSpec
+from streamsql.formats.base import DecodeResult, FormatSpec, inferred_name
 from streamsql.formats.coerce import FieldError, RecordError, cannot_convert, field_failure, fit_decimal, shown
 from streamsql.formats.columns import arrow_types, column_values, decode_records
 from streamsql.formats.json_format import _coercer as json_coercer
@@ -120,14 +120,9 @@ def columns_from_avro(schema: Any, *, role: str, keep_names: bool = False) -> li
     ``keep_names`` (a schema named by its id: :func:`streamsql.formats.registry.columns_from_registry`)."""
     body = _non_null(schema)
     if isinstance(body, dict) and body.get("type") == "record":
-        name = _field_name(keep_names)
-        return [t.Column(name(f["name"]), sql_type_of(f["type"], keep_names=keep_names), role)
+        return [t.Column(inferred_name(f["name"], keep_names), sql_type_of(f["type"], keep_names=keep_names), role)
                 for f in body.get("fields", [])]
     return [t.Column("ROWKEY" if role == "key" else "ROWVAL", sql_type_of(schema, keep_names=keep_names), role)]
-
-
-def _field_name(keep_names: bool) -> Any:
-    return (lambda n: n) if keep_names else str.upper
 
 
 def sql_type_of(schema: Any, *, keep_names: bool = False) -> t.SqlType:
@@ -152,8 +147,8 @@ def sql_type_of(schema: Any, *, keep_names: bool = False) -> t.SqlType:
     if logical in ("timestamp-millis", "timestamp-micros") and kind == "long":
         return t.TIMESTAMP
     if kind == "record":
-        name = _field_name(keep_names)
-        return t.Struct(tuple(t.StructField(name(f["name"]), sql_type_of(f["type"], keep_names=keep_names))
+        return t.Struct(tuple(t.StructField(inferred_name(f["name"], keep_names),
+                                            sql_type_of(f["type"], keep_names=keep_names))
                               for f in s.get("fields", [])))
     if kind == "array":
         return t.Array(sql_type_of(s["items"], keep_names=keep_names))

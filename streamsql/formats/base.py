@@ -70,3 +70,10 @@ class Serde(Protocol):
         """``batch`` has exactly the spec's columns, by name. A row whose columns are all null is
         encoded as a null record only when the caller asks (tombstones are the caller's call)."""
         ...
+
+
+def inferred_name(name: str, keep_names: bool) -> str:
+    """A column or struct field name inferred from a registered schema: upper-cased, as ksqlDB
+    infers from a subject's latest schema, or as written when ``keep_names`` (a schema named by
+    ``KEY_/VALUE_SCHEMA_ID``: ksqlDB's ``ORIGINAL_FIELD_NAME`` policy)."""
+    return name if keep_names else name.upper()

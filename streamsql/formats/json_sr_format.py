@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from streamsql import types as t
 from streamsql.errors import ConfigError
-from streamsql.formats.base import DecodeResult, FormatSpec
+from streamsql.formats.base import DecodeResult, FormatSpec, inferred_name
 from streamsql.formats.json_format import JsonSerde
 from streamsql.formats.schema_registry import frame, split_header
 
@@ -72,7 +72,7 @@ def columns_from_json_schema(schema: Any, *, role: str, unwrapped: bool = False,
     if not unwrapped and isinstance(body, dict) and body.get("type") == "object" and "properties" in body:
         props = sorted(body["properties"].items(), key=lambda kv: kv[1].get("connect.index", 0)
                        if isinstance(kv[1], dict) else 0)
-        return [t.Column(name if keep_names else name.upper(), sql_type_of(s, keep_names=keep_names), role)
+        return [t.Column(inferred_name(name, keep_names), sql_type_of(s, keep_names=keep_names), role)
                 for name, s in props]
     return [t.Column("ROWKEY" if role == "key" else "ROWVAL", sql_type_of(schema, keep_names=keep_names), role)]
 
@@ -106,7 +106,7 @@ def sql_type_of(schema: Any, *, keep_names: bool = False) -> t.SqlType:
         if "properties" in s:
             props = sorted(s["properties"].items(), key=lambda kv: kv[1].get("connect.index", 0)
                            if isinstance(kv[1], dict) else 0)
-            return t.Struct(tuple(t.StructField(n if keep_names else n.upper(), sql_type_of(v, keep_names=keep_names))
+            return t.Struct(tuple(t.StructField(inferred_name(n, keep_names), sql_type_of(v, keep_names=keep_names))
                                   for n, v in props))
         return t.Map(t.STRING, sql_type_of(s.get("additionalProperties", {"type": "string"}), keep_names=keep_names))
     raise ConfigError(f"JSON schema type {kind!r} has no SQL equivalent")

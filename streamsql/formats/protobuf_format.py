@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from streamsql import types as t
 from streamsql.errors import ConfigError
-from streamsql.formats.base import DecodeResult, FormatSpec
+from streamsql.formats.base import DecodeResult, FormatSpec, inferred_name
 from streamsql.formats.coerce import FieldError, RecordError, field_failure
 from streamsql.formats.columns import arrow_types, column_values, decode_records
 from streamsql.formats.schema_registry import WriterSchemas, frame, split_header
@@ -391,7 +391,7 @@ def columns_from_proto(text: str, *, role: str, full_name: str | None = None,
     names upper-cased at every level unless ``keep_names`` (a schema named by its id)."""
     schema = ProtoSchema(text, references)
     desc = schema.message(schema.message_path(full_name))
-    return [t.Column(f.name if keep_names else f.name.upper(),
+    return [t.Column(inferred_name(f.name, keep_names),
                      _sql_type(schema, desc, f, (desc.full_name,), keep_names), role) for f in desc.fields]
 
 
@@ -427,7 +427,7 @@ def _element_type(schema: ProtoSchema, owner: Any, f: Any, within: tuple[str, ..
             return t.TIME
         if name in _WRAPPERS:
             return _WRAPPERS[name]
-        return t.Struct(tuple(t.StructField(x.name if keep_names else x.name.upper(),
+        return t.Struct(tuple(t.StructField(inferred_name(x.name, keep_names),
                                             _sql_type(schema, f.message_type, x, (*within, name), keep_names))
                               for x in f.message_type.fields))
     if f.type == FD.TYPE_ENUM:

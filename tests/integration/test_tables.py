@@ -7,6 +7,7 @@ import struct
 
 import pytest
 
+from streamsql.errors import AnalysisError
 from streamsql.runtime import results as r
 
 from tests.integration.test_engine import produce, read
@@ -225,6 +226,10 @@ def test_insert_values_matches_struct_fields_by_name_inside_arrays_and_maps(engi
                    "MAP('p' := STRUCT(y := 'why', x := 7)));")
     assert [(k, v) for k, v, _ in read(engine.admin, src)] == [
         ("1", {"A": [{"EMAIL": "ann@x.org", "NAME": "Ann"}], "M": {"p": {"X": 7, "Y": "why"}}})]
+    # a value of another shape is refused naming both types, and nothing is written
+    with pytest.raises(AnalysisError, match=r"Cast of ARRAY<STRUCT<.*> to MAP<STRING, STRUCT<.*> is not supported"):
+        engine.execute("INSERT INTO nested (k, m) VALUES ('2', ARRAY[STRUCT(x := 1)]);")
+    assert len(read(engine.admin, src)) == 1
 
 
 def test_source_table_materialized_by_an_earlier_version_is_rebuilt(engine, topic_name, bootstrap, spark,  # type: ignore[no-untyped-def]

@@ -84,9 +84,7 @@ class ValueInserts(StatementExecutor):
             value = compile_constant(node)
             # a STRUCT literal fills the column's struct by field name (absent fields null), as
             # ksqlDB, also inside an ARRAY or a MAP (Spark's CAST would match fields by position)
-            same_kind = value.type is not None and value.type.kind == col.type.kind
-            given[name] = cast_value(value.sql, value.type, col.type) if same_kind and has_struct(value.type) \
-                else value.sql
+            given[name] = cast_value(value.sql, value.type, col.type) if has_struct(value.type) else value.sql
         values = self._evaluate_constants([(given.get(c.name, "NULL"), c.type) for c in writable])
         row = dict(zip([c.name for c in writable], values))
         key_bytes, value_bytes = encode_row(target, {name: value.as_py() for name, value in row.items()})
