@@ -22,3 +22,6 @@ fi
 # Spark's Python workers import PySpark from a zip without bytecode (0.6 CPU-s per process start);
 # byte-compile it once (streamsql/runtime/worker_zip.py; get_spark does the same if needed)
 .venv/bin/python -m streamsql.runtime.worker_zip
+# the driver JVM maps an archive of the classes Spark loads (session start ~8 s -> ~4 s), built
+# once per environment by a short pipeline over an embedded broker (streamsql/runtime/class_archive.py)
+.venv/bin/python -m streamsql.runtime.class_archive

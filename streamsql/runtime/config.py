@@ -117,6 +117,9 @@ ENVIRONMENT_DOCS: dict[str, str] = {
                               "(default `local[2]`)",
     "STREAMSQL_LOG_LEVEL": "Python logging level of the command (default WARNING)",
     "STREAMSQL_SPARK_LOG_LEVEL": "Spark's log level (default ERROR)",
+    "STREAMSQL_CLASS_ARCHIVE": "the driver JVM's class-data sharing archive (default "
+                               "`<python environment>/share/streamsql/spark-classes.jsa`, built by "
+                               "`scripts/setup.sh` or `python -m streamsql.runtime.class_archive`); empty: none",
     "STREAMSQL_TANSU": "path of a tansu binary to use instead of the `broker` extra's",
     "STREAMSQL_QTT_DIR": "(tests) the directory holding ksqlDB's query-validation tests `qtt/` folder",
     "STREAMSQL_QTT_RATCHET": "(tests) `full` re-runs every conformance ratchet id instead of a sample",

@@ -1,0 +1,51 @@
+"""The driver JVM maps the installation's class archive when there is one, and only then."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streamsql.runtime import class_archive
+from streamsql.runtime import spark as sp
+
+
+def test_an_existing_archive_is_mapped_quietly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "spark-classes.jsa"
+    archive.write_bytes(b"x")
+    monkeypatch.setenv("STREAMSQL_CLASS_ARCHIVE", str(archive))
+    options = class_archive.jvm_options().split()
+    assert f"-XX:SharedArchiveFile={archive}" in options
+    # a mismatched archive (another JVM, other jars) is then skipped without a word on stdout
+    assert "-Xlog:cds=off" in options and "-Xlog:cds+dynamic=off" in options
+    for master in ("local[2]", "spark://h:7077"):
+        assert f"-XX:SharedArchiveFile={archive}" in sp.session_settings(master)["spark.driver.extraJavaOptions"]
+
+
+def test_no_archive_no_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a missing file must not be named: the JVM would then turn off its own base archive too
+    monkeypatch.setenv("STREAMSQL_CLASS_ARCHIVE", str(tmp_path / "missing.jsa"))
+    assert class_archive.jvm_options() == ""
+    assert "SharedArchiveFile" not in sp.session_settings("local[2]")["spark.driver.extraJavaOptions"]
+    monkeypatch.setenv("STREAMSQL_CLASS_ARCHIVE", "")  # turned off
+    assert class_archive.archive_path() is None and class_archive.jvm_options() == ""
+
+
+def test_the_default_archive_lives_in_the_python_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STREAMSQL_CLASS_ARCHIVE", raising=False)
+    path = class_archive.archive_path()
+    assert path is not None and path.name == "spark-classes.jsa"
+    assert path.is_relative_to(Path(__import__("sys").prefix))
+
+
+def test_a_failed_build_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dump run that fails (here: it cannot start, the module path is wrong) writes nothing."""
+    import subprocess
+
+    def failing_run(*args, **kwargs):  # type: ignore[no-untyped-def]
+        return subprocess.CompletedProcess(args[0], 1, stdout=b"boom")
+
+    monkeypatch.setattr(class_archive.subprocess, "run", failing_run)
+    target = tmp_path / "a.jsa"
+    assert class_archive.build(target) is False
+    assert list(tmp_path.iterdir()) == []
