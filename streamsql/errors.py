@@ -7,6 +7,8 @@ escaping the engine is a bug.
 
 from __future__ import annotations
 
+import re
+
 
 class StreamsqlError(Exception):
     """Base class. ``statement`` is the offending statement's text, when known."""
@@ -21,14 +23,59 @@ class StreamsqlError(Exception):
 
 
 class ParseError(StreamsqlError):
-    """Malformed statement text. ``line`` and ``column`` are 1-based, as ksqlDB reports them
-    (message shape: ``line 1:15: Syntax error at or near 'FORM'``)."""
+    """Malformed statement text. ``line`` and ``column`` are 1-based, as ksqlDB reports them.
+    ``reason`` is the parser's own (ANTLR-style) reason; the message renders it as ksqlDB's
+    syntax error listener does (:func:`syntax_message`), e.g.
+    ``line 1:15: Syntax Error\nSyntax error at or near 'FORM' at line 1:15``."""
 
     def __init__(self, message: str, line: int, column: int, statement: str | None = None) -> None:
-        super().__init__(f"line {line}:{column}: {message}", statement)
+        super().__init__(f"line {line}:{column}: {syntax_message(message, line, column)}", statement)
         self.line = line
         self.column = column
         self.reason = message
+
+
+#: the statements ksqlDB's grammar starts with, in its order (SyntaxErrorValidator's list)
+KSQL_COMMANDS = ("SELECT", "CREATE", "INSERT", "DESCRIBE", "PRINT", "EXPLAIN", "SHOW", "LIST", "TERMINATE",
+                 "PAUSE", "RESUME", "DROP", "SET", "DEFINE", "UNDEFINE", "UNSET", "ASSERT", "ALTER")
+_NEAR = re.compile(r"Syntax error at or near '(.*)'", re.S)
+_EXPECTING = re.compile(r"(?:mismatched|extraneous) input '(.*)' expecting (.*)", re.S)
+_OTHER_ANTLR = re.compile(r"missing .+ at '.*'|Unknown statement '.*'\nDid you mean '.*'\?", re.S)
+
+
+def _edit_distance(a: str, b: str) -> int:
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
+def unknown_statement(word: str) -> str:
+    """The reason for a statement starting with a word that starts no statement, naming the
+    nearest command (the first of equally near ones, as ksqlDB)."""
+    nearest = min(KSQL_COMMANDS, key=lambda c: _edit_distance(c, word.upper()))
+    return f"Unknown statement '{word}'\nDid you mean '{nearest}'?"
+
+
+def syntax_message(reason: str, line: int, column: int) -> str:
+    """ksqlDB's rendering of a syntax error (its ``SyntaxErrorValidator``): ``Syntax Error`` and a
+    second line — ``Syntax error at or near 'X' at line L:C`` where no alternative fits,
+    ``Expecting {…}`` when at most three tokens would, ksqlDB's missing-bracket hint when the
+    statement ended early, ANTLR's own ``missing ')' at ','``. Reasons that are not syntax errors
+    (an unknown type, an undefined variable) are returned unchanged."""
+    if match := _NEAR.fullmatch(reason):
+        return f"Syntax Error\nSyntax error at or near '{match.group(1)}' at line {line}:{column}"
+    if match := _EXPECTING.fullmatch(reason):
+        if "EOF" in reason:
+            return "Syntax Error\nSyntax error at or near \";\"\n'}', ']', or ')' is missing"
+        expecting = match.group(2)
+        # a long list of alternatives says nothing useful: ksqlDB leaves the line out
+        return f"Syntax Error\nExpecting {expecting}" if len(expecting.split(",")) <= 3 else "Syntax Error"
+    if _OTHER_ANTLR.fullmatch(reason):
+        return f"Syntax Error\n{reason}"
+    return reason
 
 
 def located(node: object) -> str:

@@ -12,8 +12,6 @@ from typing import Any
 #: form is in our message. Documented in docs/conformance.md; add only same-error rewordings.
 MESSAGE_REWRITES: list[tuple[str, str, str]] = [
     (r"Line: (\d+), Col: (\d+): ", r"line \1:\2: ", "location prefix: ksqlDB 'Line: 1, Col: 21: ', ours 'line 1:21: '"),
-    (r"^(Syntax error at or near '[^']*') at line (\d+):(\d+)$", r"line \2:\3: \1",
-     "syntax errors: ksqlDB puts the location last, ours first (ANTLR style)"),
     (r"^Error in (?:WHERE|HAVING) expression: ", "", "ours names the failing comparison without the clause prefix"),
     (r"^Invalid (?:Predicate|Select): ", "", "ours names the failing expression without the clause prefix"),
     (r"\b(?:Stream|Table) (\S+) does not exist", r"Source \1 does not exist", "DROP of a missing source"),

@@ -55,7 +55,7 @@ from streamsql.conformance.rawproduce import partition_for
 from streamsql.conformance.records import decode_with, encode_with, raw_encode, window_suffix
 from streamsql.conformance.results import CaseResult
 from streamsql.conformance.topics import register_topic_schemas, rewrite_statement, topics_to_create
-from streamsql.errors import StreamsqlError
+from streamsql.errors import ParseError, StreamsqlError
 from streamsql.formats import schema_registry
 
 if TYPE_CHECKING:
@@ -358,6 +358,9 @@ class QttRunner:
                 results = engine.execute(text)
             except StreamsqlError as e:
                 msg = str(e).replace(prefix, "")
+                if isinstance(e, ParseError) and 0 < e.line <= len(text.splitlines()):
+                    # ksqlDB's ParseFailedException names the script line that failed to parse
+                    msg += "\nStatement: " + text.splitlines()[e.line - 1].replace(prefix, "")
                 if expected_exc is not None:
                     want = expected_exc.get("message")
                     if expected_failure_kind(expected_exc) == "runtime":

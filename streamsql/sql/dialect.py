@@ -187,8 +187,6 @@ class KsqlParser(parser.Parser):
         self._advance()
         name = token.text.upper() if token.token_type != TokenType.IDENTIFIER else token.text
         if token.token_type != TokenType.IDENTIFIER:
-            if name in t.PRIMITIVE_ALIASES:
-                return t.Primitive(t.PRIMITIVE_ALIASES[name])
             if name == "DECIMAL":
                 return self._parse_decimal_params()
             if name == "ARRAY" and self._curr.token_type == TokenType.LT:
@@ -197,9 +195,33 @@ class KsqlParser(parser.Parser):
                 return t.Map(*self._angle_types(2))
             if name == "STRUCT" and self._curr.token_type in (TokenType.LT, TokenType.NEQ):
                 return self._parse_struct_fields()
+            if name in t.PRIMITIVE_ALIASES:
+                self._skip_type_parameters()
+                return t.Primitive(t.PRIMITIVE_ALIASES[name])
         if name in self.custom_types:
+            self._skip_type_parameters()
             return self.custom_types[name]
         raise KsqlSyntaxError(f"Unknown type: {token.text}", token)
+
+    def _skip_type_parameters(self) -> None:
+        """ksqlDB's grammar lets a named type take parameters, ``VARCHAR(10)``, ``STRING('x')``
+        (``baseType ('(' typeParameter (',' typeParameter)* ')')?``, a parameter being an integer
+        or ``STRING``) and its type parser then ignores them; so do we."""
+        if self._curr.token_type != TokenType.L_PAREN:
+            return
+        self._advance()
+        while True:
+            token = self._curr or None
+            if token is None or not (token.token_type == TokenType.NUMBER and token.text.isdigit()
+                                     or token.text.upper() == "STRING" and token.token_type != TokenType.IDENTIFIER):
+                raise KsqlSyntaxError(f"mismatched input '{token_text(token)}' expecting {{'STRING', INTEGER_VALUE}}",
+                                      token)
+            self._advance()
+            if self._match(TokenType.R_PAREN):
+                return
+            if not self._match(TokenType.COMMA):
+                token = self._curr or None
+                raise KsqlSyntaxError(f"mismatched input '{token_text(token)}' expecting {{',', ')'}}", token)
 
     def _parse_decimal_params(self) -> t.Decimal:
         open_paren = self._expect_type(TokenType.L_PAREN, "'('")
@@ -362,7 +384,7 @@ def _struct_field(column_def: exp.Expr) -> t.StructField:
 
 
 def finish_expression(
-    tree: exp.Expr, allow_struct_star: bool = False, fallback: Token | None = None
+    tree: exp.Expr, allow_struct_star: bool = False, fallback: Token | None = None, sql: str | None = None
 ) -> exp.Expr:
     """Bring a freshly parsed tree to the conventions of :mod:`streamsql.sql.ast`.
 
@@ -373,10 +395,25 @@ def finish_expression(
     """
     tree = _normalize(tree)
     for node in tree.walk():
+        if isinstance(node, exp.Tuple) and sql is not None and node.expressions:
+            comma = _tuple_comma(node, sql)
+            if comma is not None:  # ksqlDB's grammar reads ``(a`` and then wants the ')'
+                raise KsqlSyntaxError("missing ')' at ','", Token(TokenType.COMMA, ",", start=comma, end=comma))
         problem = _check_node(node, allow_struct_star and node is tree)
         if problem:
             raise KsqlSyntaxError(problem, _first_token(node) or fallback)
     return tree
+
+
+def _tuple_comma(node: exp.Tuple, sql: str) -> int | None:
+    """The offset of the comma after a parenthesized list's first item, when its text shows one."""
+    ends = [n.meta["end"] for n in node.expressions[0].walk() if "end" in n.meta]
+    if not ends:
+        return None
+    offset = max(ends) + 1
+    while offset < len(sql) and sql[offset] in " \t\r\n)":
+        offset += 1
+    return offset if sql[offset : offset + 1] == "," else None
 
 
 def _normalize(tree: exp.Expr) -> exp.Expr:

@@ -268,6 +268,9 @@ def _parse_chunk(script: _Script, chunk: _Chunk, session: _Session) -> ast.State
             reason, offset = undefined[0], script_offset(undefined[1])
         else:
             reason, offset = e.reason, script_offset(e.token.start) if e.token else chunk.end
+            if e.token is None and script.text[offset : offset + 1] == ";":
+                # ksqlDB's parser reads the statement's ';' there, not the end of the script
+                reason = reason.replace("'<EOF>'", "';'", 1)
         raise script.error(reason, offset, statement_text) from None
 
 
@@ -346,13 +349,13 @@ class _StatementParser(KsqlParser):
 
     def _expect(self, *words: str) -> None:
         if not self._accept(*words):
-            raise self._mismatch(" ".join(words))
+            raise self._mismatch(" ".join(f"'{w}'" for w in words))
 
     def _expect_one_of(self, *words: str) -> str:
         for word in words:
             if self._accept(word):
                 return word
-        raise self._mismatch("{" + ", ".join(words) + "}")
+        raise self._mismatch("{" + ", ".join(f"'{w}'" for w in words) + "}")
 
     def _mismatch(self, expected: str) -> KsqlSyntaxError:
         token = self._curr or None
@@ -392,6 +395,8 @@ class _StatementParser(KsqlParser):
         first = self._curr
         handler = self._STATEMENTS.get(first.text.upper()) if self._is_word(first) else None
         if handler is None or first.token_type == TokenType.IDENTIFIER:
+            if self._is_word(first) and first.text.upper() not in errors.KSQL_COMMANDS:
+                raise KsqlSyntaxError(errors.unknown_statement(first.text), first)
             raise syntax_error_near(first)
         if first.text.upper() != "SELECT":
             self._advance()
@@ -558,7 +563,7 @@ class _StatementParser(KsqlParser):
     def _column_defs(self, kind: str) -> list[t.Column]:
         self._expect_type(TokenType.L_PAREN, "'('")
         columns = self._csv(lambda: self._column_def(kind))
-        self._expect_type(TokenType.R_PAREN, "')'")
+        self._expect_type(TokenType.R_PAREN, "{',', ')'}")
         return columns
 
     def _column_def(self, kind: str) -> t.Column:
@@ -751,7 +756,7 @@ class _StatementParser(KsqlParser):
             raise syntax_error_near(self._curr or None)
         if keep_tuple and isinstance(tree, exp.Tuple):
             return tree
-        return finish_expression(tree, allow_struct_star, fallback=start)
+        return finish_expression(tree, allow_struct_star, fallback=start, sql=self.sql)
 
     def _csv(self, item: Callable[[], Any], leading_comma: bool = False) -> list[Any]:
         """Items separated by commas (``leading_comma``: zero or more, each after a comma)."""

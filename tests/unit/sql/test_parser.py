@@ -516,33 +516,61 @@ def test_error_positions_map_back_through_substitution() -> None:
 # --- errors ----------------------------------------------------------------------------------
 
 
+NEAR = "Syntax Error\nSyntax error at or near '{}' at line {}:{}"
+
+
 @pytest.mark.parametrize(
-    ("text", "reason", "line", "column"),
+    ("text", "reason", "line", "column", "rendered"),
     [
-        ("SHOW STREAMS;\nSELECT * FORM s;", "mismatched input 'FORM' expecting FROM", 2, 10),
-        ("SELECT a\n  FORM s;", "mismatched input 's' expecting FROM", 2, 8),
-        ("FOO BAR;", "Syntax error at or near 'FOO'", 1, 1),
-        ("SHOW STREAMS x;", "mismatched input 'x' expecting ';'", 1, 14),
-        ("SELECT * FROM s WHERE;", "Syntax error at or near '<EOF>'", 1, 22),
-        ("CREATE STREAM s (a INT) WITH (kafka_topic='t'", "mismatched input '<EOF>' expecting ')'", 1, 46),
-        (
+        ("SHOW STREAMS;\nSELECT * FORM s;", "mismatched input 'FORM' expecting 'FROM'", 2, 10,
+         "Syntax Error\nExpecting 'FROM'"),
+        ("SELECT a\n  FORM s;", "mismatched input 's' expecting 'FROM'", 2, 8, "Syntax Error\nExpecting 'FROM'"),
+        ("FOO BAR;", "Unknown statement 'FOO'\nDid you mean 'SHOW'?", 1, 1,
+         "Syntax Error\nUnknown statement 'FOO'\nDid you mean 'SHOW'?"),
+        ("SELEC * FROM s;", "Unknown statement 'SELEC'\nDid you mean 'SELECT'?", 1, 1,
+         "Syntax Error\nUnknown statement 'SELEC'\nDid you mean 'SELECT'?"),
+        ("SHOW STREAMS x;", "mismatched input 'x' expecting ';'", 1, 14, "Syntax Error\nExpecting ';'"),
+        # the statement's ';' is where ksqlDB's parser stops, not the end of the script
+        ("SELECT * FROM s WHERE;", "Syntax error at or near ';'", 1, 22, NEAR.format(";", 1, 22)),
+        # a script ending inside a statement: ksqlDB's hint about a missing bracket
+        ("CREATE STREAM s (a INT) WITH (kafka_topic='t'", "mismatched input '<EOF>' expecting ')'", 1, 46,
+         "Syntax Error\nSyntax error at or near \";\"\n'}', ']', or ')' is missing"),
+        (   # more than three alternatives: ksqlDB does not list them
             "SELECT * FROM s WINDOW TUMBLING (SIZE 30 BOBS);",
             "mismatched input 'BOBS' expecting a time unit (MILLISECONDS, SECONDS, MINUTES, HOURS, DAYS)",
-            1,
-            42,
+            1, 42, "Syntax Error",
         ),
-        ("SELECT a FROM s WHERE b = 'x;", "Syntax error at or near ''': unterminated string", 1, 27),
-        ("SELECT a /* x", "Syntax error at or near '/*': unterminated comment", 1, 10),
-        ("SELECT CAST(a AS NULL) FROM s;", "Syntax error at or near 'NULL'", 1, 18),
-        ("SELECT f(a,, b) FROM s;", "Syntax error at or near ','", 1, 12),
-        ("SELECT a + FROM s;", "Syntax error at or near 'FROM'", 1, 12),
-        ("SELECT * FROM s WHERE x IN ();", "Syntax error at or near 'X IN ()'", 1, 23),
+        ("SELECT a FROM s WHERE b = 'x;", "Syntax error at or near ''': unterminated string", 1, 27,
+         "Syntax error at or near ''': unterminated string"),
+        ("SELECT a /* x", "Syntax error at or near '/*': unterminated comment", 1, 10,
+         "Syntax error at or near '/*': unterminated comment"),
+        ("SELECT CAST(a AS NULL) FROM s;", "Syntax error at or near 'NULL'", 1, 18, NEAR.format("NULL", 1, 18)),
+        ("SELECT f(a,, b) FROM s;", "Syntax error at or near ','", 1, 12, NEAR.format(",", 1, 12)),
+        ("SELECT a + FROM s;", "Syntax error at or near 'FROM'", 1, 12, NEAR.format("FROM", 1, 12)),
+        ("SELECT * FROM s WHERE x IN ();", "Syntax error at or near 'X IN ()'", 1, 23, NEAR.format("X IN ()", 1, 23)),
+        # ksqlDB's grammar has no row values: ``(a, b)`` reads as ``(a`` missing its ')'
+        ("SELECT * FROM s GROUP BY f3, (f2, f1);", "missing ')' at ','", 1, 33, "Syntax Error\nmissing ')' at ','"),
+        # a named type may take parameters (ignored), an integer or STRING
+        ("CREATE STREAM i (k STRING (KEY)) WITH (kafka_topic='i', value_format='JSON');",
+         "mismatched input 'KEY' expecting {'STRING', INTEGER_VALUE}", 1, 28,
+         "Syntax Error\nExpecting {'STRING', INTEGER_VALUE}"),
+        ("CREATE STREAM i (k VARCHAR(STRING) (KEY)) WITH (kafka_topic='i', value_format='JSON');",
+         "mismatched input '(' expecting {',', ')'}", 1, 36, "Syntax Error\nExpecting {',', ')'}"),
     ],
 )
-def test_syntax_errors(text: str, reason: str, line: int, column: int) -> None:
+def test_syntax_errors(text: str, reason: str, line: int, column: int, rendered: str) -> None:
+    """The reason is the parser's; the message is ksqlDB's rendering of it (SyntaxErrorValidator)."""
     error = parse_error(text)
     assert (error.reason, error.line, error.column) == (reason, line, column)
-    assert str(error) == f"line {line}:{column}: {reason}"
+    assert str(error) == f"line {line}:{column}: {rendered}"
+
+
+def test_type_parameters_are_read_and_ignored() -> None:
+    [statement] = parse(
+        "CREATE STREAM i (k VARCHAR(10) KEY, v INT(3, STRING)) WITH (kafka_topic='i', value_format='JSON');")
+    assert isinstance(statement, ast.CreateSource)
+    assert [(c.name, c.type) for c in statement.columns] == [
+        ("K", t.Primitive(t.PRIMITIVE_ALIASES["VARCHAR"])), ("V", t.Primitive(t.PRIMITIVE_ALIASES["INT"]))]
 
 
 def test_error_carries_the_statement_text() -> None:
