@@ -38,6 +38,8 @@ def command_id(stmt: ast.Statement) -> str | None:
         return f"{stmt.kind.lower()}/`{stmt.name}`/create"
     if isinstance(stmt, ast.DropSource):
         return f"{stmt.kind.lower()}/`{stmt.name}`/drop"
+    if isinstance(stmt, ast.AlterSource):
+        return f"{stmt.kind.lower()}/`{stmt.name}`/alter"
     if isinstance(stmt, ast.InsertInto):
         return f"stream/`{stmt.target}`/create"
     if isinstance(stmt, ast.CreateType):

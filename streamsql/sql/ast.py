@@ -160,6 +160,16 @@ class DropSource(Statement):
 
 
 @dataclass
+class AlterSource(Statement):
+    """``ALTER STREAM|TABLE name ADD [COLUMN] col type [, ADD [COLUMN] col type ...]``: value
+    columns added to a declared source's schema (queries started before keep theirs)."""
+
+    kind: str  # STREAM | TABLE
+    name: str
+    columns: list[Column]
+
+
+@dataclass
 class CreateType(Statement):
     name: str
     type: SqlType

@@ -484,6 +484,18 @@ class _StatementParser(KsqlParser):
         name = self.expect_identifier()
         return ast.DropSource(kind, name, if_exists=if_exists, delete_topic=self._accept("DELETE", "TOPIC"))
 
+    def _alter(self) -> ast.AlterSource:
+        kind = self._expect_one_of("STREAM", "TABLE")
+        name = self.expect_identifier()
+
+        def add_column() -> t.Column:
+            self._expect("ADD")
+            self._accept("COLUMN")
+            column = self.expect_identifier()
+            return t.Column(column, self.parse_sql_type(), "value")
+
+        return ast.AlterSource(kind, name, self._csv(add_column))
+
     def _show(self) -> ast.Show:
         if self._accept("ALL"):
             self._expect("TOPICS")
@@ -546,6 +558,7 @@ class _StatementParser(KsqlParser):
         "INSERT": _insert,
         "SELECT": _select,
         "DROP": _drop,
+        "ALTER": _alter,
         "SHOW": _show,
         "LIST": _show,
         "DESCRIBE": _describe,

@@ -498,3 +498,34 @@ def test_show_and_describe_functions(engine):  # type: ignore[no-untyped-def]
     assert r.FunctionVariant(["STRING", "INTEGER", "INTEGER"], "STRING") in desc.variants
     with pytest.raises(AnalysisError, match="Can't find any functions with the name 'NOPE'"):
         engine.execute("DESCRIBE FUNCTION nope;")
+
+
+def test_alter_adds_columns_later_queries_read(engine, topic_name):  # type: ignore[no-untyped-def]
+    """ksqlDB's ALTER: value columns added to a declared source; a query started afterwards reads
+    them; a query started before keeps its schema; its rules and messages as ksqlDB's."""
+    src = topic_name("alter")
+    engine.execute(f"CREATE STREAM alt (id VARCHAR KEY, a INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', "
+                   "PARTITIONS=1);")
+    engine.execute("CREATE STREAM alt_before AS SELECT * FROM alt;")
+    [status] = engine.execute("ALTER STREAM alt ADD COLUMN b STRING, ADD c DOUBLE;")
+    assert isinstance(status, r.CommandStatus) and status.message == "Stream ALT altered."
+    [desc] = engine.execute("DESCRIBE alt;")
+    assert [f.name for f in desc.fields] == ["ID", "A", "B", "C"]
+    engine.execute("CREATE STREAM alt_after AS SELECT * FROM alt;")
+    produce(engine.admin, src, [("k", '{"a": 1, "b": "x", "c": 2.5}', 1000)])
+    engine.wait_until_idle()
+    assert read(engine.admin, "ALT_AFTER") == [("k", {"A": 1, "B": "x", "C": 2.5}, 1000)]
+    assert read(engine.admin, "ALT_BEFORE") == [("k", {"A": 1}, 1000)]
+    with pytest.raises(CatalogError, match="Cannot add column `B` to schema. A column with the same name already exists."):
+        engine.execute("ALTER STREAM alt ADD b INT;")
+    with pytest.raises(CatalogError, match="Incompatible data source type is STREAM, but statement was ALTER TABLE"):
+        engine.execute("ALTER TABLE alt ADD d INT;")
+    with pytest.raises(CatalogError, match=r"ALTER command is not supported for CREATE \.\.\. AS statements\."):
+        engine.execute("ALTER STREAM alt_after ADD d INT;")
+    with pytest.raises(CatalogError, match="Source NOPE does not exist."):
+        engine.execute("ALTER STREAM nope ADD d INT;")
+    engine.execute(f"CREATE SOURCE TABLE alt_src (id VARCHAR PRIMARY KEY, a INT) WITH (KAFKA_TOPIC='{src}', "
+                   "VALUE_FORMAT='JSON');")
+    with pytest.raises(CatalogError, match="Cannot alter table 'ALT_SRC': ALTER operations are not supported on "
+                                           "source tables."):
+        engine.execute("ALTER TABLE alt_src ADD d INT;")

@@ -9,7 +9,9 @@ queries read or write the source, as ksqlDB does, and stops the source's own wri
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 from collections.abc import Mapping
 
 from streamsql.errors import AnalysisError, CatalogError, KafkaError
@@ -21,11 +23,14 @@ from streamsql.sql import ast
 
 log = logging.getLogger("streamsql")
 
+#: a source created by CREATE … AS SELECT (its query may have been terminated since)
+_AS_SELECT = re.compile(r"\bAS\s+SELECT\b", re.IGNORECASE)
+
 
 class SourceStatements(StatementExecutor):
     def handlers(self) -> Mapping[type[ast.Statement], Handler]:
         return {ast.CreateSource: self.create_source, ast.DropSource: self.drop_source,
-                ast.CreateType: self.create_type, ast.DropType: self.drop_type}
+                ast.AlterSource: self.alter_source, ast.CreateType: self.create_type, ast.DropType: self.drop_type}
 
     def create_source(self, stmt: ast.CreateSource, replay_seq: int | None = None,
                       deferred: Deferred | None = None) -> r.Result:
@@ -108,6 +113,34 @@ class SourceStatements(StatementExecutor):
             self._delete_topic(source.topic)
         engine.log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, f"Source `{stmt.name}` (topic: {source.topic}) was dropped.")
+
+    def alter_source(self, stmt: ast.AlterSource, replay_seq: int | None = None,
+                     deferred: Deferred | None = None) -> r.Result:
+        """ksqlDB's checks in its order (AlterSourceFactory, then DdlCommandExec); the new columns
+        follow the value columns. Running queries keep the schema they were planned with."""
+        engine = self.engine
+        source = engine.catalog.find(stmt.name)
+        kind = stmt.kind.lower()
+        if source is not None and source.is_source:
+            raise CatalogError(f"Cannot alter {kind} '{stmt.name}': ALTER operations are not supported on "
+                               f"source {kind}s.")
+        if source is None:
+            raise CatalogError(f"Source {stmt.name} does not exist.")
+        if source.kind != stmt.kind:
+            raise CatalogError(f"Incompatible data source type is {source.kind}, but statement was ALTER {stmt.kind}")
+        if source.writer_query is not None or _AS_SELECT.search(source.statement):
+            raise CatalogError("ALTER command is not supported for CREATE ... AS statements.")
+        names = {c.name for c in source.columns}
+        for column in stmt.columns:
+            if column.name in names:
+                raise CatalogError(f"Cannot add column `{column.name}` to schema. A column with the same name "
+                                   f"already exists.")
+            names.add(column.name)
+        altered = dataclasses.replace(source, columns=[*source.columns, *stmt.columns])
+        engine.catalog.remove(source.name)
+        engine.catalog.add(altered)
+        engine.log_command(stmt, replay_seq)
+        return r.CommandStatus(stmt.text, f"{source.kind.title()} {source.name} altered.")
 
     def _delete_topic(self, topic: str) -> None:
         try:

@@ -613,3 +613,12 @@ def test_decimal_beyond_spark_precision_is_a_clear_error() -> None:
 
     with pytest.raises(ParseError, match=r"DECIMAL\(50, 30\) is not supported"):
         parse("CREATE STREAM s (n DECIMAL(50, 30)) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');")
+
+
+def test_alter_adds_value_columns() -> None:
+    [statement] = parse("ALTER STREAM s ADD COLUMN c INT, ADD d ARRAY<STRING>;")
+    assert isinstance(statement, ast.AlterSource) and (statement.kind, statement.name) == ("STREAM", "S")
+    assert statement.columns == [
+        t.Column("C", t.Primitive(t.PRIMITIVE_ALIASES["INT"])),
+        t.Column("D", t.Array(t.Primitive(t.PRIMITIVE_ALIASES["STRING"])))]
+    assert parse_error("ALTER STREAM s DROP COLUMN c;").reason == "mismatched input 'DROP' expecting 'ADD'"
