@@ -100,6 +100,12 @@ def to_entity(result: r.Result, stmt: ast.Statement | None = None, catalog: Cata
     connector = connector_entity(result, base)
     if connector is not None:
         return connector
+    if isinstance(result, r.Asserted):
+        if result.kind == "TOPIC":
+            return {"@type": "assert_topic", **base, "topicName": result.topic, "exists": result.exists,
+                    "warnings": []}
+        return {"@type": "assert_schema", **base, "subject": result.subject, "id": result.schema_id,
+                "exists": result.exists, "warnings": []}
     if isinstance(result, r.CommandStatus):
         status: dict[str, Any] = {"status": "SUCCESS", "message": result.message}
         if result.query_id:
@@ -346,6 +352,15 @@ def result_from_entity(entity: dict[str, Any]) -> r.Result:
                                status.get("queryId"))
     if kind == "warning_entity":
         return r.Warning_(text, entity.get("message", ""))
+    if kind == "assert_topic":
+        return r.Asserted(text, "TOPIC", f"Topic {entity.get('topicName')}", bool(entity.get("exists")),
+                          topic=entity.get("topicName"))
+    if kind == "assert_schema":
+        subject, schema_id = entity.get("subject"), entity.get("id")
+        shown = ((f" subject {subject}" if subject is not None else "")
+                 + (f" id {schema_id}" if schema_id is not None else ""))
+        return r.Asserted(text, "SCHEMA", f"Schema with{shown}", bool(entity.get("exists")), subject=subject,
+                          schema_id=schema_id)
     if kind in ("streams", "tables"):
         noun = kind[:-1].upper()
         return r.SourceList(text, kind.upper(), [_source_info(s, noun) for s in entity.get(kind) or []])

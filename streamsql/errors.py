@@ -85,6 +85,11 @@ def located(node: object) -> str:
     return f"Line: {position[0]}, Col: {position[1]}: " if position else ""
 
 
+class AssertionFailed(StreamsqlError):
+    """An ASSERT TOPIC / ASSERT SCHEMA that did not hold within its timeout (the REST API answers
+    HTTP 417, error code 41700, as ksqlDB)."""
+
+
 class AnalysisError(StreamsqlError):
     """A well-formed statement that cannot run: unknown source or column, type mismatch, ..."""
 

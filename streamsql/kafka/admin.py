@@ -289,6 +289,14 @@ class KafkaAdmin:
         """Partition count; KafkaError ``Topic 'x' does not exist`` when missing."""
         return len(topic_partitions(self._admin, topic, self.timeout_s))
 
+    def replicas(self, topic: str) -> int:
+        """Replicas of the topic's first partition (ksqlDB's ASSERT TOPIC reads that one)."""
+        md = self._metadata(topic)
+        tm = md.topics.get(topic)
+        if tm is None or tm.error is not None or not tm.partitions:
+            raise KafkaError(f"Topic '{topic}' does not exist")
+        return len(tm.partitions[min(tm.partitions)].replicas)
+
     def create_topic(self, name: str, partitions: int = 1, replicas: int = 1,
                      config: Mapping[str, str] | None = None) -> None:
         """Create ``name``; fine if it already exists with ``partitions`` partitions."""

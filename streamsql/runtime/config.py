@@ -36,6 +36,8 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "ksql.query.pull.range.scan.enabled": "true",
     "ksql.timestamp.throw.on.invalid": "false",
     "ksql.logging.processing.rows.include": "false",
+    "ksql.assert.topic.default.timeout.ms": "1000",
+    "ksql.assert.schema.default.timeout.ms": "1000",
 }
 VALID_OFFSET_RESETS = {"earliest", "latest"}
 #: ksqlDB reads a Kafka Streams property with or without this prefix
@@ -77,6 +79,8 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
                                               "transaction a replay does not repeat; readers read committed "
                                               "records only); taken when a query starts"),
     "ksql.query.pull.table.scan.enabled": ("true", "pull queries may scan a whole table"),
+    "ksql.assert.topic.default.timeout.ms": ("1000", "how long ASSERT TOPIC waits without a TIMEOUT clause"),
+    "ksql.assert.schema.default.timeout.ms": ("1000", "how long ASSERT SCHEMA waits without a TIMEOUT clause"),
     "ksql.query.pull.range.scan.enabled": ("true", "pull queries may scan a key range"),
     "ksql.timestamp.throw.on.invalid": ("false", "fail the query (instead of logging and dropping the record) "
                                                  "on a record whose TIMESTAMP column is null, unparsable or negative"),

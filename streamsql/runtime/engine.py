@@ -38,6 +38,7 @@ from streamsql.runtime import results as r
 from streamsql.runtime.config import VALID_OFFSET_RESETS, EngineConfig, property_names
 from streamsql.runtime.data_dir import DataDirLock, check_cluster, record_cluster
 from streamsql.runtime.executors import LOGGED_STATEMENTS, Deferred, StatementExecutor, dispatch_table
+from streamsql.runtime.executors.asserts import AssertStatements
 from streamsql.runtime.executors.connectors import ConnectorStatements
 from streamsql.runtime.executors.inserts import ValueInserts
 from streamsql.runtime.executors.inspection import Inspection
@@ -101,7 +102,7 @@ class Engine:
         self.inserts = ValueInserts(self)
         self._executors: list[StatementExecutor] = [
             self.sources, self.persistent, self.transient, SessionStatements(self), self.connectors,
-            self.inspection, self.inserts]
+            self.inspection, self.inserts, AssertStatements(self)]
         self._handlers = dispatch_table(self._executors)
 
     # --- lifecycle ---------------------------------------------------------------------------

@@ -29,6 +29,19 @@ class CommandStatus(Result):
 
 
 @dataclass
+class Asserted(Result):
+    """An ASSERT TOPIC / ASSERT SCHEMA held (ksqlDB's ``assert_topic`` / ``assert_schema``):
+    ``what`` names the resource as ksqlDB's CLI prints it (``Topic t``, ``Schema with subject s``)."""
+
+    kind: str  # TOPIC | SCHEMA
+    what: str
+    exists: bool
+    topic: str | None = None
+    subject: str | None = None
+    schema_id: int | None = None
+
+
+@dataclass
 class Warning_(Result):
     message: str
 

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from streamsql import entities
 from streamsql import types as t
-from streamsql.errors import ParseError, StreamsqlError
+from streamsql.errors import AssertionFailed, ParseError, StreamsqlError
 from streamsql.formats import schema_registry
 from streamsql.runtime import results as r
 from streamsql.runtime.session import Session
 from streamsql.server.errors import (
+    ASSERTION_FAILED,
     BAD_REQUEST,
     COMMAND_QUEUE_CATCHUP_TIMEOUT,
     QUERY_ENDPOINT,
@@ -216,6 +217,8 @@ class KsqlService:
             before = self.command_log.next_seq()
             try:
                 result = engine.execute_statement(stmt)
+            except AssertionFailed as e:  # ksqlDB: HTTP 417, a generic error (no statement text)
+                raise ServerError(ASSERTION_FAILED, e.message) from None
             except StreamsqlError as e:
                 raise statement_error(e.message, _text(stmt), out) from None
             except Exception as e:

@@ -170,6 +170,28 @@ class AlterSource(Statement):
 
 
 @dataclass
+class AssertTopic(Statement):
+    """``ASSERT [NOT EXISTS] TOPIC name [WITH (PARTITIONS=n, REPLICAS=n)] [TIMEOUT n unit]``:
+    waits up to the timeout for the topic to exist (or not), as ksqlDB's migrations tool uses it."""
+
+    topic: str
+    exists: bool = True
+    properties: dict[str, Any] = field(default_factory=dict)
+    timeout_ms: int | None = None
+
+
+@dataclass
+class AssertSchema(Statement):
+    """``ASSERT [NOT EXISTS] SCHEMA [SUBJECT name] [ID n] [TIMEOUT n unit]``: the same for a
+    Schema Registry subject and/or schema id."""
+
+    subject: str | None = None
+    schema_id: int | None = None
+    exists: bool = True
+    timeout_ms: int | None = None
+
+
+@dataclass
 class CreateType(Statement):
     name: str
     type: SqlType

@@ -496,6 +496,28 @@ class _StatementParser(KsqlParser):
 
         return ast.AlterSource(kind, name, self._csv(add_column))
 
+    def _assert(self) -> ast.Statement:
+        exists = not self._accept("NOT", "EXISTS")
+        if self._accept("TOPIC"):
+            topic = self._name_as_written()
+            properties = self._with_properties()
+            return ast.AssertTopic(topic, exists, properties, self._timeout())
+        if self._accept("SCHEMA"):
+            subject = self._name_as_written() if self._accept("SUBJECT") else None
+            schema_id = None
+            if self._accept("ID"):
+                value = self._literal_value()
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise KsqlSyntaxError("ID must be an integer", self._prev)
+                schema_id = value
+            if subject is None and schema_id is None:
+                raise KsqlSyntaxError("ASSERT SCHEMA statements much include a subject name or an id", self._prev)
+            return ast.AssertSchema(subject, schema_id, exists, self._timeout())
+        raise syntax_error_near(self._curr or None)  # ksqlDB's grammar: no alternative fits here
+
+    def _timeout(self) -> int | None:
+        return self._duration() if self._accept("TIMEOUT") else None
+
     def _show(self) -> ast.Show:
         if self._accept("ALL"):
             self._expect("TOPICS")
@@ -559,6 +581,7 @@ class _StatementParser(KsqlParser):
         "SELECT": _select,
         "DROP": _drop,
         "ALTER": _alter,
+        "ASSERT": _assert,
         "SHOW": _show,
         "LIST": _show,
         "DESCRIBE": _describe,

@@ -37,6 +37,8 @@ def render(result: r.Result) -> str:
         return f" Message: {result.message}"
     if isinstance(result, r.Warning_):
         return f" Warning: {result.message}"
+    if isinstance(result, r.Asserted):  # as ksqlDB's CLI prints it
+        return f"{result.what} {'exists' if result.exists else 'does not exist'}."
     if isinstance(result, r.SourceList):
         noun = "Stream" if result.kind == "STREAMS" else "Table"
         return table([f"{noun} Name", "Kafka Topic", "Key Format", "Value Format", "Windowed"],

@@ -575,3 +575,14 @@ def test_restart_after_sigkill_keeps_catalog_queries_and_data(own_server: Server
         restarted.stop()
         admin.close()
         client.close()
+
+
+def test_assert_statements_answer_with_ksqldbs_entities_and_417(client: httpx.Client) -> None:
+    topic = uniq("assert_me")
+    resp = ksql(client, f"ASSERT TOPIC '{topic}' TIMEOUT 100 MILLISECONDS;")
+    assert resp.status_code == 417, resp.text
+    assert resp.json() == {"@type": "generic_error", "error_code": 41700, "message": f"Topic {topic} does not exist"}
+    [entity] = ok(ksql(client, f"ASSERT NOT EXISTS TOPIC '{topic}';"))
+    assert entity == {"@type": "assert_topic", "statementText": f"ASSERT NOT EXISTS TOPIC '{topic}';",
+                      "topicName": topic, "exists": False, "warnings": []}
+

@@ -622,3 +622,17 @@ def test_alter_adds_value_columns() -> None:
         t.Column("C", t.Primitive(t.PRIMITIVE_ALIASES["INT"])),
         t.Column("D", t.Array(t.Primitive(t.PRIMITIVE_ALIASES["STRING"])))]
     assert parse_error("ALTER STREAM s DROP COLUMN c;").reason == "mismatched input 'DROP' expecting 'ADD'"
+
+
+def test_assert_topic_and_schema() -> None:
+    [topic] = parse("ASSERT NOT EXISTS TOPIC 'My.Topic' WITH (partitions=3) TIMEOUT 5 SECONDS;")
+    assert isinstance(topic, ast.AssertTopic)
+    assert (topic.topic, topic.exists, topic.properties, topic.timeout_ms) == ("My.Topic", False, {"PARTITIONS": 3}, 5000)
+    [schema] = parse("ASSERT SCHEMA SUBJECT orders_value ID 4;")
+    assert isinstance(schema, ast.AssertSchema)
+    assert (schema.subject, schema.schema_id, schema.exists, schema.timeout_ms) == ("orders_value", 4, True, None)
+    assert parse_error("ASSERT SCHEMA TIMEOUT 1 SECOND;").reason == (
+        "ASSERT SCHEMA statements much include a subject name or an id")
+    # the test runner's ASSERT VALUES is no statement of the server's grammar
+    error = parse_error("ASSERT VALUES foo (id INT) VALUES (123);")
+    assert str(error) == "line 1:8: Syntax Error\nSyntax error at or near 'VALUES' at line 1:8"
