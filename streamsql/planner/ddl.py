@@ -276,7 +276,8 @@ class SourceDefinitions:
         return Source(
             name=stmt.name, kind=stmt.kind, columns=[], topic=topic,
             key_format=key_format if has_key else "NONE", value_format=value_format,
-            partitions=int(props.get("PARTITIONS", src.partitions)),
+            # ksqlDB's order: the WITH clause, the legacy ksql.sink.partitions, the source's
+            partitions=int(props.get("PARTITIONS") or self.prop("ksql.sink.partitions") or src.partitions),
             # a DELIMITED sink keeps its source's delimiters unless the WITH clause sets them (ksqlDB)
             key_delimiter=props.get("KEY_DELIMITER", src.key_delimiter if key_format == src.key_format else ","),
             value_delimiter=props.get("VALUE_DELIMITER",

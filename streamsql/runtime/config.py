@@ -79,6 +79,10 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
                                               "transaction a replay does not repeat; readers read committed "
                                               "records only); taken when a query starts"),
     "ksql.query.pull.table.scan.enabled": ("true", "pull queries may scan a whole table"),
+    "ksql.sink.partitions": ("", "(legacy) partitions of a CREATE … AS SELECT's new topic when its WITH clause "
+                                 "sets none (else the source's)"),
+    "ksql.sink.replicas": ("", "(legacy) replicas of a CREATE … AS SELECT's new topic when its WITH clause "
+                               "sets none (else 1)"),
     "ksql.assert.topic.default.timeout.ms": ("1000", "how long ASSERT TOPIC waits without a TIMEOUT clause"),
     "ksql.assert.schema.default.timeout.ms": ("1000", "how long ASSERT SCHEMA waits without a TIMEOUT clause"),
     "ksql.query.pull.range.scan.enabled": ("true", "pull queries may scan a key range"),

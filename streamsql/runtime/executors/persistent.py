@@ -102,7 +102,8 @@ class PersistentQueries(StatementExecutor):
         engine.definitions.bind_schemas(sink, stmt.properties)
         if replay_seq is None:
             config = {"cleanup.policy": "compact"} if sink.is_table and not sink.window_type else None
-            engine.admin.create_topic(sink.topic, sink.partitions, int(stmt.properties.get("REPLICAS", 1)), config)
+            replicas = int(stmt.properties.get("REPLICAS") or engine.prop("ksql.sink.replicas") or 1)
+            engine.admin.create_topic(sink.topic, sink.partitions, replicas, config)
         seq = engine.log_command(stmt, replay_seq)
         query_id = f"{'CTAS' if sink.is_table else 'CSAS'}_{stmt.name}_{seq}"
         sink.writer_query = query_id
