@@ -61,6 +61,14 @@ class BoundAggregate:
     def create(self) -> Accumulator:
         return self.factory(self)
 
+    @property
+    def complex_state(self) -> bool:
+        """Whether ksqlDB keeps this aggregate's running state as a STRUCT, ARRAY or MAP (its
+        UDAF's aggregate type), which it serializes in the query's value format: a DELIMITED
+        aggregation is then rejected (ksqlDB's MaterializationUtil; its issue 3950)."""
+        complex_kinds = (t.Kind.ARRAY, t.Kind.MAP, t.Kind.STRUCT)
+        return self.name in COMPLEX_STATE or (self.result_type is not None and self.result_type.kind in complex_kinds)
+
 
 @dataclass
 class AggregateFunction:
@@ -432,8 +440,21 @@ class ByOffset(Accumulator):
         return list(self.items)
 
 
+#: built-in aggregates whose state ksqlDB keeps as a STRUCT, ARRAY or MAP (their UDAF classes'
+#: aggregate types: averages and deviations a STRUCT of sums, the offset ones a STRUCT of sequence
+#: and value, the collections and COUNT_DISTINCT a list, HISTOGRAM a map)
+COMPLEX_STATE = frozenset({"AVG", "STDDEV_SAMP", "STDDEV_SAMPLE", "CORRELATION", "COLLECT_LIST", "COLLECT_SET",
+                           "HISTOGRAM", "TOPK", "TOPKDISTINCT", "EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET",
+                           "COUNT_DISTINCT", "ATTR"})
+
+
 class StddevSamp(Accumulator):
-    def __init__(self) -> None:
+    """Running sums for STDDEV_SAMP and STDDEV_SAMPLE: the sample standard deviation, 0.0 below
+    two values. ``root`` False gives the sample variance, what ksqlDB's STDDEV_SAMP UDAF returns
+    against its documentation (docs/differences.md: we follow the documentation)."""
+
+    def __init__(self, root: bool = True) -> None:
+        self.root = root
         self.n = 0
         self.total = 0.0
         self.squares = 0.0
@@ -460,8 +481,8 @@ class StddevSamp(Accumulator):
     def result(self) -> Any:
         if self.n < 2:
             return 0.0
-        var = (self.squares - self.total * self.total / self.n) / (self.n - 1)
-        return math.sqrt(max(var, 0.0))
+        var = max((self.squares - self.total * self.total / self.n) / (self.n - 1), 0.0)
+        return math.sqrt(var) if self.root else var
 
 
 class Correlation(Accumulator):
@@ -629,10 +650,13 @@ def _bind_by_offset(latest: bool) -> Callable[[list[t.SqlType | None], list[Any]
     return bind
 
 
-def _bind_stddev(types: list[t.SqlType | None], params: list[Any]) -> BoundAggregate:
-    if types[0] is not None and not _is_numeric(types[0]):
-        raise _reject("STDDEV_SAMP", types)
-    return BoundAggregate("STDDEV_SAMP", types, params, t.DOUBLE, lambda b: StddevSamp())
+def _bind_stddev(name: str, root: bool) -> Callable[[list[t.SqlType | None], list[Any]], BoundAggregate]:
+    def bind(types: list[t.SqlType | None], params: list[Any]) -> BoundAggregate:
+        if types[0] is not None and not _is_numeric(types[0]):
+            raise _reject(name, types)
+        return BoundAggregate(name, types, params, t.DOUBLE, lambda b: StddevSamp(root))
+
+    return bind
 
 
 def _bind_corr(types: list[t.SqlType | None], params: list[Any]) -> BoundAggregate:
@@ -661,6 +685,7 @@ SIGNATURES: dict[str, list[str]] = {
     "EARLIEST_BY_OFFSET": ["T -> T", "T, BOOLEAN -> T", "T, INTEGER -> ARRAY<T>", "T, INTEGER, BOOLEAN -> ARRAY<T>"],
     "LATEST_BY_OFFSET": ["T -> T", "T, BOOLEAN -> T", "T, INTEGER -> ARRAY<T>", "T, INTEGER, BOOLEAN -> ARRAY<T>"],
     "STDDEV_SAMP": [f"{_NUM} -> DOUBLE"],
+    "STDDEV_SAMPLE": [f"{_NUM} -> DOUBLE"],
     "CORRELATION": ["DOUBLE, DOUBLE -> DOUBLE"],
 }
 
@@ -688,7 +713,10 @@ def _register_builtins() -> None:
                           "The earliest value (or n values) by offset."),
         AggregateFunction("LATEST_BY_OFFSET", _bind_by_offset(True), one, 1, 3,
                           "The latest value (or n values) by offset."),
-        AggregateFunction("STDDEV_SAMP", _bind_stddev, one, 1, 1, "Sample standard deviation."),
+        AggregateFunction("STDDEV_SAMP", _bind_stddev("STDDEV_SAMP", True), one, 1, 1,
+                          "Sample standard deviation (docs/differences.md)."),
+        AggregateFunction("STDDEV_SAMPLE", _bind_stddev("STDDEV_SAMPLE", True), one, 1, 1,
+                          "Sample standard deviation."),
         AggregateFunction("CORRELATION", _bind_corr, _fixed(2), 2, 2, "Pearson correlation of two columns."),
     ]:
         fn.signatures = SIGNATURES[fn.name]

@@ -91,9 +91,7 @@ class PersistentQueries(StatementExecutor):
         sink.timestamp_column = engine.definitions.timestamp_column(stmt.properties, sink.columns)
         sink.timestamp_format = stmt.properties.get("TIMESTAMP_FORMAT")
         if isinstance(plan, AggregatePlan) and sink.value_format == "DELIMITED" and any(
-                c.function.result_type is not None
-                and c.function.result_type.kind in (t.Kind.ARRAY, t.Kind.MAP, t.Kind.STRUCT)
-                for c in plan.calls):
+                c.function.complex_state for c in plan.calls):
             raise AnalysisError("One of the functions used in the statement has an intermediate type that the value "
                                 "format can not handle. Please remove the function or change the format.")
         sink.key_format_options = ddl.format_options(stmt.properties, "KEY", sink.key_format)

@@ -151,3 +151,23 @@ def test_casts_follow_ksqldb() -> None:
     src = t.Struct((t.StructField("F0", t.BIGINT), t.StructField("F1", t.STRING)))
     sql = compile_expr("CAST(S AS STRUCT<F0 STRING, F3 STRING>)", S=src).sql
     assert "'F3', CAST(NULL AS string)" in sql and "CAST((`S`).`F0` AS string)" in sql  # by name
+
+
+def test_stddev_samp_and_stddev_sample_are_the_sample_standard_deviation() -> None:
+    """Both as ksqlDB documents them (its STDDEV_SAMP UDAF returns the variance: docs/differences.md),
+    0.0 below two values; both keep a STRUCT state, which a DELIMITED aggregation cannot hold."""
+    from streamsql.planner import aggregates
+
+    for name, expected in (("STDDEV_SAMP", 50.0 ** 0.5), ("STDDEV_SAMPLE", 50.0 ** 0.5)):
+        function = aggregates.get(name)
+        assert function is not None
+        bound = function.bind([t.INTEGER], [])
+        acc = bound.create()
+        acc.add([10])
+        assert acc.result() == 0.0
+        acc.add([20])
+        acc.add([None])
+        assert acc.result() == pytest.approx(expected)
+        assert bound.complex_state
+    assert not aggregates.get("SUM").bind([t.INTEGER], []).complex_state
+    assert aggregates.get("AVG").bind([t.INTEGER], []).complex_state
