@@ -124,7 +124,12 @@ def register(reg: FunctionRegistry) -> None:
         accepts=any_sig(sig("str", "str"), sig("str", "str", "str")))
     add(reg, "FORMAT_DATE", lambda cs: c(f"date_format({cs[0].sql}, {cs[1].sql})", t.STRING), lo=2, hi=2,
         category=CAT, description="Formats a DATE with a pattern.", accepts=sig("date", "str"))
-    add(reg, "PARSE_DATE", lambda cs: c(f"to_date({cs[0].sql}, {cs[1].sql})", t.DATE), lo=2, hi=2,
+    # ksqlDB parses with commons-lang's FastDateFormat, which reads the pattern from the start of
+    # the text and ignores what follows ('2003-12-24-01-01' with 'yyyy-MM-dd' is 2003-12-24):
+    # a text that does not parse whole is tried again cut to the pattern's length
+    add(reg, "PARSE_DATE", lambda cs: c(f"coalesce(to_date({cs[0].sql}, {cs[1].sql}), "
+                                        f"to_date(substring({cs[0].sql}, 1, length({cs[1].sql})), {cs[1].sql}))",
+                                        t.DATE), lo=2, hi=2,
         category=CAT, description="Parses text into a DATE with a pattern.", accepts=sig("str", "str"))
     add(reg, "DATETOSTRING", lambda cs: c(f"date_format(date_from_unix_date({cs[0].sql}), {cs[1].sql})", t.STRING),
         lo=2, hi=2, category=CAT, description="Formats epoch days with a pattern (deprecated).",

@@ -195,14 +195,21 @@ def register(reg: FunctionRegistry) -> None:
         description="The smallest of the non-null arguments.")
 
     def geo(cs: list[Compiled]) -> Compiled:
-        lat1, lon1, lat2, lon2 = (f"radians({_d(x)})" for x in cs[:4])
+        """ksqlDB's GeoDistance: a null or blank unit is kilometres, an unknown unit and latitudes or
+        longitudes out of range are errors (null here, as every function error)."""
+        degrees = [_d(x) for x in cs[:4]]
+        lat1, lon1, lat2, lon2 = (f"radians({x})" for x in degrees)
         radius = "6371.0D"
         if len(cs) == 5:
-            radius = (f"(CASE WHEN lower({cs[4].sql}) IN ('mi', 'mile', 'miles') THEN 3959.0D "
-                      f"WHEN lower({cs[4].sql}) IN ('km', 'kilometer', 'kilometers', 'kilometre', 'kilometres') "
+            unit = f"lower(trim({cs[4].sql}))"
+            radius = (f"(CASE WHEN {unit} IS NULL OR {unit} = '' THEN 6371.0D "
+                      f"WHEN {unit} IN ('mi', 'mile', 'miles') THEN 3959.0D "
+                      f"WHEN {unit} IN ('km', 'kilometer', 'kilometers', 'kilometre', 'kilometres') "
                       f"THEN 6371.0D END)")
+        valid = (f"abs({degrees[0]}) <= 90 AND abs({degrees[2]}) <= 90 AND abs({degrees[1]}) <= 180 "
+                 f"AND abs({degrees[3]}) <= 180")
         a = (f"pow(sin(({lat2} - {lat1}) / 2), 2) + cos({lat1}) * cos({lat2}) * pow(sin(({lon2} - {lon1}) / 2), 2)")
-        return c(f"({radius} * 2 * asin(sqrt({a})))", t.DOUBLE)
+        return c(f"(CASE WHEN {valid} THEN {radius} * 2 * asin(sqrt({a})) END)", t.DOUBLE)
 
     add(reg, "GEO_DISTANCE", geo, lo=4, hi=5, category="OTHER",
         description="Great-circle distance between two lat/lon points, in km (default) or miles.",
