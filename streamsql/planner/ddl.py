@@ -110,10 +110,13 @@ class SourceDefinitions:
                 raise AnalysisError(f"Unknown format: {f}")
         return key, value
 
-    @staticmethod
-    def wrap_single_value(props: dict[str, Any], columns: list[t.Column], value_format: str) -> bool:
+    def wrap_single_value(self, props: dict[str, Any], columns: list[t.Column], value_format: str) -> bool:
+        """WRAP_SINGLE_VALUE, else ``ksql.persistence.wrap.single.values`` for a format that can
+        do both (JSON, Avro, Protobuf), as ksqlDB's SerdeFeaturesFactory."""
         wrap = props.get("WRAP_SINGLE_VALUE")
         if wrap is None:
+            if str(value_format).upper() in _WRAPPING_FORMATS:
+                return self.prop("ksql.persistence.wrap.single.values").strip().lower() != "false"
             return True
         value_cols = [c for c in columns if c.role == "value"]
         if len(value_cols) != 1:
@@ -283,8 +286,7 @@ class SourceDefinitions:
             value_delimiter=props.get("VALUE_DELIMITER",
                                       src.value_delimiter if value_format == src.value_format else ","),
             wrap_single_value=self.wrap_single_value(props, [t.Column(c.name, t.STRING) for c in plan.value_columns],
-                                                      value_format)
-            if "WRAP_SINGLE_VALUE" in props else True,
+                                                      value_format),
             statement=stmt.text,
             window_type=window_type, window_size_ms=window_size_ms,
         )

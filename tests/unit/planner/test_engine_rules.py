@@ -60,10 +60,26 @@ def test_wrap_single_value_true_needs_a_format_that_wraps() -> None:
     from streamsql.planner.ddl import SourceDefinitions
 
     one = [t.Column("K", t.STRING, "key"), t.Column("FOO", t.INTEGER)]
+    definitions = SourceDefinitions(lambda name: "")
     with pytest.raises(ConfigError, match=r"^Format 'DELIMITED' does not support 'WRAP_SINGLE_VALUE' set to 'true'\.$"):
-        SourceDefinitions.wrap_single_value({"WRAP_SINGLE_VALUE": True}, one, "DELIMITED")
-    assert SourceDefinitions.wrap_single_value({"WRAP_SINGLE_VALUE": "false"}, one, "KAFKA") is False
-    assert SourceDefinitions.wrap_single_value({"WRAP_SINGLE_VALUE": True}, one, "JSON") is True
+        definitions.wrap_single_value({"WRAP_SINGLE_VALUE": True}, one, "DELIMITED")
+    assert definitions.wrap_single_value({"WRAP_SINGLE_VALUE": "false"}, one, "KAFKA") is False
+    assert definitions.wrap_single_value({"WRAP_SINGLE_VALUE": True}, one, "JSON") is True
+
+
+def test_wrap_single_value_defaults_to_the_persistence_property() -> None:
+    """``ksql.persistence.wrap.single.values`` applies where the statement does not say, for the
+    formats that can do both; KAFKA and DELIMITED values are bare anyway."""
+    from streamsql import types as t
+    from streamsql.planner.ddl import SourceDefinitions
+
+    one = [t.Column("K", t.STRING, "key"), t.Column("FOO", t.INTEGER)]
+    unwrapped = SourceDefinitions(lambda name: "false" if name == "ksql.persistence.wrap.single.values" else "")
+    assert unwrapped.wrap_single_value({}, one, "JSON") is False
+    assert unwrapped.wrap_single_value({}, one, "AVRO") is False
+    assert unwrapped.wrap_single_value({"WRAP_SINGLE_VALUE": True}, one, "JSON") is True
+    assert unwrapped.wrap_single_value({}, one, "DELIMITED") is True
+    assert SourceDefinitions(lambda name: "true").wrap_single_value({}, one, "JSON") is True
 
 
 def test_a_table_of_aggregates_needs_a_group_by() -> None:
