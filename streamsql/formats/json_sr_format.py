@@ -9,6 +9,7 @@ inference and registers for sinks. Schemas are JSON Schema documents in the shap
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -129,6 +130,24 @@ class JsonSrSerde:
         unwrapped = len(spec.columns) == 1 and (spec.columns[0].is_key or not spec.wrap_single_value)
         json_schema(spec.columns, unwrapped=unwrapped)  # fails early on what JSON_SR cannot hold
         self._writer_id = spec.options.get("writerId")
+        self._absent = [] if unwrapped else self._schema_only_fields(spec)
+
+    @staticmethod
+    def _schema_only_fields(spec: FormatSpec) -> list[str]:
+        """Top-level properties of the registered writer schema (``*_SCHEMA_ID``) that no column
+        fills: ksqlDB's serializer writes them as null, so a reader of that schema sees them."""
+        text = (spec.options.get("schemas") or {}).get(str(spec.options.get("writerId")))
+        if not text:
+            return []
+        try:
+            schema = json.loads(text)
+        except ValueError:
+            return []
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(properties, dict):
+            return []
+        filled = {c.name for c in spec.columns} | {c.name.upper() for c in spec.columns}
+        return [name for name in properties if name not in filled and name.upper() not in filled]
 
     def decode(self, data: Sequence[bytes | None]) -> DecodeResult:
         payloads: list[bytes | None] = []
@@ -152,4 +171,15 @@ class JsonSrSerde:
     def encode(self, batch: pa.RecordBatch) -> list[bytes | None]:
         if self._writer_id is None:
             raise ConfigError("JSON_SR output needs a Schema Registry: set 'ksql.schema.registry.url'")
-        return [None if v is None else frame(int(self._writer_id), v) for v in self._json.encode(batch)]
+        values = self._json.encode(batch)
+        if self._absent:
+            values = [None if v is None else self._with_absent(v) for v in values]
+        return [None if v is None else frame(int(self._writer_id), v) for v in values]
+
+    def _with_absent(self, value: bytes) -> bytes:
+        doc = json.loads(value)
+        if not isinstance(doc, dict):
+            return value
+        for name in self._absent:
+            doc.setdefault(name, None)
+        return json.dumps(doc, ensure_ascii=False).encode()

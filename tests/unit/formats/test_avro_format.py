@@ -167,6 +167,22 @@ def test_json_sr_frames_json_and_rejects_unframed_records() -> None:
     assert [(c.name, str(c.type)) for c in inferred] == [("A", "INTEGER"), ("B", "STRING")]
 
 
+def test_json_sr_writes_the_writer_schemas_other_properties_as_null() -> None:
+    """With VALUE_SCHEMA_ID naming a schema with a property no column fills, ksqlDB's JSON_SR
+    serializer writes that property as null (a reader of the schema sees it)."""
+    writer = {"type": "object", "properties": {"c1": {"type": "integer"}, "c2": {"type": "string"}}}
+    spec = FormatSpec("JSON_SR", (T.Column("c1", T.BIGINT),),
+                      options={"writerId": 4, "schemas": {"4": json.dumps(writer)}})
+    serde = serde_for(spec)
+    batch = pa.RecordBatch.from_arrays([pa.array([4], pa.int64())], names=["c1"])
+    [raw] = serde.encode(batch)
+    schema_id, payload = schema_registry.split_header(raw)
+    assert schema_id == 4 and json.loads(bytes(payload)) == {"c1": 4, "c2": None}
+    # without the writer's text nothing is added
+    plain = serde_for(FormatSpec("JSON_SR", (T.Column("c1", T.BIGINT),), options={"writerId": 4}))
+    assert json.loads(bytes(schema_registry.split_header(plain.encode(batch)[0])[1])) == {"c1": 4}
+
+
 def test_a_missing_field_with_a_default_is_written_as_the_default() -> None:
     """ksqlDB with a schema id: an INSERT that leaves out a non-null field that has a default
     writes the default (a struct's ``NUM_VOTES`` long default 10), not a type error."""
