@@ -46,6 +46,10 @@ def command_id(stmt: ast.Statement) -> str | None:
         return f"type/`{stmt.name}`/create"
     if isinstance(stmt, ast.DropType):
         return f"type/`{stmt.name}`/drop"
+    if isinstance(stmt, ast.PauseQuery):
+        return f"pause/{(stmt.query_id or 'ALL').upper()}/execute"
+    if isinstance(stmt, ast.ResumeQuery):
+        return f"resume/{(stmt.query_id or 'ALL').upper()}/execute"
     if isinstance(stmt, ast.Terminate):
         return f"terminate/{(stmt.query_id or 'ALL').upper()}/execute"
     return None

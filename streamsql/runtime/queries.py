@@ -61,6 +61,10 @@ class QueryRegistry:
         self._running: dict[str, RunningQuery] = {}
         self.plans: dict[str, PhysicalPlan] = {}
         self.dropped: dict[str, Accumulator[int]] = {}
+        #: PAUSEd queries: their Spark query is stopped, their checkpoint kept for RESUME
+        self.paused: set[str] = set()
+        #: paused queries a replay never started: how to start them on RESUME
+        self._pending: dict[str, Callable[[], None]] = {}
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -102,6 +106,32 @@ class QueryRegistry:
         if running is not None:
             stop_handle(running.handle)
         self.plans.pop(query_id, None)
+        self.paused.discard(query_id)
+        self._pending.pop(query_id, None)
+
+    def pause(self, query_id: str) -> None:
+        """PAUSE: stop the Spark query, keep its checkpoint (offsets and state) and its entry."""
+        self.paused.add(query_id)
+        running = self._running.get(query_id)
+        if running is not None:
+            stop_handle(running.handle)
+
+    def paused_before_start(self, query_id: str, start: Callable[[], None]) -> None:
+        """A query a replay found paused: not started, ``start`` runs on RESUME."""
+        self.paused.add(query_id)
+        self._pending[query_id] = start
+
+    def resume(self, query_id: str) -> None:
+        """RESUME: start the query again from its checkpoint, where the pause left it."""
+        if query_id not in self.paused:
+            return
+        self.paused.discard(query_id)
+        pending = self._pending.pop(query_id, None)
+        running = self._running.get(query_id)
+        if pending is not None:
+            pending()
+        elif running is not None and running.restart is not None:
+            running.restart()
 
     def stop_all(self) -> None:
         for running in list(self._running.values()):
@@ -116,7 +146,8 @@ class QueryRegistry:
         for _ in range(max_rounds):
             before = self._progress_marks()
             for qid in list(self._running):
-                self._drain(qid)
+                if qid not in self.paused:
+                    self._drain(qid)
             if self._progress_marks() == before:
                 return
 
@@ -139,6 +170,8 @@ class QueryRegistry:
     def _progress_marks(self) -> dict[str, Any]:
         marks = {}
         for qid, q in self._running.items():
+            if qid in self.paused:
+                continue
             p = q.handle.lastProgress
             marks[qid] = json.dumps([s.get("endOffset") for s in p.get("sources", [])], sort_keys=True) if p else None
         return marks
@@ -167,6 +200,8 @@ class QueryRegistry:
         gone counts as failed); the runner reports them, the supervisor restarts them."""
         out = []
         for qid, q in list(self._running.items()):
+            if qid in self.paused:
+                continue
             try:
                 exc = q.handle.exception() if not q.handle.isActive else None
             except Exception as e:  # noqa: BLE001 - the handle itself is broken

@@ -274,6 +274,20 @@ class Print(Statement):
 
 
 @dataclass
+class PauseQuery(Statement):
+    """``PAUSE query_id`` or ``PAUSE ALL`` (``query_id`` None): stop processing, keep state."""
+
+    query_id: str | None
+
+
+@dataclass
+class ResumeQuery(Statement):
+    """``RESUME query_id`` or ``RESUME ALL``: go on from where PAUSE left the query."""
+
+    query_id: str | None
+
+
+@dataclass
 class Terminate(Statement):
     """``TERMINATE query_id`` or ``TERMINATE ALL`` (``query_id`` None)."""
 

@@ -554,6 +554,12 @@ class _StatementParser(KsqlParser):
     def _terminate(self) -> ast.Terminate:
         return ast.Terminate(None if self._accept("ALL") else self._name_as_written())
 
+    def _pause(self) -> ast.PauseQuery:
+        return ast.PauseQuery(None if self._accept("ALL") else self._name_as_written())
+
+    def _resume(self) -> ast.ResumeQuery:
+        return ast.ResumeQuery(None if self._accept("ALL") else self._name_as_written())
+
     def _set(self) -> ast.SetProperty:
         name = self._string()
         self._expect_type(TokenType.EQ, "'='")
@@ -582,6 +588,8 @@ class _StatementParser(KsqlParser):
         "DROP": _drop,
         "ALTER": _alter,
         "ASSERT": _assert,
+        "PAUSE": _pause,
+        "RESUME": _resume,
         "SHOW": _show,
         "LIST": _show,
         "DESCRIBE": _describe,

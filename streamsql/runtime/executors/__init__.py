@@ -41,7 +41,8 @@ Handler = Callable[..., "r.Result"]
 #: persistent query waits to start until the whole log is replayed)
 LOGGED_STATEMENTS: tuple[type[ast.Statement], ...] = (
     ast.CreateSource, ast.CreateAsSelect, ast.InsertInto, ast.DropSource, ast.Terminate, ast.CreateType,
-    ast.DropType, ast.CreateConnector, ast.DropConnector, ast.AlterSource)
+    ast.DropType, ast.CreateConnector, ast.DropConnector, ast.AlterSource,
+    ast.PauseQuery, ast.ResumeQuery)
 
 
 #: persistent queries whose start waits for the end of a replay: (id, plan, statement, sink name)

@@ -120,7 +120,9 @@ class Inspection(StatementExecutor):
         plan = self.engine.queries.plans.get(info.id)
         state = "NOT_RUNNING"
         stats: dict[str, Any] = {}
-        if running is not None:
+        if info.id in self.engine.queries.paused:
+            state = "PAUSED"
+        elif running is not None:
             handle = running.handle
             if handle.isActive:
                 state = "RUNNING"

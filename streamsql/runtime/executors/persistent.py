@@ -10,6 +10,7 @@ changelog topic since its own topic is read-only.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import shutil
@@ -52,7 +53,8 @@ log = logging.getLogger("streamsql")
 class PersistentQueries(StatementExecutor):
     def handlers(self) -> Mapping[type[ast.Statement], Handler]:
         return {ast.CreateAsSelect: self.create_as_select, ast.InsertInto: self.insert_into,
-                ast.Terminate: self.terminate_statement}
+                ast.Terminate: self.terminate_statement, ast.PauseQuery: self.pause_statement,
+                ast.ResumeQuery: self.resume_statement}
 
     # --- statements ----------------------------------------------------------------------------
 
@@ -162,6 +164,50 @@ class PersistentQueries(StatementExecutor):
             self.terminate(qid)
         self.engine.log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, "Query terminated." if stmt.query_id else "All queries terminated.")
+
+    def _query_ids(self, query_id: str | None) -> list[str]:
+        catalog = self.engine.catalog
+        ids = [query_id.upper()] if query_id else list(catalog.queries)
+        for qid in ids:
+            if qid not in catalog.queries:
+                raise CatalogError(f"Unknown queryId: {qid}")
+        return ids
+
+    def pause_statement(self, stmt: ast.PauseQuery, replay_seq: int | None = None,
+                        deferred: Deferred | None = None) -> r.Result:
+        """PAUSE: the query stops reading; its offsets and state stay in its checkpoint, so
+        RESUME (or a restart of the engine, which keeps it paused: the command is logged) goes on
+        from there. Connectors are not queries here and are not paused."""
+        for qid in self._query_ids(stmt.query_id):
+            if replay_seq is not None and deferred is not None:
+                self._pause_deferred(qid, deferred)
+            else:
+                self.engine.queries.pause(qid)
+        self.engine.log_command(stmt, replay_seq)
+        return r.CommandStatus(stmt.text, "Query paused.")
+
+    def _pause_deferred(self, query_id: str, deferred: Deferred) -> None:
+        """During a replay the query has not started yet: take it out of the start list and
+        keep how to start it for RESUME."""
+        for i, entry in enumerate(deferred):
+            if entry[0] == query_id:
+                del deferred[i]
+                self.engine.queries.paused_before_start(query_id, functools.partial(self._start_entry, entry))
+                return
+        self.engine.queries.pause(query_id)
+
+    def _start_entry(self, entry: tuple[str, QueryPlan | AggregatePlan, ast.Statement, str]) -> None:
+        query_id, plan, query, sink_name = entry
+        self.start(query_id, plan, query, self.engine.catalog.get(sink_name))
+
+    def resume_statement(self, stmt: ast.ResumeQuery, replay_seq: int | None = None,
+                         deferred: Deferred | None = None) -> r.Result:
+        for qid in self._query_ids(stmt.query_id):
+            if replay_seq is not None and deferred is not None and qid not in self.engine.queries.paused:
+                continue
+            self.engine.queries.resume(qid)
+        self.engine.log_command(stmt, replay_seq)
+        return r.CommandStatus(stmt.text, "Query resumed.")
 
     def materialize_source_table(self, table: Source, seq: int, deferred: Deferred | None) -> None:
         """A CREATE SOURCE TABLE is queryable (ksqlDB): a query ``CST_<name>_<seq>`` reads the
