@@ -29,7 +29,7 @@ KEYWORDS = sorted(set("""
     DESCRIBE EXTENDED EXPLAIN PRINT BEGINNING INTERVAL TERMINATE ALL SET UNSET DEFINE UNDEFINE QUERIES
     PROPERTIES FUNCTIONS FUNCTION VARIABLES KEY PRIMARY HEADERS HEADER ROWTIME ROWPARTITION ROWOFFSET
     WINDOWSTART WINDOWEND MILLISECOND MILLISECONDS SECOND SECONDS MINUTE MINUTES HOUR HOURS DAY DAYS
-    RUN SCRIPT ESCAPE STRUCT ARRAY MAP
+    RUN SCRIPT ESCAPE STRUCT ARRAY MAP ALTER ADD COLUMN ASSERT SCHEMA SUBJECT ID TIMEOUT PAUSE RESUME
 """.split()))
 TYPES = sorted(set("""
     BOOLEAN INT INTEGER BIGINT DOUBLE DECIMAL VARCHAR STRING BYTES DATE TIME TIMESTAMP
@@ -132,8 +132,8 @@ class KsqlCompleter(Completer):
             return SHOW_TARGETS
         if last == "FUNCTION":
             return vocab.functions
-        if last in ("TERMINATE", "EXPLAIN"):
-            return vocab.queries + (["ALL"] if last == "TERMINATE" else [])
+        if last in ("TERMINATE", "EXPLAIN", "PAUSE", "RESUME"):
+            return vocab.queries + (["ALL"] if last != "EXPLAIN" else [])
         if last == "PRINT":
             return vocab.topics + list(vocab.sources)
         if last in ("SET", "UNSET"):
