@@ -144,8 +144,7 @@ def test_interactive_session(bootstrap, topic_name, tmp_path):  # type: ignore[n
         # a parse error names line:column within the input, points at it, and the shell goes on
         sh.line("SELECT id,")
         sh.line("  qty FORM shell_orders;")
-        m = sh.expect(r"line 2:(\d+): [^\n]*")
-        assert "FROM" in m.group(0)
+        sh.expect(r"line 2:(\d+): Syntax Error\s+Expecting 'FROM'")  # ksqlDB's two-line rendering
         sh.expect(r"\n\s*\^")
         sh.line("DESCRIBE no_such_stream;")
         sh.expect(r"NO_SUCH_STREAM does not exist")
