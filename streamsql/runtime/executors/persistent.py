@@ -155,17 +155,14 @@ class PersistentQueries(StatementExecutor):
 
     def terminate_statement(self, stmt: ast.Terminate, replay_seq: int | None = None,
                             deferred: Deferred | None = None) -> r.Result:
-        catalog = self.engine.catalog
-        ids = [stmt.query_id.upper()] if stmt.query_id else list(catalog.queries)
-        for qid in ids:
-            if qid not in catalog.queries:
-                raise CatalogError(f"Unknown queryId: {qid}")
-        for qid in ids:
+        for qid in self._query_ids(stmt.query_id):
             self.terminate(qid)
         self.engine.log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, "Query terminated." if stmt.query_id else "All queries terminated.")
 
     def _query_ids(self, query_id: str | None) -> list[str]:
+        """The queries a TERMINATE / PAUSE / RESUME names (ALL: every one), each checked to exist
+        before any is touched."""
         catalog = self.engine.catalog
         ids = [query_id.upper()] if query_id else list(catalog.queries)
         for qid in ids:
