@@ -636,3 +636,8 @@ def test_assert_topic_and_schema() -> None:
     # the test runner's ASSERT VALUES is no statement of the server's grammar
     error = parse_error("ASSERT VALUES foo (id INT) VALUES (123);")
     assert str(error) == "line 1:8: Syntax Error\nSyntax error at or near 'VALUES' at line 1:8"
+
+
+def test_assert_schema_id_must_be_an_integer() -> None:
+    error = parse_error("ASSERT SCHEMA ID 'four';")
+    assert error.reason == "ID must be an integer" and (error.line, error.column) == (1, 18)
