@@ -45,7 +45,6 @@ from streamsql.physical.buckets import BUCKET_COL
 
 if TYPE_CHECKING:
     from streamsql.planner.aggregation import AggregatePlan
-    from streamsql.runtime.aggregator import Update
 
 ROW_COL = "__ROW"
 OUT_COL = "__OUT"
@@ -110,36 +109,6 @@ class MapStateBackend:
                 self.state.updateValue(k, (blob,))
 
 
-def collapse(updates: list[Update]) -> list[Update]:
-    """ksqlDB's record cache: one update per key and window per commit (here per micro-batch),
-    the latest, in the order of each key's last change; its previous value is the one before
-    the batch, so HAVING retractions stay right."""
-    first: dict[Any, Update] = {}
-    last: dict[Any, Update] = {}
-    for u in updates:
-        ident = _identity(u)
-        first.setdefault(ident, u)
-        last.pop(ident, None)
-        last[ident] = u
-    out = []
-    for ident, u in last.items():
-        f = first[ident]
-        u.had, u.previous = f.had, f.previous
-        out.append(u)
-    return out
-
-
-def _identity(u: Update) -> Any:
-    """A hashable identity of an update's key and window (pickled when a key value is a list or
-    a dict, which cannot be hashed)."""
-    ident = (u.key, u.window)
-    try:
-        hash(ident)
-    except TypeError:
-        return pickle.dumps(ident)
-    return ident
-
-
 class AggregateOperator(StatefulProcessor):
     """The ``StatefulProcessor`` of the aggregate step: one call per bucket and micro-batch."""
 
@@ -172,14 +141,12 @@ class AggregateOperator(StatefulProcessor):
         records = [r for pdf in rows for blob in packed_values(pdf) for r in unpack_rows(blob)]
         backend = MapStateBackend(self.state)
         processor = AggregationProcessor(self.plan, backend, self.limits,
-                                         _error_reporter(self.log_target))
+                                         _error_reporter(self.log_target), latest_only=self.cache)
         before = processor.dropped
         updates = processor.process(records)
         if self.dropped is not None and processor.dropped > before:
             self.dropped.add(processor.dropped - before)
         backend.apply(processor.state_changes())
-        if self.cache:
-            updates = collapse(updates)
         out = [pickle.dumps((u.key, u.window, u.results, u.previous, u.had, u.rowtime, u.removed),
                             protocol=pickle.HIGHEST_PROTOCOL) for u in updates]
         yield pd.DataFrame({OUT_COL: pd.Series(out, dtype=object)})

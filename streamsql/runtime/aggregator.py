@@ -14,6 +14,10 @@ Kafka Streams' aggregate processors record by record:
   before stream time (max record time seen); **SESSION** windows merge overlapping sessions and
   emit a tombstone for each merged-away session, as Kafka Streams does.
 * **EMIT FINAL**: each window's last value is held until stream time passes its end + grace.
+* **The record cache** (``latest_only``: ksqlDB's ``ksql.streams.cache.max.bytes.buffering`` > 0):
+  one update per key and window per micro-batch, the latest (:func:`collapse`). Its results are
+  computed once, after the batch, from the accumulators as the batch left them: a UDAF's ``map``
+  (HEAVY_HITTERS sorts its candidates) runs once per changed key per batch, not once per record.
 
 State (accumulators per group, the previous value of each table row, stream time) is read and
 written through a :class:`StateBackend`: Spark's state store of the bucket in a query, memory in
@@ -69,13 +73,27 @@ class Group:
     sessions: list[list[Any]] = field(default_factory=list)  # [start, end, accs, rowtime]
 
 
+class Deferred:
+    """An update's results not computed yet: the accumulators they will be read from. Under the
+    record cache only a key's last update of a batch is written, and every change to those
+    accumulators is followed by an update of the same key and window, so the accumulators as
+    the batch leaves them give exactly the results that last update would have computed."""
+
+    __slots__ = ("accs",)
+
+    def __init__(self, accs: list[Any]) -> None:
+        self.accs = accs
+
+
 @dataclass
 class Update:
     """One output change: key values, window, aggregate results, rowtime; ``removed``: a tombstone."""
 
     key: tuple[Any, ...]
     window: tuple[int | None, int | None]
-    results: list[Any] | None
+    #: ``Deferred`` inside a batch under the record cache; :meth:`AggregationProcessor.process`
+    #: returns updates whose results are values
+    results: list[Any] | Deferred | None
     rowtime: int
     removed: bool = False
     #: the key (and window) had a value before this change, and that value's results (only
@@ -112,8 +130,13 @@ def _key_text(key: Any) -> str:
 
 class AggregationProcessor:
     def __init__(self, plan: AggregatePlan, state: StateBackend, limits: dict[str, int] | None = None,
-                 on_error: Callable[[dict[str, Any], BaseException], None] | None = None) -> None:
+                 on_error: Callable[[dict[str, Any], BaseException], None] | None = None,
+                 latest_only: bool = False) -> None:
         self.plan = plan
+        #: the record cache: one update per key and window per batch, results computed after it
+        #: (EMIT FINAL holds its windows' values in the state, so they are computed per record)
+        self.latest_only = latest_only
+        self._defer = latest_only and plan.emit != "FINAL"
         #: per-function collection limits (ksql.functions.collect_list.limit, ...collect_set.limit)
         self.limits = {k.upper(): v for k, v in (limits or {}).items()}
         #: told about every record an error dropped (the engine writes it to the processing log)
@@ -198,13 +221,30 @@ class AggregationProcessor:
             try:
                 self._process_one(row, out)
             except Exception as e:  # a bad value (e.g. DECIMAL overflow) drops the record, not the query
-                self.errors += 1
-                self.last_error = (f"record partition={row.get(t.ROWPARTITION)} offset={row.get(t.ROWOFFSET)}: "
-                                   f"{type(e).__name__}: {e}")
-                processing_log.error("aggregation dropped a record: %s", self.last_error)
-                if self.on_error is not None:
-                    self.on_error(row, e)
-        return out
+                self._dropped_by(row, f"record partition={row.get(t.ROWPARTITION)} offset={row.get(t.ROWOFFSET)}", e)
+        if not self.latest_only:
+            return out
+        return [u for u in collapse(out) if self._resolve(u)]
+
+    def _dropped_by(self, row: dict[str, Any], what: str, e: BaseException) -> None:
+        self.errors += 1
+        self.last_error = f"{what}: {type(e).__name__}: {e}"
+        processing_log.error("aggregation dropped a record: %s", self.last_error)
+        if self.on_error is not None:
+            self.on_error(row, e)
+
+    def _resolve(self, update: Update) -> bool:
+        """Compute a deferred update's results; False (the update is not written, the error is
+        logged with its key) when a function's result fails, as a record whose results fail is
+        dropped without the cache."""
+        if not isinstance(update.results, Deferred):
+            return True
+        try:
+            update.results = self._results(update.results.accs)
+        except Exception as e:  # a UDAF's map() raised: log it, the query goes on
+            self._dropped_by(dict(zip(self.key_names, update.key)), f"result of key {list(update.key)!r}", e)
+            return False
+        return True
 
     def _args(self, row: dict[str, Any]) -> list[list[Any]]:
         return [list(get(row)) for get in self._args_of]
@@ -236,6 +276,10 @@ class AggregationProcessor:
     def _results(self, accs: list[Any]) -> list[Any]:
         return [a.result() for a in accs]
 
+    def _update_results(self, accs: list[Any]) -> list[Any] | Deferred:
+        """An update's results: now, or after the batch under the record cache."""
+        return Deferred(accs) if self._defer else self._results(accs)
+
     def _previous(self, accs: list[Any]) -> list[Any] | None:
         """The results before a change, when the output stage needs them (HAVING)."""
         return self._results(accs) if self.need_previous else None
@@ -249,7 +293,8 @@ class AggregationProcessor:
         for acc, a in zip(group.accs, args):
             acc.add(a)
         group.rowtime = max(rowtime, group.rowtime if group.rowtime is not None else rowtime)
-        out.append(Update(key, (None, None), self._results(group.accs), group.rowtime, had=had, previous=previous))
+        out.append(Update(key, (None, None), self._update_results(group.accs), group.rowtime, had=had,
+                          previous=previous))
 
     def _process_table_row(self, row: dict[str, Any], key: tuple[Any, ...], rowtime: int, out: list[Update]) -> None:
         source_key = tuple(row[c] for c in self.plan.source_key_columns)
@@ -270,12 +315,12 @@ class AggregationProcessor:
                     acc.remove(a)
                 group.rowtime = max(rowtime, group.rowtime or rowtime)
                 if new is None or new[0] != old_key:
-                    out.append(Update(old_key, (None, None), self._results(group.accs), group.rowtime,
+                    out.append(Update(old_key, (None, None), self._update_results(group.accs), group.rowtime,
                                       had=True, previous=previous))
                 else:  # same group: the retraction and the addition make one update
                     for acc, a in zip(group.accs, new[1]):
                         acc.add(a)
-                    out.append(Update(old_key, (None, None), self._results(group.accs), group.rowtime,
+                    out.append(Update(old_key, (None, None), self._update_results(group.accs), group.rowtime,
                                       had=True, previous=previous))
                     return
         if new is not None:
@@ -307,7 +352,8 @@ class AggregationProcessor:
             for acc, a in zip(entry[1], args):
                 acc.add(a)
             entry[2] = max(entry[2], rowtime)
-            self._emit(Update(key, (start, end), self._results(entry[1]), entry[2], had=had, previous=previous), out)
+            self._emit(Update(key, (start, end), self._update_results(entry[1]), entry[2], had=had, previous=previous),
+                       out)
             start += advance
         if not accepted:
             self.dropped += 1
@@ -339,7 +385,7 @@ class AggregationProcessor:
         for acc, a in zip(accs, args):
             acc.add(a)
         group.sessions.append([start, end, accs, end])
-        self._emit(Update(key, (start, end), self._results(accs), end), out)
+        self._emit(Update(key, (start, end), self._update_results(accs), end), out)
         group.sessions = [s for s in group.sessions if s[1] + gap >= close]
 
     def _emit(self, update: Update, out: list[Update]) -> None:
@@ -411,6 +457,36 @@ class AggregationProcessor:
         for _, _, k in sorted(ready):
             out.append(self.pending_final.pop(k))
         self._min_end, self._min_start = self._bounds()
+
+
+def collapse(updates: list[Update]) -> list[Update]:
+    """ksqlDB's record cache: one update per key and window per commit (here per micro-batch),
+    the latest, in the order of each key's last change; its previous value is the one before
+    the batch, so HAVING retractions stay right."""
+    first: dict[Any, Update] = {}
+    last: dict[Any, Update] = {}
+    for u in updates:
+        ident = _identity(u)
+        first.setdefault(ident, u)
+        last.pop(ident, None)
+        last[ident] = u
+    out = []
+    for ident, u in last.items():
+        f = first[ident]
+        u.had, u.previous = f.had, f.previous
+        out.append(u)
+    return out
+
+
+def _identity(u: Update) -> Any:
+    """A hashable identity of an update's key and window (pickled when a key value is a list or
+    a dict, which cannot be hashed)."""
+    ident = (u.key, u.window)
+    try:
+        hash(ident)
+    except TypeError:
+        return pickle.dumps(ident)
+    return ident
 
 
 def ordered(rows: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:

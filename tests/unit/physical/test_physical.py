@@ -40,7 +40,7 @@ from streamsql.physical.steps import (
 )
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.planner import Planner, QueryPlan
-from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, Update
+from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, Update, collapse
 from streamsql.sql import parse
 
 
@@ -97,7 +97,7 @@ def test_collapse_keeps_the_latest_value_and_the_value_before_the_batch() -> Non
                Update(("b",), (None, None), [5], 11, had=True, previous=[4]),
                Update(("a",), (None, None), [2], 12, had=True, previous=[1]),
                Update(("a",), (0, 10), [7], 13, had=True, previous=[6])]
-    out = agg.collapse(updates)
+    out = collapse(updates)
     # one per key and window, in the order of each one's last change
     assert [(u.key, u.window, u.results, u.rowtime, u.had, u.previous) for u in out] == [
         (("b",), (None, None), [5], 11, True, [4]),
@@ -293,7 +293,7 @@ def test_pack_keeps_each_buckets_rows_with_exact_values() -> None:
 def test_collapse_of_unhashable_keys() -> None:
     updates = [Update(([1, 2],), (None, None), [1], 10), Update(([1, 2],), (None, None), [2], 11, had=True,
                                                                   previous=[1])]
-    assert [(u.key, u.results, u.had) for u in agg.collapse(updates)] == [(([1, 2],), [2], False)]
+    assert [(u.key, u.results, u.had) for u in collapse(updates)] == [(([1, 2],), [2], False)]
 
 
 class _Conf:

@@ -167,3 +167,99 @@ def test_attr_is_the_common_value_or_null_and_retracts() -> None:
     acc.remove(["1"])
     acc.add(["2"])
     assert acc.result() == "2"
+
+
+# --- the record cache: one update per key and window per batch, results computed once ----------
+
+_COUNTED_UDAF = '''
+from streamsql.udf import udaf
+
+MAPPED = []
+
+@udaf(name="LAST_SEEN", returns="VARCHAR", params=["VARCHAR"])
+class LastSeen:
+    def initialize(self):
+        return ""
+    def aggregate(self, value, acc):
+        return value if value is not None else acc
+    def merge(self, a, b):
+        return b
+    def map(self, acc):
+        MAPPED.append(acc)
+        if acc == "boom":
+            raise ValueError("cannot map boom")
+        return acc
+'''
+
+
+@pytest.fixture
+def last_seen(tmp_path: Any) -> Any:
+    """A Python UDAF that records every ``map`` call (and fails to map the value "boom")."""
+    from streamsql.udf import functions as python_functions
+    from streamsql.udf.aggregate import _impl
+
+    (tmp_path / "last_seen.py").write_text(_COUNTED_UDAF)
+    assert python_functions.load(str(tmp_path)) == []
+    yield _impl("LAST_SEEN", 0, []).map.__globals__["MAPPED"]
+    python_functions.load(None)
+
+
+def _rows(p: AggregatePlan, records: list[tuple[Any, Any, int]]) -> list[dict[str, Any]]:
+    """(key, value, ts) records as pre-aggregation rows of a stream aggregation (every call's
+    arguments take the value)."""
+    return [{t.ROWTIME: ts, t.ROWPARTITION: 0, t.ROWOFFSET: i, p.keys[0][0]: key,
+             **{col: value for call in p.calls for col in call.arg_columns}}
+            for i, (key, value, ts) in enumerate(records)]
+
+
+def test_the_record_cache_maps_each_changed_key_once_per_batch(catalog: Catalog, last_seen: list[str]) -> None:
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, LAST_SEEN(name) AS n FROM s "
+                      "WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY id;")
+    records = [(1, "a", 1000), (2, "b", 1500), (1, "c", 2000), (1, "d", 12000), (2, "e", 3000), (1, "f", 4000)]
+    out = AggregationProcessor(p, MemoryState(), latest_only=True).process(_rows(p, records))
+    assert [(u.key, u.window, u.results) for u in out] == [
+        ((1,), (10000, 20000), ["d"]), ((2,), (0, 10000), ["e"]), ((1,), (0, 10000), ["f"])]
+    assert sorted(last_seen) == ["d", "e", "f"]  # once per key and window, not once per record
+    last_seen.clear()
+    AggregationProcessor(p, MemoryState()).process(_rows(p, records))
+    assert len(last_seen) == len(records)  # the cache off: every update is written
+
+
+@pytest.mark.parametrize("sql", [
+    "CREATE TABLE o AS SELECT id, SUM(v) AS s, COUNT(*) AS n FROM s GROUP BY id HAVING SUM(v) > 3;",
+    "CREATE TABLE o AS SELECT id, SUM(v) AS s FROM s WINDOW HOPPING (SIZE 10 SECONDS, ADVANCE BY 5 SECONDS, "
+    "GRACE PERIOD 0 SECONDS) GROUP BY id;",
+    "CREATE TABLE o AS SELECT id, COLLECT_LIST(v) AS l FROM s WINDOW SESSION (3 SECONDS) GROUP BY id;",
+    "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY id EMIT FINAL;",
+])
+def test_the_record_cache_writes_what_collapsing_every_update_gives(catalog: Catalog, sql: str) -> None:
+    from streamsql.runtime.aggregator import collapse
+
+    p = plan(catalog, sql)
+    records = [(1, 2, 1000), (2, 5, 1500), (1, 3, 2000), (1, 4, 12000), (2, 1, 3000), (1, 7, 5500), (1, 1, 7000),
+               (2, 2, 26000), (1, 5, 27000)]
+    batches = [records[:4], records[4:]]
+
+    def run(latest_only: bool) -> list[tuple[Any, ...]]:
+        state = MemoryState()
+        seen = []
+        for batch in batches:
+            proc = AggregationProcessor(p, state, latest_only=latest_only)
+            updates = proc.process(_rows(p, batch))
+            state.apply(proc.state_changes())
+            seen += [(u.key, u.window, u.results, u.rowtime, u.had, u.previous, u.removed)
+                     for u in (updates if latest_only else collapse(updates))]
+        return seen
+
+    assert run(latest_only=True) == run(latest_only=False)
+
+
+def test_a_result_that_fails_under_the_record_cache_is_logged_with_its_key(catalog: Catalog,
+                                                                         last_seen: list[str]) -> None:
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, LAST_SEEN(name) AS n FROM s GROUP BY id;")
+    reported: list[tuple[dict[str, Any], BaseException]] = []
+    proc = AggregationProcessor(p, MemoryState(), on_error=lambda row, e: reported.append((row, e)), latest_only=True)
+    out = proc.process(_rows(p, [(1, "a", 1), (2, "boom", 2), (3, "c", 3)]))
+    assert [(u.key, u.results) for u in out] == [((1,), ["a"]), ((3,), ["c"])]  # the other keys are written
+    assert proc.errors == 1 and "result of key [2]" in (proc.last_error or "")
+    assert "cannot map boom" in str(reported[0][1]) and reported[0][0] == {p.keys[0][0]: 2}
