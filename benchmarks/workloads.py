@@ -228,8 +228,10 @@ def w2_log_lines(count: int, seed: int = 0) -> Iterator[Record]:
 
 def _w2_sql(input_topic: str, output_topic: str) -> str:
     """Statements 1 and 2 of queries/heavy_hitters.sql (cutter, heavy hitters) on the run's topics;
-    the third (exact counts) is left out so every system does the same work."""
-    topics = (("log_lines", input_topic), ("log_words", f"{input_topic}_words"), ("heavy_hitters", output_topic))
+    the third (exact counts) is left out so every system does the same work. The cutter's topic is
+    the system's own (named after its output topic): shared, a second system's aggregation read
+    the first one's words as well."""
+    topics = (("log_lines", input_topic), ("log_words", f"{output_topic}_words"), ("heavy_hitters", output_topic))
     text = seed_sql("heavy_hitters.sql", "W2", [(rf"KAFKA_TOPIC\s*=\s*'{name}'", f"KAFKA_TOPIC = '{topic}'")
                                                 for name, topic in topics], stop_at="-- 3.")
     return text.replace("PARTITIONS = 1", "PARTITIONS = 2")
