@@ -202,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{w.name} ({w.title}): produced {args.records:,} records in {produce_s:.1f}s; {done_by}",
                   flush=True)
             for system in systems:
+                if system == "quixstreams" and w.quix is None:
+                    print(f"  {system:<17} skipped: no peer version of this query (its reference: Flink's published "
+                          "per-core figure)", flush=True)
+                    continue
                 if system == "streamsql-nocache" and not w.record_cache:
                     print(f"  {system:<17} skipped: no EMIT CHANGES aggregation, the record cache changes nothing",
                           flush=True)
@@ -214,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                 wrote = res.get("outputs") if system in WRITERS else None
                 status = res.get("error") or (f"{new[0]['records_per_s']:,.0f} records/s in {new[0]['seconds']:.2f}s"
                                               + (f", {wrote:,} output records" if wrote is not None else ""))
+                if final is None and wrote is not None and wrote > expected:  # done at the count, but more came
+                    status += f" (MORE than the {expected:,} expected: the output is wrong)"
                 print(f"  {system:<17} {status} (peak RSS {res['peak_rss_mb']:.0f} MB, load {res['loadavg_after']})",
                       flush=True)
     finally:
@@ -246,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
         for system, res in wmeta["systems"].items():
             if res.get("cpu_s_by_process"):
                 print(f"{name} {system}: CPU seconds {res['cpu_s_by_process']}")
+    nexmark = report.nexmark_per_core(rows, {w.name: w.flink_per_core for w in workloads if w.flink_per_core}, cores)
+    if nexmark:
+        print("Nexmark input events/s per core, beside Flink's published reference run (nexmark/nexmark, "
+              "8 cores, in-process generator, blackhole sink):\n" + nexmark)
     print(f"load average: start {meta['loadavg_start']}, end {meta['loadavg_end']} (1/5/15 min, {cores} cores)")
     if args.json:
         path, png = report.write_json(args.json, rows, meta)

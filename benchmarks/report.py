@@ -65,6 +65,20 @@ def ratios(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def nexmark_per_core(rows: list[dict[str, Any]], flink: dict[str, int], cores: int) -> str:
+    """Per Nexmark query: streamsql's end-to-end events/s per core (and steady, when measured)
+    beside Flink's published per-core figure, and their ratio."""
+    out = []
+    for wl, reference in flink.items():
+        by = {r["system"]: r["records_per_s"] for r in rows if r["workload"] == wl and r["records_per_s"]}
+        for system in ("streamsql", "streamsql-steady"):
+            if by.get(system):
+                per_core = by[system] / cores
+                out.append(f"{wl}: {system} {per_core:,.0f}/core, Flink {reference:,}/core "
+                           f"({per_core / reference:.2f}×)")
+    return "\n".join(out)
+
+
 def write_json(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> tuple[Path, Path | None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rows, indent=2) + "\n")

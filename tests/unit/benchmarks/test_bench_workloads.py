@@ -98,7 +98,7 @@ def _final_of(name: str, count: int) -> tuple[list, dict]:
 
 
 def test_only_the_emit_changes_aggregations_complete_by_final_state() -> None:
-    assert {n for n, w in WORKLOADS.items() if w.final is not None} == {"W2", "W4"}
+    assert {n for n, w in WORKLOADS.items() if w.final is not None} == {"W2", "W4", "Q4", "Q5", "Q7"}
     assert all((w.output_state is not None) == w.record_cache == (w.final is not None) for w in WORKLOADS.values())
 
 
@@ -208,3 +208,91 @@ def test_steady_rows_only_where_the_query_reads_the_input_records() -> None:
     # W4's query reads a row per quote, W2's aggregation the cutter's words: no steady row
     assert [r["system"] for r in rows_for(WORKLOADS["W4"], "streamsql", {**res, "input_rows": 2_000})] == ["streamsql"]
     assert rows_for(WORKLOADS["W1"], "ceiling-json", res)[0]["outputs"] is None  # ceilings write nothing
+
+
+# --- Nexmark q3-q8 ------------------------------------------------------------------------------
+
+def _nexmark(count: int) -> list[dict]:
+    from benchmarks.workloads import nexmark_events
+
+    return [json.loads(v) for _, v, _ in nexmark_events(count, 6)]
+
+
+def test_nexmark_events_keep_the_generator_proportions_and_every_join_partner_exists_first() -> None:
+    events = _nexmark(5000)
+    kinds = [e["event_type"] for e in events]
+    assert (kinds.count(0), kinds.count(1), kinds.count(2)) == (100, 300, 4600)  # 1 : 3 : 46
+    people: set[int] = set()
+    auctions: set[int] = set()
+    for e in events:
+        member = ("person", "auction", "bid")[e["event_type"]]
+        assert [k for k in ("person", "auction", "bid") if e[k] is not None] == [member]
+        if e["person"]:
+            people.add(e["person"]["id"])
+        elif e["auction"]:
+            assert e["auction"]["seller"] in people and e["auction"]["dateTime"] < e["auction"]["expires"]
+            auctions.add(e["auction"]["id"])
+        else:
+            assert e["bid"]["auction"] in auctions and e["bid"]["bidder"] in people
+
+
+def test_nexmark_join_references_count_every_matching_pair() -> None:
+    events = _nexmark(20_000)
+    people = {e["person"]["id"]: e["person"] for e in events if e["event_type"] == 0}
+    auctions = [e["auction"] for e in events if e["event_type"] == 1]
+    q3 = sum(1 for a in auctions if a["category"] == 10 and people[a["seller"]]["state"] in ("OR", "ID", "CA"))
+    q8 = sum(1 for a in auctions for p in people.values()
+             if p["id"] == a["seller"] and abs(p["dateTime"] - a["dateTime"]) <= 10_000)
+    for name, want in (("Q3", q3), ("Q8", q8)):
+        ref = WORKLOADS[name].reference()
+        assert sum(ref(None, json.dumps(e).encode()) for e in events) == want > 0, name
+
+
+def test_nexmark_aggregations_final_state_and_output_normalisation() -> None:
+    import struct
+
+    events = _nexmark(20_000)
+    finals = {}
+    for name in ("Q4", "Q5", "Q7"):
+        final = WORKLOADS[name].final()  # type: ignore[misc]
+        for e in events:
+            final.add(None, json.dumps(e).encode(), e[("person", "auction", "bid")[e["event_type"]]]["dateTime"])
+        finals[name] = final.result()
+    bids = [e["bid"] for e in events if e["event_type"] == 2]
+    # q5: every bid counts in the 5 hopping windows (10 s by 2 s) that hold it
+    assert sum(finals["Q5"].values()) == 5 * len(bids)
+    # q7: one maximum per 10-second window, keyed by the grouping constant (event_type 2)
+    assert finals["Q7"] == {f"2@{start}": max(b["price"] for b in bids if b["dateTime"] // 10_000 * 10_000 == start)
+                            for start in {b["dateTime"] // 10_000 * 10_000 for b in bids}}
+    # q4: an average per category of the auctions' highest in-range bid
+    assert set(finals["Q4"]) <= {"10", "11", "12", "13", "14"} and all(v > 0 for v in finals["Q4"].values())
+    # what streamsql writes (KAFKA keys: BIGINT / INT + the 8-byte window start) normalises to those keys
+    assert WORKLOADS["Q5"].output_state(struct.pack(">qq", 1001, 5000), b'{"NUM":3}') == ("1001@5000", 3)  # type: ignore[misc]
+    assert WORKLOADS["Q7"].output_state(struct.pack(">iq", 2, 0), b'{"MAXPRICE":9}') == ("2@0", 9)  # type: ignore[misc]
+    assert WORKLOADS["Q4"].output_state(struct.pack(">q", 12), b'{"AVG_PRICE":2.5}') == ("12", 2.5)  # type: ignore[misc]
+
+
+def test_nexmark_per_core_figures_stand_beside_flink() -> None:
+    from benchmarks import report
+
+    rows = [report.row("Q5", "streamsql", 1000, 1.0), report.row("Q5", "streamsql-steady", 900, 0.5),
+            report.row("Q5", "quixstreams", 1000, 2.0)]
+    text = report.nexmark_per_core(rows, {"Q5": 22_000, "Q3": 152_000}, 2)
+    assert text.splitlines() == ["Q5: streamsql 500/core, Flink 22,000/core (0.02×)",
+                                 "Q5: streamsql-steady 900/core, Flink 22,000/core (0.04×)"]
+    assert all(WORKLOADS[n].quix is None and WORKLOADS[n].flink_per_core for n in ("Q3", "Q4", "Q5", "Q7", "Q8"))
+
+
+@pytest.mark.parametrize("name", ["Q3", "Q4", "Q8"])
+def test_nexmark_count_references_do_not_depend_on_the_order_they_read(name: str) -> None:
+    """The ceiling reads the two partitions in another order than they were produced."""
+    import random
+
+    from benchmarks.workloads import nexmark_events
+
+    values = [v for _, v, _ in nexmark_events(5000, 6)]
+    in_order = WORKLOADS[name].reference()
+    shuffled = values[:]
+    random.Random(1).shuffle(shuffled)
+    other = WORKLOADS[name].reference()
+    assert sum(in_order(None, v) for v in values) == sum(other(None, v) for v in shuffled) > 0
