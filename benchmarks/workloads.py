@@ -764,6 +764,16 @@ def _nexmark_events_sql(views: tuple[str, ...], query: str) -> Callable[[str, st
     return sql
 
 
+def _nexmark_workload(name: str, title: str, views: tuple[str, ...], query: str, flink_per_core: int,
+                      **completion: Any) -> Workload:
+    """A Nexmark q3-q8 workload: the event stream, the views and the query; no peer version (its
+    reference is Flink's per-core figure); ``completion``: the reference and, for an aggregation,
+    ``final`` and ``output_state``."""
+    return Workload(name=name, title=title, generate=lambda c, s: nexmark_events(c, s),
+                    sql=_nexmark_events_sql(views, query), quix=None, seed=6, latency=False,
+                    flink_per_core=flink_per_core, **completion)
+
+
 def _events(value: bytes | None) -> dict[str, Any] | None:
     return json.loads(value) if value is not None else None
 
@@ -792,15 +802,13 @@ def _q3_reference() -> Callable[[bytes | None, bytes | None], int]:
     return process
 
 
-Q3 = Workload(
-    name="Q3", title="Nexmark q3: local item suggestion (auction ⋈ person, stream-stream WITHIN 1 HOUR)",
-    generate=lambda c, s: nexmark_events(c, s),
-    sql=_nexmark_events_sql(("person", "auction"), (
+Q3 = _nexmark_workload(
+    "Q3", "Nexmark q3: local item suggestion (auction ⋈ person, stream-stream WITHIN 1 HOUR)", ("person", "auction"), (
         "CREATE STREAM nexmark_out WITH (KAFKA_TOPIC='{output_topic}') AS "
         "SELECT P.id AS seller, P.name AS name, P.city AS city, P.state AS state, A.id AS id "
         "FROM auction A JOIN person P WITHIN 1 HOURS ON A.seller = P.id "
-        "WHERE A.category = 10 AND (P.state = 'OR' OR P.state = 'ID' OR P.state = 'CA') EMIT CHANGES;")),
-    reference=_q3_reference, quix=None, seed=6, latency=False, flink_per_core=152_000)
+        "WHERE A.category = 10 AND (P.state = 'OR' OR P.state = 'ID' OR P.state = 'CA') EMIT CHANGES;"),
+    152_000, reference=_q3_reference)
 
 
 # q4 -- average closing price per category: the highest bid of each auction within its time range
@@ -819,11 +827,10 @@ class _Q4Final:
         self._auctions: dict[int, tuple[int, int, int]] = {}  # id -> (category, opens, expires)
         self._best: dict[int, int] = {}
 
-    def add(self, _key: bytes | None, value: bytes | None, _timestamp: int) -> bool:
-        """Feed one event; True when it is a bid within its auction's time range."""
+    def add(self, _key: bytes | None, value: bytes | None, _timestamp: int) -> None:
         e = _events(value)
         if e is None:
-            return False
+            return
         if e["event_type"] == 1:
             a = e["auction"]
             self._auctions[a["id"]] = (a["category"], a["dateTime"], a["expires"])
@@ -832,8 +839,6 @@ class _Q4Final:
             a = self._auctions.get(b["auction"])
             if a is not None and a[1] <= b["dateTime"] <= a[2]:
                 self._best[b["auction"]] = max(self._best.get(b["auction"], b["price"]), b["price"])
-                return True
-        return False
 
     def result(self) -> dict[str, Any]:
         per: dict[int, list[int]] = {}
@@ -861,19 +866,16 @@ def _q4_output_state(key: bytes | None, value: bytes | None) -> tuple[str, Any]:
     return str(_long(key)), None if value is None else round(json.loads(value)["AVG_PRICE"], 6)
 
 
-Q4 = Workload(
-    name="Q4",
-    title="Nexmark q4: average closing price per category (bid ⋈ auction, MAX per auction, AVG per category)",
-    generate=lambda c, s: nexmark_events(c, s),
-    sql=_nexmark_events_sql(("auction", "bid"), (
+Q4 = _nexmark_workload(
+    "Q4", "Nexmark q4: average closing price per category (bid ⋈ auction, MAX per auction, AVG per category)",
+    ("auction", "bid"), (
         "CREATE TABLE q4_closing WITH (KAFKA_TOPIC='{output_topic}_closing', KEY_FORMAT='JSON') AS "
         "SELECT A.id AS id, A.category AS category, MAX(B.price) AS final_price "
         "FROM bid B JOIN auction A WITHIN 20 SECONDS ON B.auction = A.id "
         "WHERE B.dateTime >= A.dateTime AND B.dateTime <= A.expires GROUP BY A.id, A.category EMIT CHANGES;\n"
         "CREATE TABLE nexmark_out WITH (KAFKA_TOPIC='{output_topic}', KEY_FORMAT='KAFKA') AS "
-        "SELECT category, AVG(final_price) AS avg_price FROM q4_closing GROUP BY category EMIT CHANGES;")),
-    reference=_q4_reference, quix=None, seed=6, latency=False, final=_Q4Final,
-    output_state=_q4_output_state, flink_per_core=34_000)
+        "SELECT category, AVG(final_price) AS avg_price FROM q4_closing GROUP BY category EMIT CHANGES;"),
+    34_000, reference=_q4_reference, final=_Q4Final, output_state=_q4_output_state)
 
 
 # q5 -- hot items: bids per auction over 10-second windows advancing by 2 seconds. Flink then
@@ -913,14 +915,12 @@ def _windowed_long_state(column: str) -> Callable[[bytes | None, bytes | None], 
     return state
 
 
-Q5 = Workload(
-    name="Q5", title="Nexmark q5: hot items (bids per auction, HOPPING 10 s by 2 s)",
-    generate=lambda c, s: nexmark_events(c, s),
-    sql=_nexmark_events_sql(("bid",), (
+Q5 = _nexmark_workload(
+    "Q5", "Nexmark q5: hot items (bids per auction, HOPPING 10 s by 2 s)", ("bid",), (
         "CREATE TABLE nexmark_out WITH (KAFKA_TOPIC='{output_topic}') AS SELECT auction, COUNT(*) AS num FROM bid "
-        "WINDOW HOPPING (SIZE 10 SECONDS, ADVANCE BY 2 SECONDS) GROUP BY auction EMIT CHANGES;")),
-    reference=lambda: _bids_times(Q5_SIZE_MS // Q5_ADVANCE_MS), quix=None, seed=6, latency=False, final=_Q5Final,
-    output_state=_windowed_long_state("NUM"), flink_per_core=22_000)
+        "WINDOW HOPPING (SIZE 10 SECONDS, ADVANCE BY 2 SECONDS) GROUP BY auction EMIT CHANGES;"),
+    22_000, reference=lambda: _bids_times(Q5_SIZE_MS // Q5_ADVANCE_MS), final=_Q5Final,
+    output_state=_windowed_long_state("NUM"))
 
 
 # q7 -- highest bid: the largest price of every 10-second window. Flink joins it back to the bids
@@ -953,15 +953,12 @@ def _q7_output_state(key: bytes | None, value: bytes | None) -> tuple[str, Any]:
     return out_key, None if value is None else json.loads(value)["MAXPRICE"]
 
 
-Q7 = Workload(
-    name="Q7", title="Nexmark q7: highest bid per 10-second window (TUMBLING MAX)",
-    generate=lambda c, s: nexmark_events(c, s),
-    sql=_nexmark_events_sql((), (
+Q7 = _nexmark_workload(
+    "Q7", "Nexmark q7: highest bid per 10-second window (TUMBLING MAX)", (), (
         "CREATE TABLE nexmark_out WITH (KAFKA_TOPIC='{output_topic}') AS "
         "SELECT event_type, MAX(bid->price) AS maxprice FROM nexmark WINDOW TUMBLING (SIZE 10 SECONDS) "
-        "WHERE event_type = 2 GROUP BY event_type EMIT CHANGES;")),
-    reference=lambda: _bids_times(1), quix=None, seed=6, latency=False, final=_Q7Final,
-    output_state=_q7_output_state, flink_per_core=12_000)
+        "WHERE event_type = 2 GROUP BY event_type EMIT CHANGES;"),
+    12_000, reference=lambda: _bids_times(1), final=_Q7Final, output_state=_q7_output_state)
 
 
 # q8 -- monitor new users: people who created an auction within 10 seconds of joining. Flink joins
@@ -978,14 +975,12 @@ def _q8_reference() -> Callable[[bytes | None, bytes | None], int]:
     return process
 
 
-Q8 = Workload(
-    name="Q8", title="Nexmark q8: new users who sold within 10 s (person ⋈ auction WITHIN 10 SECONDS)",
-    generate=lambda c, s: nexmark_events(c, s),
-    sql=_nexmark_events_sql(("person", "auction"), (
+Q8 = _nexmark_workload(
+    "Q8", "Nexmark q8: new users who sold within 10 s (person ⋈ auction WITHIN 10 SECONDS)", ("person", "auction"), (
         "CREATE STREAM nexmark_out WITH (KAFKA_TOPIC='{output_topic}') AS "
         "SELECT P.id AS id, P.name AS name, A.id AS auction FROM person P JOIN auction A WITHIN 10 SECONDS "
-        "ON P.id = A.seller EMIT CHANGES;")),
-    reference=_q8_reference, quix=None, seed=6, latency=False, flink_per_core=146_000)
+        "ON P.id = A.seller EMIT CHANGES;"),
+    146_000, reference=_q8_reference)
 
 #: every workload, in run order
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (W1, W2, W3, W4, W5, Q0, Q1, Q2, Q3, Q4, Q5, Q7, Q8)}
