@@ -19,9 +19,9 @@ from benchmarks.measure import TreeSampler, loadavg
 from benchmarks.workloads import WORKLOADS, Workload
 
 REPO = Path(__file__).resolve().parents[1]
-SYSTEMS = ("ceiling-raw", "ceiling-json", "streamsql", "streamsql-nocache", "quixstreams")
+SYSTEMS = ("ceiling-raw", "ceiling-json", "streamsql", "streamsql-nocache", "streamsql-cold", "quixstreams")
 #: systems that write the output topic (the ceilings only read)
-WRITERS = ("streamsql", "streamsql-nocache", "quixstreams")
+WRITERS = ("streamsql", "streamsql-nocache", "streamsql-cold", "quixstreams")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -30,10 +30,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, help="write the rows here (plus PATH.meta.json and a PNG chart beside it)")
     p.add_argument("--records", type=int, help="input records per workload (default 1,000,000; --quick 20,000)")
     p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated ({', '.join(WORKLOADS)})")
-    p.add_argument("--systems", default=",".join(SYSTEMS),
+    p.add_argument("--systems", default=",".join(s for s in SYSTEMS if s != "streamsql-cold"),
                    help=f"comma-separated ({', '.join(SYSTEMS)}); streamsql-nocache is streamsql with "
                         "ksql.streams.cache.max.bytes.buffering=0, run only for workloads with an EMIT CHANGES "
-                        "aggregation (elsewhere the record cache changes nothing)")
+                        "aggregation (elsewhere the record cache changes nothing); streamsql-cold is streamsql "
+                        "whose session skips the warm-up (STREAMSQL_WARM_UP=0), not run unless named")
     p.add_argument("--latency-seconds", type=float,
                    help="measured seconds of the streamsql latency probe at --latency-rate (default 20; --quick 4; "
                         "0 = skip)")
@@ -232,11 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     if r:
         print("ratios of records/s:\n" + r)
     for name, wmeta in meta["workloads"].items():
-        for sname in ("streamsql", "streamsql-nocache"):
+        for sname in ("streamsql", "streamsql-nocache", "streamsql-cold"):
             s = wmeta["systems"].get(sname) or {}
             if "spark_start_s" in s:
-                print(f"{name} {sname}: Spark session start {s['spark_start_s']:.1f}s (not in 'seconds'); first "
-                      f"micro-batch {s.get('first_batch_rows', 0):,} rows in {s.get('first_batch_s', 0):.1f}s; "
+                warmed = f" of which warm-up {s['warm_up_s']:.1f}s" if s.get("warm_up_s") else ""
+                print(f"{name} {sname}: Spark session start {s['spark_start_s']:.1f}s{warmed} (not in 'seconds'); "
+                      f"first micro-batch {s.get('first_batch_rows', 0):,} rows in {s.get('first_batch_s', 0):.1f}s; "
                       f"{s.get('batches', 0)} batches with data"
                       + (f" (first: {_phases(s['first_batch_duration_ms'])})"
                          if s.get("first_batch_duration_ms") else "")

@@ -12,7 +12,8 @@ ROW_KEYS = ("workload", "system", "records", "seconds", "records_per_s", "peak_r
 
 #: the streamsql rows compared with the ceilings and the peer (each ``-steady`` row with the
 #: peer's ``-steady`` row)
-STREAMSQL_ROWS = ("streamsql", "streamsql-nocache", "streamsql-steady", "streamsql-nocache-steady")
+STREAMSQL_ROWS = ("streamsql", "streamsql-nocache", "streamsql-cold", "streamsql-steady", "streamsql-nocache-steady",
+                  "streamsql-cold-steady")
 
 
 def row(workload: str, system: str, records: int | None = None, seconds: float | None = None,

@@ -57,6 +57,7 @@ from streamsql.conformance.results import CaseResult
 from streamsql.conformance.topics import register_topic_schemas, rewrite_statement, topics_to_create
 from streamsql.errors import ParseError, StreamsqlError
 from streamsql.formats import schema_registry
+from streamsql.runtime.spark import activate
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -269,7 +270,7 @@ class QttRunner:
 
         def body() -> None:
             try:
-                _activate(self.spark)
+                activate(self.spark)
                 self._execute(case, prefix, state, feed_first)
                 box["result"] = ("passed", "")
             except _FeedRecordAtATime:
@@ -595,16 +596,6 @@ class QttRunner:
         names = [n for n in md.topics if n.startswith(prefix)]
         if names:
             self._admin_client.delete_topics(names, operation_timeout=10)  # not awaited
-
-
-def _activate(spark: Any) -> None:
-    """Make ``spark`` the JVM thread's active session: a Python thread maps to a fresh JVM thread
-    (pinned-thread mode), where the session holding streamsql's registered data sources is
-    otherwise not the active one."""
-    try:
-        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-    except Exception:  # noqa: BLE001 - not a classic session: nothing to do
-        pass
 
 
 def _side_format(spec: FormatSpec | None) -> SideFormat:

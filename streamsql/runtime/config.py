@@ -128,6 +128,9 @@ ENVIRONMENT_DOCS: dict[str, str] = {
     "STREAMSQL_CLASS_ARCHIVE": "the driver JVM's class-data sharing archive (default "
                                "`<python environment>/share/streamsql/spark-classes.jsa`, built by "
                                "`scripts/setup.sh` or `python -m streamsql.runtime.class_archive`); empty: none",
+    "STREAMSQL_WARM_UP": "`0`: a server or interactive shell does not warm its local Spark session in the "
+                         "background while it waits for the first statement (default on; `streamsql run` and "
+                         "`test` never warm: docs/performance.md, \"A warmed session\")",
     "STREAMSQL_TANSU": "path of a tansu binary to use instead of the `broker` extra's",
     "STREAMSQL_QTT_DIR": "(tests) the directory holding ksqlDB's query-validation tests `qtt/` folder",
     "STREAMSQL_QTT_RATCHET": "(tests) `full` re-runs every conformance ratchet id instead of a sample",

@@ -88,6 +88,8 @@ class Engine:
         self._command_log = command_log
         self._claim = DataDirLock(self.data_dir)
         self._spark = spark
+        #: per thread: whether this engine's session was made the thread's active session
+        self._session_thread = threading.local()
         self._admin: KafkaAdmin | None = None
         #: held while a statement executes; hold it to make several engine calls one step
         self.lock = threading.RLock()
@@ -108,11 +110,29 @@ class Engine:
     # --- lifecycle ---------------------------------------------------------------------------
     @property
     def spark(self) -> SparkSession:
+        """The session, started on first use; made the active session of each thread that asks
+        for it (Spark finds Python data sources in the JVM thread's *active* session only, and
+        only the thread that started the session has it active: ``runtime.spark.activate``)."""
         if self._spark is None:
             from streamsql.runtime.spark import get_spark
 
             self._spark = get_spark(self.config.spark_master, self.config.spark_conf or None)
+        if not getattr(self._session_thread, "active", False):
+            from streamsql.runtime.spark import activate
+
+            activate(self._spark)
+            self._session_thread.active = True
         return self._spark
+
+    def warm_up_in_background(self) -> None:
+        """Start the SparkSession and warm it while the engine waits for statements (a server
+        or an interactive shell): its first query then runs without the session's one-off costs
+        (``runtime/warm_up.py``). A session already started (a replay restored queries) is
+        warm from its own queries and is left alone."""
+        if self._spark is None:
+            from streamsql.runtime import warm_up
+
+            warm_up.start_in_background(lambda: self.spark)
 
     @property
     def started_spark(self) -> SparkSession | None:

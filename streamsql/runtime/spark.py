@@ -324,6 +324,18 @@ def ship_directory(directory: Path) -> None:
         _ship_directory_now(session, directory)
 
 
+def activate(spark: SparkSession) -> None:
+    """Make ``spark`` the active session of the calling thread's JVM thread. Spark looks Python
+    data sources up in the *active* session; a Python thread maps to a fresh JVM thread
+    (pinned-thread mode), and a JVM thread can be left with a stream's cloned session active
+    (``foreachBatch`` callbacks), where streamsql's data sources are not registered. Every
+    thread that starts queries or reads sources calls this first."""
+    jvm = spark._jvm
+    if jvm is None:  # not a classic session (Spark Connect): nothing to pin
+        return
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
 def stop_spark() -> None:
     """Stop the process's SparkSession, if one was started (before an embedded broker stops, so
     Spark's Kafka clients do not outlive it)."""

@@ -114,10 +114,9 @@ class QuerySupervisor:
 
     def _activate_session(self) -> None:
         """Queries started from this thread belong to the engine's session."""
-        spark = self.engine.spark
-        jvm = spark._jvm
-        assert jvm is not None  # a started session has its JVM view
-        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        from streamsql.runtime.spark import activate
+
+        activate(self.engine.spark)
 
     def _properties_of(self, query_id: str) -> dict[str, str]:
         """The overrides of the command that created the query (its id ends with that command's

@@ -136,6 +136,7 @@ class KsqlService:
             self.supervisor = QuerySupervisor(self.engine)
             self.supervisor.start()
             self.ready.set()
+            self.engine.warm_up_in_background()  # a fresh server's first query then starts warm
             return notices
         except Exception as e:
             self.start_error = str(e)
@@ -188,17 +189,13 @@ class KsqlService:
                 self._applied.notify_all()
 
     def _pin_session(self) -> None:
-        """Make the engine's SparkSession the JVM thread's active session before Spark calls.
-
-        Requests run on a pool of worker threads; a JVM thread can be left with a stream's cloned
-        session active (foreachBatch callbacks), where the streamsql data source is not registered,
-        and Spark looks Python data sources up in the *active* session.
-        """
+        """Make the engine's SparkSession the JVM thread's active session before Spark calls
+        (requests run on a pool of worker threads: ``runtime.spark.activate``)."""
         spark = self.engine.started_spark
         if spark is not None:
-            jvm = spark._jvm
-            assert jvm is not None  # a started session has its JVM view
-            jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+            from streamsql.runtime.spark import activate
+
+            activate(spark)
 
     def _execute_all(self, text: str, session: Session) -> list[dict[str, Any]]:
         engine = self.engine

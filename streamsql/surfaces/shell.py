@@ -385,6 +385,7 @@ def run_shell(args: object) -> int:
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)
             if _interactive(args):
                 backend.description += f"\nEngine logs (Spark, processing log) go to {_logs_to_file(config.data_dir)}"
+                engine.warm_up_in_background()  # while the user types the first statement
             return _drive(backend, args, Path(config.data_dir) / "shell_history")
         finally:
             backend.close()

@@ -529,3 +529,30 @@ def test_alter_adds_columns_later_queries_read(engine, topic_name):  # type: ign
     with pytest.raises(CatalogError, match="Cannot alter table 'ALT_SRC': ALTER operations are not supported on "
                                            "source tables."):
         engine.execute("ALTER TABLE alt_src ADD d INT;")
+
+
+def test_a_thread_that_did_not_start_the_session_starts_queries(engine, topic_name):  # type: ignore[no-untyped-def]
+    """A server's request threads and a warm-up thread: the session was started in another
+    thread, where alone it is the JVM thread's active session, yet Spark finds the Kafka data
+    source in the active session (this failed with DATA_SOURCE_NOT_FOUND once a background
+    warm-up started the session)."""
+    import threading
+
+    src = topic_name("threads")
+    engine.execute(f"CREATE STREAM th_src (id VARCHAR KEY, v INT) WITH (KAFKA_TOPIC='{src}', "
+                   "VALUE_FORMAT='JSON', PARTITIONS=1);")
+    produce(engine.admin, src, [("a", '{"v": 1}', 1000), ("b", '{"v": 2}', 2000)])
+    box: dict[str, object] = {}
+
+    def body() -> None:
+        try:
+            box["result"] = engine.execute("CREATE STREAM th_out AS SELECT id, v * 10 AS w FROM th_src;")
+        except Exception as exc:  # noqa: BLE001 - reported below
+            box["error"] = exc
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join(timeout=120)
+    assert "error" not in box, box.get("error")
+    engine.wait_until_idle()
+    assert read(engine.admin, "TH_OUT") == [("a", {"W": 10}, 1000), ("b", {"W": 20}, 2000)]
