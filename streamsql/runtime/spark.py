@@ -124,6 +124,15 @@ STATE_STORE_SETTINGS = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
 }
+#: checkpoints through Hadoop's FileSystem API, not its FileContext API (Spark's default): without
+#: Hadoop's native library, FileContext's rename on the local file system forks ``readlink`` from
+#: the JVM for every file a micro-batch commits (offsets, commits, state), ~60-120 ms a batch on 2
+#: cores (docs/performance.md). The data directory, and so every checkpoint, is a local (or
+#: mounted) path, where FileSystem's rename is the same atomic rename(2) FileContext's is.
+CHECKPOINT_SETTINGS = {
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+}
 _LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?\Z")
 #: settings given by the command line and the properties file (:func:`configure`)
 _configured: dict[str, str] = {}
@@ -167,6 +176,7 @@ def session_settings(master: str, conf: dict[str, str] | None = None) -> dict[st
         # the JVM talks to its Python workers over Unix domain sockets, not loopback TCP
         "spark.python.unix.domain.socket.enabled": "true",
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        **CHECKPOINT_SETTINGS,
         **STATE_STORE_SETTINGS,
     }
     user = {**_configured, **(conf or {})}

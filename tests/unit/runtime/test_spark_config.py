@@ -194,3 +194,14 @@ def test_local_jvm_compiles_with_c1_only_and_collects_with_parallel_gc():  # typ
     assert any(o.startswith("-Dlog4j2.configurationFile=") for o in options)
     cluster = sp.session_settings("spark://h:7077")["spark.driver.extraJavaOptions"].split()
     assert "-XX:TieredStopAtLevel=1" not in cluster and "-XX:+UseParallelGC" not in cluster
+
+
+def test_checkpoints_through_the_file_system_api_for_every_master():  # type: ignore[no-untyped-def]
+    """FileContext's rename forks ``readlink`` from the JVM per committed file without Hadoop's
+    native library; the data directory is a local path, where FileSystem's rename is atomic."""
+    for master in ("local[2]", "spark://h:7077", "local-cluster[2,1,1024]"):
+        assert sp.session_settings(master)["spark.sql.streaming.checkpointFileManagerClass"].endswith(
+            ".FileSystemBasedCheckpointFileManager")
+    fc = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
+    assert sp.session_settings("local[2]", {"spark.sql.streaming.checkpointFileManagerClass": fc})[
+        "spark.sql.streaming.checkpointFileManagerClass"] == fc
