@@ -77,7 +77,7 @@ import py4j.java_gateway  # type: ignore[import-untyped]
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from streamsql.runtime import class_archive
+from streamsql.runtime import class_archive, zygote
 
 
 class _SelectorSelect:
@@ -209,6 +209,9 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> 
             from streamsql.runtime.worker_zip import ensure_compiled
 
             ensure_compiled()
+            if local and settings.get("spark.pyspark.python") == sys.executable and zygote.enabled():
+                # every Python process Spark starts is forked from one pre-imported process
+                settings["spark.pyspark.python"] = zygote.ensure_started() or sys.executable
             # PySpark takes the Python its workers run from this variable (SparkContext.pythonExec),
             # for the executors and for the Python processes Spark starts beside the driver
             if "spark.pyspark.python" in settings:

@@ -12,3 +12,24 @@ def test_the_checkpoint_file_manager_class_is_spark_s_and_in_force(spark) -> Non
     name = spark.conf.get("spark.sql.streaming.checkpointFileManagerClass")
     assert name.endswith("FileSystemBasedCheckpointFileManager")
     assert spark._jvm.java.lang.Class.forName(name).getName() == name
+
+
+def _pid(_: object) -> int:
+    import os
+
+    return os.getpid()
+
+
+def test_a_local_session_s_python_processes_are_forked_by_the_zygote(spark) -> None:  # type: ignore[no-untyped-def]
+    import psutil
+
+    from streamsql.runtime import zygote
+
+    zygote_pid = zygote.running_pid()
+    assert zygote_pid is not None
+    assert spark.conf.get("spark.pyspark.python").endswith("/python")
+    for pid in spark.sparkContext.parallelize(range(4), 2).map(_pid).collect():
+        worker = psutil.Process(pid)
+        assert zygote_pid in [p.pid for p in worker.parents()], worker.parents()
+        # the command line is the one Spark asked for (a task worker's parent: the worker daemon)
+        assert "-m streamsql.runtime.worker_daemon" in " ".join(worker.parent().cmdline())
