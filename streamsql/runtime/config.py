@@ -131,6 +131,11 @@ ENVIRONMENT_DOCS: dict[str, str] = {
     "STREAMSQL_WARM_UP": "`0`: a server or interactive shell does not warm its local Spark session in the "
                          "background while it waits for the first statement (default on; `streamsql run` and "
                          "`test` never warm: docs/performance.md, \"A warmed session\")",
+    "STREAMSQL_ZYGOTE": "`0`: a local Spark session starts its Python processes (the worker and planning "
+                        "daemons, each streaming query's source runner) as new interpreters instead of forking "
+                        "them from one pre-imported process (default on; off too when `spark.pyspark.python` or "
+                        "`PYSPARK_PYTHON` names another interpreter: docs/performance.md, \"Python processes "
+                        "forked, not started\")",
     "STREAMSQL_TANSU": "path of a tansu binary to use instead of the `broker` extra's",
     "STREAMSQL_QTT_DIR": "(tests) the directory holding ksqlDB's query-validation tests `qtt/` folder",
     "STREAMSQL_QTT_RATCHET": "(tests) `full` re-runs every conformance ratchet id instead of a sample",
