@@ -26,9 +26,9 @@ pytestmark = pytest.mark.integration
 
 RATCHET = Path(__file__).resolve().parents[1] / "qtt_ratchet.txt"
 #: a file with more listed ids than this has its last one re-run too. The sample is ~150 of ~1,390
-#: ids, ~7 minutes of the suite on 2 cores (180 ids took 518 s); every id is ~45 minutes, which
-#: does not fit the suite's 30. STREAMSQL_QTT_RATCHET=full runs every id; the standalone form is
-#: ``streamsql test <corpus>/qtt --ids tests/qtt_ratchet.txt``.
+#: ids, a few minutes of the suite on 2 cores; every id took 20 minutes in a fresh clone's run
+#: (session 32), 35 minutes for the whole command with setup, which does not fit its 30.
+#: STREAMSQL_QTT_RATCHET=full runs every id; the standalone form is ``streamsql test <corpus>/qtt --ids tests/qtt_ratchet.txt``.
 BIG_FILE = 40
 
 
@@ -45,7 +45,7 @@ def sample(ids: list[str], big_file: int = BIG_FILE) -> list[str]:
 
 
 @pytest.mark.qtt_corpus
-@pytest.mark.timeout(5400)  # the sample is a few minutes on 2 cores; the full list 40-55 minutes
+@pytest.mark.timeout(5400)  # the sample is a few minutes on 2 cores; the full list ~20 minutes
 def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
     root = corpus_dir() / "qtt"
     listed = read_ids(RATCHET)
