@@ -28,7 +28,8 @@ RATCHET = Path(__file__).resolve().parents[1] / "qtt_ratchet.txt"
 #: a file with more listed ids than this has its last one re-run too. The sample is ~150 of ~1,390
 #: ids, a few minutes of the suite on 2 cores; every id took 20 minutes in a fresh clone's run
 #: (session 32), 35 minutes for the whole command with setup, which does not fit its 30.
-#: STREAMSQL_QTT_RATCHET=full runs every id; the standalone form is ``streamsql test <corpus>/qtt --ids tests/qtt_ratchet.txt``.
+#: STREAMSQL_QTT_RATCHET=full runs every id; the standalone form is
+#: ``streamsql test <corpus>/qtt --ids tests/qtt_ratchet.txt``.
 BIG_FILE = 40
 
 
