@@ -30,8 +30,6 @@ Local masters only, and only when the user did not choose the workers' Python
 from __future__ import annotations
 
 import atexit
-import gc
-import importlib
 import json
 import os
 import runpy
@@ -49,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from streamsql.runtime.worker_daemon import PRELOADED as WORKER_MODULES
+from streamsql.runtime.worker_daemon import preload
 
 #: the worker daemon's modules, and what a streaming query's source runner and the planning
 #: calls import (the modules Spark runs as ``__main__`` are run fresh, never preloaded)
@@ -126,16 +125,6 @@ def _stop(proc: subprocess.Popen[bytes], workdir: Path) -> None:
 
 
 # --- the zygote process ---------------------------------------------------------------------
-
-def preload(modules: tuple[str, ...] = PRELOADED) -> None:
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - a preload is an optimisation, never a failure
-            print(f"streamsql zygote: not preloaded {name}: {exc}", file=sys.stderr)
-    gc.collect()
-    gc.freeze()
-
 
 def _read_exact(conn: socket.socket, n: int) -> bytes:
     data = b""
