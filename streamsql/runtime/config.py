@@ -147,6 +147,11 @@ ENVIRONMENT_DOCS: dict[str, str] = {
 }
 
 
+def switched_on(variable: str) -> bool:
+    """An environment switch that is on unless set to ``0``, ``false``, ``no`` or ``off`` (any case)."""
+    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def default_data_dir() -> Path:
     """``./.streamsql``: the data directory when neither a flag nor the config file names one."""
     return Path.cwd() / ".streamsql"

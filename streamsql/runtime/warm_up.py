@@ -24,7 +24,6 @@ turns it off.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import threading
@@ -43,6 +42,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from streamsql.runtime.config import switched_on
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
@@ -56,7 +57,7 @@ _SCHEMA = StructType([StructField("k", StringType()), StructField("v", LongType(
 
 
 def enabled() -> bool:
-    return os.environ.get("STREAMSQL_WARM_UP", "1").strip().lower() not in ("0", "false", "no", "off")
+    return switched_on("STREAMSQL_WARM_UP")
 
 
 class _Batches(DataSourceStreamReader):

@@ -46,6 +46,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from streamsql.runtime.config import switched_on
 from streamsql.runtime.worker_daemon import PRELOADED as WORKER_MODULES
 from streamsql.runtime.worker_daemon import preload
 
@@ -68,7 +69,7 @@ _started: dict[str, Any] = {}
 
 
 def enabled() -> bool:
-    return os.environ.get("STREAMSQL_ZYGOTE", "1").strip().lower() not in ("0", "false", "no", "off")
+    return switched_on("STREAMSQL_ZYGOTE")
 
 
 def ensure_started() -> str | None:
@@ -83,8 +84,7 @@ def ensure_started() -> str | None:
         workdir = Path(tempfile.mkdtemp(prefix="streamsql-python-"))
         sock_path = workdir / "zygote.sock"
         launcher = workdir / "python"
-        shebang = f"#!{sys.executable} -IS\n"
-        if len(shebang) > 120 or len(str(sock_path)) > 100:  # the kernel's and AF_UNIX's limits
+        if len(_shebang()) > 120 or len(str(sock_path)) > 100:  # the kernel's and AF_UNIX's limits
             shutil.rmtree(workdir, ignore_errors=True)
             return None
         write_launcher(launcher, sock_path)
@@ -104,13 +104,18 @@ def running_pid() -> int | None:
     return proc.pid if proc is not None and proc.poll() is None else None
 
 
+def _shebang() -> str:
+    """The launcher's first line: this interpreter, isolated (``-I``) and without ``site`` (``-S``)."""
+    return f"#!{sys.executable} -IS\n"
+
+
 def write_launcher(path: Path, sock_path: Path) -> None:
     """Write the executable launcher at ``path``: :mod:`streamsql.runtime.python_launcher` for
     the zygote listening at ``sock_path``, run by this interpreter without ``site``."""
     source = Path(__file__).with_name("python_launcher.py").read_text()
     source = source.replace('SOCKET = ""', f"SOCKET = {str(sock_path)!r}", 1)
     source = source.replace("PYTHON = sys.executable", f"PYTHON = {sys.executable!r}", 1)
-    path.write_text(f"#!{sys.executable} -IS\n" + source)
+    path.write_text(_shebang() + source)
     path.chmod(0o755)
 
 
