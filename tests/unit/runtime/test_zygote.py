@@ -139,3 +139,19 @@ def test_the_zygote_leaves_when_its_parent_s_pipe_closes(zygote) -> None:  # typ
     _, proc = zygote
     proc.stdin.close()
     assert proc.wait(10) == 0
+
+
+def test_a_malformed_request_is_dropped_and_the_zygote_keeps_serving(zygote) -> None:  # type: ignore[no-untyped-def]
+    import socket
+
+    launcher, proc = zygote
+    sock_path = str(launcher.parent / "z.sock")
+    for payload in (b"F", b"Fxxxx", b""):  # no descriptors passed, bytes after them, nothing at all
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(sock_path)
+        if payload:
+            conn.sendall(payload)
+        conn.close()
+    out = _launch(launcher, "-m", "zt_echo", cwd=launcher.parent / "mods", ZYGOTE_TEST="after")
+    assert proc.poll() is None
+    assert "env after" in out.stdout.decode() and out.returncode == 0, out
