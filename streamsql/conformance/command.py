@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from streamsql.conformance.cases import QttCase, collect_files, load_file, load_test_runner_case
-from streamsql.conformance.qtt import DEFAULT_TIMEOUT_S, QttRunner
+from streamsql.conformance.qtt import DEFAULT_TIMEOUT_S, QttRunner, runner_settings
 from streamsql.conformance.results import CaseResult, file_line, summary_line, top_failures, write_report
 from streamsql.conformance.rqtt import is_rqtt_path
 
@@ -101,13 +102,6 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 1 if any(r.status == "failed" for r in results) else 0
 
 
-#: A test case's data is a few records: one shuffle partition instead of the engine's 2 × cores
-#: makes each stateful micro-batch one task instead of four (measured on the join cases: ~17% less
-#: CPU per case). Set for the SparkSession of ``streamsql test`` only; the engine's queries are
-#: otherwise planned the same way.
-QTT_SPARK_CONF = {"spark.sql.shuffle.partitions": "1"}
-
-
 def run_cases(cases_by_file: Mapping[str, Sequence[QttCase | CaseResult]], args: argparse.Namespace,
               out: TextIO) -> list[CaseResult]:
     from streamsql.runtime.spark import get_spark
@@ -124,12 +118,10 @@ def run_cases(cases_by_file: Mapping[str, Sequence[QttCase | CaseResult]], args:
     results: list[CaseResult] = []
     spark = None
     runner = None
-    saved_conf: dict[str, str | None] = {}
+    settings = contextlib.ExitStack()
     try:
         spark = get_spark(args.spark_master)
-        saved_conf = {k: spark.conf.get(k, None) for k in QTT_SPARK_CONF}
-        for k, v in QTT_SPARK_CONF.items():
-            spark.conf.set(k, v)
+        settings.enter_context(runner_settings(spark))
         runner = QttRunner(bootstrap, spark, timeout_s=args.timeout, spark_master=args.spark_master,
                            parallel=_parallel(getattr(args, "parallel", 1)))
         # one stream of cases across all files, so that ``--parallel`` keeps every worker busy
@@ -160,11 +152,7 @@ def run_cases(cases_by_file: Mapping[str, Sequence[QttCase | CaseResult]], args:
                     q.stop()
                 except Exception:  # noqa: BLE001
                     pass
-            for k, old in saved_conf.items():  # a session shared with the caller gets its settings back
-                if old is None:
-                    spark.conf.unset(k)
-                else:
-                    spark.conf.set(k, old)
+            settings.close()
             spark.stop()
         if broker is not None:
             broker.stop()

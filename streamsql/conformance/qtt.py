@@ -44,7 +44,8 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,41 @@ if TYPE_CHECKING:
     from streamsql.runtime.engine import Engine
 
 DEFAULT_TIMEOUT_S = 120.0
+
+#: Spark settings while cases run: a case's data is a few records, so the per-batch fixed costs
+#: are what a case pays for (measured on every 8th ratchet id, 2 cores, -j 3: 125 → 103 s with one
+#: shuffle partition, → 93 s interpreted as well; docs/conformance.md).
+#:
+#: * one shuffle partition instead of the engine's 2 × cores: a stateful micro-batch is one task,
+#:   not four (each with its own state store and Python worker);
+#: * expressions interpreted, not compiled: for every new plan Spark generates Java source for
+#:   its projections and stages and compiles it with Janino; over a handful of rows that costs far
+#:   more than it saves. Both modes are Spark's own and give the same results (Spark's expression
+#:   tests run each expression both ways).
+#:
+#: Only the test runner's session gets them; the engine's queries are otherwise planned the same.
+RUNNER_SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
+
+@contextmanager
+def runner_settings(spark: SparkSession) -> Iterator[None]:
+    """:data:`RUNNER_SPARK_CONF` on ``spark`` for the duration; a session shared with the
+    caller (the test suite's) gets its own settings back."""
+    saved = {k: spark.conf.get(k, None) for k in RUNNER_SPARK_CONF}
+    for k, v in RUNNER_SPARK_CONF.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, old)
 
 
 class MemoryCommandLog:

@@ -61,7 +61,8 @@ def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ig
     runner = qtt.QttRunner(bootstrap, spark, work_dir=tmp_path / "qtt", timeout_s=120, parallel=DEFAULT_PARALLEL)
     started = time.monotonic()
     try:
-        results = runner.run(cases[i] for i in ids)
+        with qtt.runner_settings(spark):  # the settings `streamsql test` runs cases with
+            results = runner.run(cases[i] for i in ids)
     finally:
         runner.close()
     failing = [f"{r.id}: {r.reason}" for r in results if r.status != "passed"]

@@ -230,3 +230,14 @@ def test_ksql_test_runner_trio(bootstrap, spark, tmp_path) -> None:  # type: ign
     finally:
         runner.close()
     assert res.status == "passed", res.reason
+
+
+def test_runner_settings_apply_while_cases_run_and_are_restored(spark) -> None:  # type: ignore[no-untyped-def]
+    before = {k: spark.conf.get(k, None) for k in qtt.RUNNER_SPARK_CONF}
+    with qtt.runner_settings(spark):
+        assert {k: spark.conf.get(k) for k in qtt.RUNNER_SPARK_CONF} == qtt.RUNNER_SPARK_CONF
+        # interpreted expressions give the same values as compiled ones (a mixed-type sample)
+        row = spark.sql("SELECT CAST(1.5 AS DECIMAL(4,2)) * 3 AS d, concat('a', 2) AS s, "
+                        "round(2.345, 2) AS r, array_max(array(3, 1, 2)) AS m").collect()[0]
+    assert {k: spark.conf.get(k, None) for k in qtt.RUNNER_SPARK_CONF} == before
+    assert (str(row.d), row.s, str(row.r), row.m) == ("4.50", "a2", "2.35", 3)

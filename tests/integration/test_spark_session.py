@@ -33,3 +33,29 @@ def test_a_local_session_s_python_processes_are_forked_by_the_zygote(spark) -> N
         assert zygote_pid in [p.pid for p in worker.parents()], worker.parents()
         # the command line is the one Spark asked for (a task worker's parent: the worker daemon)
         assert "-m streamsql.runtime.worker_daemon" in " ".join(worker.parent().cmdline())
+
+
+def test_the_java_names_pyspark_reads_on_every_call_are_resolved_once(spark) -> None:  # type: ignore[no-untyped-def]
+    import py4j.clientserver
+
+    from streamsql.runtime.spark import PINNED_JAVA_NAMES
+
+    jvm = spark._jvm
+    sent: list[str] = []
+    client = jvm._gateway_client
+    original = client.send_command
+    client.send_command = lambda command, *a, **k: (sent.append(command), original(command, *a, **k))[1]
+    try:
+        for name in PINNED_JAVA_NAMES:
+            node = jvm
+            for part in name.split("."):
+                node = getattr(node, part)
+            if "." in name:
+                assert getattr(jvm, name) is node  # PySpark's own spelling of some of them
+        # what every classic session's thread does on activation still works through them
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    finally:
+        client.send_command = original
+    assert isinstance(client, py4j.clientserver.JavaClient)
+    lookups = [c.split("\n")[:3] for c in sent if c.startswith("r\nu\n")]
+    assert lookups == [], lookups
