@@ -22,6 +22,9 @@ fi
 # Spark's Python workers import PySpark from a zip without bytecode (0.6 CPU-s per process start);
 # byte-compile it once (streamsql/runtime/worker_zip.py; get_spark does the same if needed)
 .venv/bin/python -m streamsql.runtime.worker_zip
+# checkpoints are written without a chmod process per file: a small Hadoop class compiled once
+# with the JDK's javac (streamsql/runtime/local_fs.py); without javac, Hadoop's own class is used
+.venv/bin/python -m streamsql.runtime.local_fs
 # the driver JVM maps an archive of the classes Spark loads (session start ~8 s -> ~4 s), built
 # once per environment by a short pipeline over an embedded broker (streamsql/runtime/class_archive.py)
 .venv/bin/python -m streamsql.runtime.class_archive

@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from streamsql.runtime import local_fs
+
 log = logging.getLogger(__name__)
 
 #: the JVM's own messages about the archive (a mismatch, classes it skips) would go to stdout
@@ -64,7 +66,10 @@ def archive_path() -> Path | None:
     configured = os.environ.get("STREAMSQL_CLASS_ARCHIVE")
     if configured is not None:
         return Path(configured) if configured else None
-    return Path(sys.prefix) / "share" / "streamsql" / "spark-classes.jsa"
+    # the archive is valid for one class path only: one with our local file system's jar on it
+    # (runtime/local_fs.py) is another archive than one without
+    jar = local_fs.jar_path()
+    return Path(sys.prefix) / "share" / "streamsql" / f"spark-classes-{jar.stem if jar.is_file() else 'plain'}.jsa"
 
 
 def jvm_options() -> str:
@@ -142,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dump:
         _dump(Path(args.dump))
         return 0
+    local_fs.ensure_built()  # first: the archive's class path includes it
     path = archive_path()
     if path is None:
         print("STREAMSQL_CLASS_ARCHIVE is empty: no class archive")

@@ -77,7 +77,7 @@ import py4j.java_gateway  # type: ignore[import-untyped]
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from streamsql.runtime import class_archive, zygote
+from streamsql.runtime import class_archive, local_fs, zygote
 
 
 class _SelectorSelect:
@@ -191,6 +191,11 @@ def session_settings(master: str, conf: dict[str, str] | None = None) -> dict[st
             "spark.driver.extraJavaOptions": f"{settings['spark.driver.extraJavaOptions']} {LOCAL_JVM_OPTIONS}",
             "spark.python.daemon.module": WORKER_DAEMON,
         })
+        # checkpoints written without a chmod process per file (runtime/local_fs.py)
+        local_fs_settings = local_fs.spark_settings(user.get("spark.driver.extraClassPath"))
+        if local_fs_settings:
+            settings.update(local_fs_settings)
+            user.pop("spark.driver.extraClassPath", None)  # it is in ours, after the jar
     else:
         python = user.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
         if python:

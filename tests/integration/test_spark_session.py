@@ -59,3 +59,26 @@ def test_the_java_names_pyspark_reads_on_every_call_are_resolved_once(spark) -> 
     assert isinstance(client, py4j.clientserver.JavaClient)
     lookups = [c.split("\n")[:3] for c in sent if c.startswith("r\nu\n")]
     assert lookups == [], lookups
+
+
+def test_checkpoint_files_get_their_permissions_from_our_local_file_system(spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    from streamsql.runtime import local_fs
+
+    # the setup built the class (it needs the JDK's javac, which the machines have)
+    assert local_fs.jar_path().is_file()
+    assert spark.sparkContext.getConf().get("spark.hadoop.fs.file.impl") == local_fs.CLASS_NAME
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(str(tmp_path / "offsets" / "0"))
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    assert fs.getClass().getName() == local_fs.CLASS_NAME
+    out = fs.create(path, True)  # the directory, the file and its checksum file: each chmod-ed
+    out.write(bytearray(b"v1"))
+    out.close()
+    fs.setPermission(path, jvm.org.apache.hadoop.fs.permission.FsPermission("640"))
+    assert os.stat(tmp_path / "offsets" / "0").st_mode & 0o777 == 0o640
+    assert (tmp_path / "offsets" / ".0.crc").is_file()  # still Hadoop's checksummed file system
+    missing = jvm.org.apache.hadoop.fs.Path(str(tmp_path / "nope"))
+    with pytest.raises(Exception, match="FileNotFoundException"):
+        fs.setPermission(missing, jvm.org.apache.hadoop.fs.permission.FsPermission("640"))
