@@ -34,8 +34,28 @@ def test_no_archive_no_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 def test_the_default_archive_lives_in_the_python_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("STREAMSQL_CLASS_ARCHIVE", raising=False)
     path = class_archive.archive_path()
-    assert path is not None and path.name == "spark-classes.jsa"
+    assert path is not None and path.name.startswith("spark-classes-") and path.suffix == ".jsa"
     assert path.is_relative_to(Path(__import__("sys").prefix))
+
+
+def test_the_archive_is_named_by_the_class_path_it_was_made_for(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JVM ignores an archive dumped with another class path: with and without our local file
+    system's jar are two archives, so neither setup leaves the other a useless one."""
+    from streamsql.runtime import local_fs
+
+    monkeypatch.delenv("STREAMSQL_CLASS_ARCHIVE", raising=False)
+    jar = tmp_path / "local-fs-abc.jar"
+    monkeypatch.setattr(local_fs, "jar_path", lambda: jar)
+    without = class_archive.archive_path()
+    assert "extraClassPath" not in " ".join(local_fs.spark_settings())
+    jar.write_bytes(b"PK")
+    with_jar = class_archive.archive_path()
+    assert without is not None and with_jar is not None
+    assert (without.name, with_jar.name) == ("spark-classes-plain.jsa", "spark-classes-local-fs-abc.jsa")
+    settings = local_fs.spark_settings("/user/extra.jar")
+    assert settings["spark.driver.extraClassPath"] == f"{jar}:/user/extra.jar"  # ours first, the user's kept
+    assert settings["spark.hadoop.fs.file.impl"] == local_fs.CLASS_NAME
 
 
 def test_a_failed_build_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
