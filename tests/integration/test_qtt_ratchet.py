@@ -56,8 +56,8 @@ def test_ratchet_ids_still_pass(bootstrap, spark, tmp_path) -> None:  # type: ig
     unknown = [i for i in listed if i not in cases]
     assert not unknown, f"ratchet ids not in the corpus: {unknown}"
     ids = listed if os.environ.get("STREAMSQL_QTT_RATCHET") == "full" else sample(listed)
-    # cores + 1 cases at a time (each on its own engine), as `streamsql test` does: a case also
-    # waits on Spark and the broker, which one more case in flight fills.
+    # 2 × cores cases at a time (each on its own engine), as `streamsql test` does: a case also
+    # waits on Spark and the broker, which more cases in flight fill.
     runner = qtt.QttRunner(bootstrap, spark, work_dir=tmp_path / "qtt", timeout_s=120, parallel=DEFAULT_PARALLEL)
     started = time.monotonic()
     try:
