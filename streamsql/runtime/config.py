@@ -138,7 +138,8 @@ ENVIRONMENT_DOCS: dict[str, str] = {
                         "forked, not started\")",
     "STREAMSQL_TANSU": "path of a tansu binary to use instead of the `broker` extra's",
     "STREAMSQL_QTT_DIR": "(tests) the directory holding ksqlDB's query-validation tests `qtt/` folder",
-    "STREAMSQL_QTT_RATCHET": "(tests) `full` re-runs every conformance ratchet id instead of a sample",
+    "STREAMSQL_QTT_RATCHET": "(tests) `sample` re-runs a sample of the conformance ratchet (every file's first "
+                             "id, the last of the largest) instead of every id",
     "STREAMSQL_DRILL_RECORDS": "(drills) input records of the crash drills at scale (default 200000)",
     "PYSPARK_PYTHON": "the Python Spark's workers run (default: the driver's, in local mode)",
     "RUST_LOG": "the embedded broker's (tansu's) log level (default warn)",
