@@ -240,6 +240,21 @@ class EndOffsets:
             pass
 
 
+class _SecurityErrors:
+    """The admin client's ``error_cb``: remembers the last TLS or authentication failure.
+
+    A separate object, not a bound method of :class:`KafkaAdmin`: the client keeps its
+    callback, and a callback holding the admin would make a reference cycle (see
+    :meth:`KafkaAdmin.close`)."""
+
+    def __init__(self) -> None:
+        self.message: str | None = None
+        self.at = 0.0  # time.monotonic() of the last one
+
+    def __call__(self, err: _CKError) -> None:
+        if err.code() in _SECURITY_ERRORS:
+            self.message, self.at = err.str(), time.monotonic()
+
 class KafkaAdmin:
     """Synchronous administration for the engine and its surfaces (CREATE/DROP, SHOW TOPICS,
     INSERT VALUES, PRINT)."""
@@ -249,17 +264,22 @@ class KafkaAdmin:
         self.bootstrap_servers = bootstrap_servers
         self.timeout_s = timeout_s
         self._extra = dict(config or {})
-        #: the last TLS or authentication failure librdkafka reported for the cluster: such a
-        #: failure repeats on every retry, so a call gives up with it instead of timing out
-        self.security_error: str | None = None
-        self._security_error_at = 0.0
-        conf: dict[str, Any] = {**client_config(bootstrap_servers, self._extra), "error_cb": self._on_error}
-        self._admin = AdminClient(conf)
+        self._security = _SecurityErrors()
+        conf: dict[str, Any] = {**client_config(bootstrap_servers, self._extra), "error_cb": self._security}
+        self._client: AdminClient | None = AdminClient(conf)
         self._producer: Producer | None = None
 
-    def _on_error(self, err: _CKError) -> None:
-        if err.code() in _SECURITY_ERRORS:
-            self.security_error, self._security_error_at = err.str(), time.monotonic()
+    @property
+    def security_error(self) -> str | None:
+        """The last TLS or authentication failure librdkafka reported for the cluster: such a
+        failure repeats on every retry, so a call gives up with it instead of timing out."""
+        return self._security.message
+
+    @property
+    def _admin(self) -> AdminClient:
+        if self._client is None:
+            raise KafkaError(f"the Kafka admin client of {self.bootstrap_servers} is closed")
+        return self._client
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -271,7 +291,7 @@ class KafkaAdmin:
                 return self._admin.list_topics(topic, timeout=min(1.0, max(0.1, deadline - time.monotonic())))
             except KafkaException as e:
                 self._admin.poll(0)  # serves error_cb
-                if self.security_error is not None and self._security_error_at >= started:
+                if self.security_error is not None and self._security.at >= started:
                     raise KafkaError(f"cannot reach Kafka at {self.bootstrap_servers}: {self.security_error}"
                                      ) from None
                 if time.monotonic() >= deadline:
@@ -487,6 +507,13 @@ class KafkaAdmin:
         return sorted(recs, key=lambda r: (r.partition, r.offset))
 
     def close(self) -> None:
+        """Flush and release the clients now, in the calling thread.
+
+        A librdkafka handle left to Python's cycle collector is destroyed in whatever thread
+        the collector next runs in, librdkafka's own callback threads included, where
+        destroying a handle aborts or crashes the process (confluent-kafka-python #1761, #2129):
+        so nothing here is part of a reference cycle, and close drops the handles at once."""
         if self._producer is not None:
             self._producer.flush(self.timeout_s)
             self._producer = None
+        self._client = None

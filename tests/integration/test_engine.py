@@ -10,6 +10,7 @@ from streamsql.errors import AnalysisError, CatalogError, ConfigError, KafkaErro
 from streamsql.kafka.admin import KafkaAdmin
 from streamsql.runtime import results as r
 
+from tests.support.cycles import kafka_clients_left_to_the_cycle_collector
 from tests.support.processing_log import deserialization_errors
 
 pytestmark = pytest.mark.integration
@@ -556,3 +557,21 @@ def test_a_thread_that_did_not_start_the_session_starts_queries(engine, topic_na
     assert "error" not in box, box.get("error")
     engine.wait_until_idle()
     assert read(engine.admin, "TH_OUT") == [("a", {"W": 10}, 1000), ("b", {"W": 20}, 2000)]
+
+
+def test_a_closed_engine_leaves_no_kafka_client_to_the_cycle_collector(bootstrap, spark, tmp_path, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """The conformance runner closes an engine per case from several threads at once: a client
+    left in a cycle would be destroyed wherever the collector next runs (tests/support/cycles.py)."""
+    from streamsql.runtime.config import EngineConfig
+    from streamsql.runtime.engine import Engine
+
+    t = topic_name("cyc")
+
+    def run() -> None:
+        e = Engine(EngineConfig(bootstrap, tmp_path / "state"), spark=spark)
+        e.start()
+        e.execute(f"CREATE STREAM s (id INT KEY, v INT) WITH (KAFKA_TOPIC='{t}', PARTITIONS=1, FORMAT='JSON');")
+        e.execute("INSERT INTO s (id, v) VALUES (1, 2);")
+        e.close()
+
+    assert kafka_clients_left_to_the_cycle_collector(run) == []

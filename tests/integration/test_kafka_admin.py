@@ -8,6 +8,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from streamsql.errors import KafkaError
 from streamsql.kafka.admin import EndOffsets, KafkaAdmin
 
+from tests.support.cycles import kafka_clients_left_to_the_cycle_collector
+
 pytestmark = pytest.mark.integration
 
 
@@ -90,3 +92,30 @@ def test_iter_records_limit_and_from_end(admin: KafkaAdmin, topic_name) -> None:
     admin.flush()
     assert [r.value for r in admin.iter_records(t, limit=2)] == [b"0", b"1"]
     assert list(admin.iter_records(t, from_beginning=False)) == []
+
+
+def test_no_client_is_left_to_the_cycle_collector(bootstrap: str, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """An admin's librdkafka handles go when it is closed or dropped, in the thread doing so:
+    never in a cycle, which the collector could destroy in one of librdkafka's own threads."""
+    t = topic_name("cyc")
+
+    def closed() -> None:
+        a = KafkaAdmin(bootstrap)
+        a.create_topic(t)
+        a.produce(t, b"k", b"v", 1)
+        assert [r.value for r in a.read_all(t)] == [b"v"]
+        a.close()
+
+    def dropped() -> None:
+        a = KafkaAdmin(bootstrap)
+        assert t in a.topics()
+
+    assert kafka_clients_left_to_the_cycle_collector(closed) == []
+    assert kafka_clients_left_to_the_cycle_collector(dropped) == []
+
+
+def test_a_closed_admin_says_so(bootstrap: str) -> None:
+    a = KafkaAdmin(bootstrap)
+    a.close()
+    with pytest.raises(KafkaError, match=r"admin client of .* is closed"):
+        a.topics()
