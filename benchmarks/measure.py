@@ -26,6 +26,8 @@ class TreeSampler:
         self.interval_s = interval_s
         self.peak_rss = 0
         self.peak_pss = 0
+        #: the peak PSS sample split by process (:func:`_role`): which process holds the memory
+        self.peak_pss_by_process: dict[str, int] = {}
         self._pss_every = pss_every
         self._samples = 0
         self.cpu: dict[int, float] = {}
@@ -56,10 +58,14 @@ class TreeSampler:
             return
         total = 0
         pss: int | None = 0 if self._samples % self._pss_every == 0 else None
+        by_role: dict[str, int] = {}
         self._samples += 1
         for p in procs:
             if pss is not None:
-                pss += pss_bytes(p.pid)
+                mine = pss_bytes(p.pid)
+                pss += mine
+                role = _role(p)
+                by_role[role] = by_role.get(role, 0) + mine
             try:
                 with p.oneshot():
                     total += p.memory_info().rss
@@ -70,8 +76,8 @@ class TreeSampler:
             except psutil.Error:
                 continue
         self.peak_rss = max(self.peak_rss, total)
-        if pss is not None:
-            self.peak_pss = max(self.peak_pss, pss)
+        if pss is not None and pss > self.peak_pss:
+            self.peak_pss, self.peak_pss_by_process = pss, by_role
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -126,6 +132,18 @@ def _label(p: Any) -> str:
     if exe.startswith("python") and "pyspark" in text:
         return "python-worker"  # Spark's Python daemon, workers and data source runners
     return name
+
+
+def _role(p: Any) -> str:
+    """A finer label than :func:`_label` for the memory split: a Python process by the module
+    it runs (``-m x``; a forked worker's title names it too), counted as ``python:<module>``."""
+    try:
+        cmd = p.cmdline()
+    except Exception:  # noqa: BLE001
+        return "?"
+    if "-m" in cmd[:-1] and os.path.basename(cmd[0]).startswith("python"):
+        return "python:" + cmd[cmd.index("-m") + 1]
+    return _label(p)
 
 
 _MISSING = object()

@@ -71,3 +71,27 @@ def test_rss_milestones_follow_the_changelog_count() -> None:
     assert m["driver"] == {"start": 150.0, "10%": 151.0, "50%": 155.0, "100%": 152.0, "max": 155.0}
     assert m["jvm"]["100%"] == 990.0
     assert m["t_s"] == {"10%": 1.0, "50%": 2.0, "100%": 3.0}
+
+
+def test_the_peak_pss_is_split_by_the_module_each_python_process_runs() -> None:
+    """A real child tree (no Spark): the sampler's peak PSS names ``python:<module>`` for a
+    process started with ``-m`` and sums to the peak it reports."""
+    import subprocess
+    import sys
+    import time
+
+    from benchmarks.measure import TreeSampler
+
+    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run("
+                              "[sys.executable, '-m', 'timeit', '-n', '1', 'import time; time.sleep(3)'])"])
+    try:
+        time.sleep(1.0)
+        sampler = TreeSampler(child.pid, interval_s=0.05, pss_every=1).start()
+        time.sleep(0.5)
+        sampler.stop()
+    finally:
+        child.kill()
+        child.wait()
+    split = sampler.peak_pss_by_process
+    assert "python:timeit" in split and split["python:timeit"] > 0
+    assert sum(split.values()) == sampler.peak_pss
