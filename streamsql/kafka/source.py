@@ -383,7 +383,7 @@ class KafkaBatchReader(_OffsetsMixin, DataSourceReader):
 #: idle readers of this process, per cluster and settings. A read takes one out and puts it back
 #: when done (:func:`_checkout`, :func:`_checkin`), so two threads of one process (concurrent pull
 #: queries in the server) never assign the same consumer at once.
-_IDLE: dict[tuple[str, tuple[tuple[str, str], ...]], list[Consumer]] = {}
+_IDLE: dict[tuple[str, tuple[tuple[str, str], ...], int], list[Consumer]] = {}
 #: idle readers kept per key; more are closed when returned
 _IDLE_PER_KEY = 2
 _CONSUMERS_LOCK = threading.Lock()
@@ -397,10 +397,28 @@ _KNOWN_TOPICS: dict[int, set[str]] = {}
 #: is unaffected (the broker answers as soon as it has data), and the consumer is unassigned, so
 #: not fetching at all, between ranges.
 _READER_FETCH_WAIT_MS = 5
+#: How far a reader fetches ahead of what it has consumed. librdkafka prefetches a partition up
+#: to ``queued.min.messages`` (200,000 in :func:`consumer_config`) or 64 MB, but a range read
+#: stops at its end offset and unassigns, which drops everything fetched past it: on a backlog
+#: the broker served up to twice the records a query read, and each task worker kept the 64 MB
+#: high-water mark. One Arrow batch of records (``arrowBatchRows``) or 8 MB ahead keeps the
+#: fetches overlapping the decoding (W1 at 1M records, docs/performance.md: the broker's CPU
+#: 2.8-3.6 → 1.0-1.4 s, each task worker's PSS ~170 → ~115 MB, the same records/s).
+_READER_PREFETCH_KBYTES = 8192
 
 
-def _reader_key(opts: SourceOptions) -> tuple[str, tuple[tuple[str, str], ...]]:
-    return (opts.bootstrap, tuple(sorted(opts.kafka.items())))
+def _reader_key(opts: SourceOptions) -> tuple[str, tuple[tuple[str, str], ...], int]:
+    return (opts.bootstrap, tuple(sorted(opts.kafka.items())), opts.batch_rows)
+
+
+def reader_config(opts: SourceOptions) -> dict[str, Any]:
+    """The librdkafka settings of a range reader: :func:`consumer_config`'s, a short fetch wait
+    and a bounded prefetch (see above); the query's own Kafka settings win."""
+    from streamsql.kafka.admin import consumer_config
+
+    return consumer_config(opts.bootstrap, {
+        "fetch.wait.max.ms": _READER_FETCH_WAIT_MS, "queued.min.messages": opts.batch_rows,
+        "queued.max.messages.kbytes": _READER_PREFETCH_KBYTES, **opts.kafka})
 
 
 def _checkout(opts: SourceOptions) -> Consumer:
@@ -409,13 +427,11 @@ def _checkout(opts: SourceOptions) -> Consumer:
     with :func:`_checkin`."""
     from confluent_kafka import Consumer
 
-    from streamsql.kafka.admin import consumer_config
-
     with _CONSUMERS_LOCK:
         idle = _IDLE.get(_reader_key(opts))
         c = idle.pop() if idle else None
     if c is None:
-        c = Consumer(consumer_config(opts.bootstrap, {"fetch.wait.max.ms": _READER_FETCH_WAIT_MS, **opts.kafka}))
+        c = Consumer(reader_config(opts))
     with _CONSUMERS_LOCK:
         known = _KNOWN_TOPICS.setdefault(id(c), set())
     if opts.topic not in known:

@@ -14,8 +14,12 @@ Settings and why:
     with the parallel collector (:data:`LOCAL_JVM_OPTIONS`). On a laptop the JVM shares a few cores
     with the Python workers and the broker; C2's compiler threads and G1's concurrent work took
     half of its CPU seconds in a 500k-record W3 run, and without them the run was 1.3× faster
-    end to end and in its steady batches too (docs/performance.md). A cluster's driver keeps the
-    JVM's defaults; ``spark.driver.extraJavaOptions`` set by the user replaces ours.
+    end to end and in its steady batches too (docs/performance.md). The young generation is
+    64 MB (``-Xmn64m``): the parallel collector sizes it at a third of the heap and touches all
+    of it between collections, so a 1 GB driver held ~730 MB resident for a stateless query
+    that keeps little alive; with 64 MB, ~480 MB at the same records/s (W1, docs/performance.md).
+    A cluster's driver keeps the JVM's defaults; ``spark.driver.extraJavaOptions`` set by the
+    user replaces ours.
   * py4j's callback server (which the JVM calls for ``foreachBatch`` and listeners) waits for
     connections with ``select()``, which fails on a descriptor numbered 1,024 or more. A server
     holding hundreds of client connections when its first push query starts gets such a number,
@@ -112,8 +116,9 @@ _unlimited_select()
 _lock = threading.Lock()
 #: keeps Spark's own logging to errors (the default prints WARN lines users cannot act on)
 _LOG4J = Path(__file__).with_name("log4j2.properties")
-#: JVM flags of a local session (see the module docstring): C1 only, the parallel collector
-LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+#: JVM flags of a local session (see the module docstring): C1 only, the parallel collector,
+#: a 64 MB young generation
+LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -Xmn64m"
 #: the Python worker daemon of a local session: PySpark's, with our tasks' modules preloaded
 WORKER_DAEMON = "streamsql.runtime.worker_daemon"
 _registered: set[int] = set()

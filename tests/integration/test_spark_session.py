@@ -82,3 +82,13 @@ def test_checkpoint_files_get_their_permissions_from_our_local_file_system(spark
     missing = jvm.org.apache.hadoop.fs.Path(str(tmp_path / "nope"))
     with pytest.raises(Exception, match="FileNotFoundException"):
         fs.setPermission(missing, jvm.org.apache.hadoop.fs.permission.FsPermission("640"))
+
+
+def test_a_local_session_s_jvm_has_a_small_young_generation(spark) -> None:  # type: ignore[no-untyped-def]
+    """The parallel collector's default young generation (a third of the heap) is all touched
+    between collections: a local JVM keeps it at 64 MB (runtime/spark.py, docs/performance.md)."""
+    jvm = spark.sparkContext._jvm
+    pools = {p.getName(): p for p in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()}
+    young = [p.getUsage().getMax() for name, p in pools.items() if "Eden" in name or "Survivor" in name]
+    assert pools.keys() & {"PS Eden Space"}, sorted(pools)  # the parallel collector
+    assert 0 < sum(young) <= 64 * 2**20

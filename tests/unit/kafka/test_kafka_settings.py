@@ -111,3 +111,17 @@ def test_a_command_without_an_engine_gives_its_clients_the_settings(tmp_path) ->
             assert client_config("broker-c:9093")["security.protocol"] == "SSL"
     finally:
         settings.register("broker-c:9093", {})
+
+
+def test_a_range_reader_prefetches_one_batch_and_the_querys_settings_win() -> None:
+    """A range read unassigns at its end and drops what was fetched past it: librdkafka's default
+    prefetch (200,000 records or 64 MB) made the broker serve up to twice the records read."""
+    from streamsql.kafka.source import SourceOptions, reader_config
+
+    opts = SourceOptions.parse({"kafka.bootstrap.servers": "b:9092", "topic": "t", "arrowBatchRows": "5000"})
+    got = reader_config(opts)
+    assert (got["queued.min.messages"], got["queued.max.messages.kbytes"]) == (5000, 8192)
+    assert got["enable.partition.eof"] is True  # consumer_config's own settings stay
+    mine = SourceOptions.parse({"kafka.bootstrap.servers": "b:9092", "topic": "t",
+                                "kafka.queued.max.messages.kbytes": "65536"})
+    assert reader_config(mine)["queued.max.messages.kbytes"] == "65536"
