@@ -255,6 +255,7 @@ class _SecurityErrors:
         if err.code() in _SECURITY_ERRORS:
             self.message, self.at = err.str(), time.monotonic()
 
+
 class KafkaAdmin:
     """Synchronous administration for the engine and its surfaces (CREATE/DROP, SHOW TOPICS,
     INSERT VALUES, PRINT)."""

@@ -90,7 +90,10 @@ def test_the_peak_pss_is_split_by_the_module_each_python_process_runs() -> None:
         time.sleep(0.5)
         sampler.stop()
     finally:
-        child.kill()
+        import psutil
+
+        for p in [*psutil.Process(child.pid).children(recursive=True), psutil.Process(child.pid)]:
+            p.kill()  # the grandchild too: it would sleep on as an orphan
         child.wait()
     split = sampler.peak_pss_by_process
     assert "python:timeit" in split and split["python:timeit"] > 0
