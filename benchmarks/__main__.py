@@ -135,6 +135,9 @@ def run_system(args: argparse.Namespace, system: str, w: Workload, bootstrap: st
     result.update(peak_rss_mb=max(sampler.peak_rss / 2**20, result.get("self_max_rss_mb") or 0),
                   peak_pss_mb=sampler.peak_pss / 2**20 if sampler.peak_pss else None,
                   cpu_s_by_process=sampler.cpu_by_kind(),
+                  query_cpu_s_by_process=sampler.cpu_by_kind(since={
+                      int(pid): secs for pid, secs in result.pop("cpu_at_query_start", {}).items()})
+                  if "cpu_at_query_start" in result else None,
                   peak_pss_mb_by_process={k: round(v / 2**20, 1) for k, v in sorted(
                       sampler.peak_pss_by_process.items(), key=lambda kv: -kv[1])},
                   loadavg_before=load_before, loadavg_after=loadavg())
@@ -256,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         for system, res in wmeta["systems"].items():
             if res.get("cpu_s_by_process"):
                 print(f"{name} {system}: CPU seconds {res['cpu_s_by_process']}")
+            if res.get("query_cpu_s_by_process"):
+                print(f"{name} {system}: CPU seconds from the query's start {res['query_cpu_s_by_process']}")
             if res.get("peak_pss_mb_by_process"):
                 print(f"{name} {system}: peak PSS MB by process {res['peak_pss_mb_by_process']}")
     nexmark = report.nexmark_per_core(rows, {w.name: w.flink_per_core for w in workloads if w.flink_per_core}, cores)

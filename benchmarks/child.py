@@ -29,7 +29,7 @@ import time
 import uuid
 from typing import Any
 
-from benchmarks.measure import FinalState, OutputWatcher, percentile
+from benchmarks.measure import FinalState, OutputWatcher, percentile, tree_cpu
 from benchmarks.workloads import WORKLOADS, Workload
 
 #: the engine properties of each streamsql system (on top of the defaults)
@@ -171,6 +171,7 @@ def run_streamsql(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
     try:
         engine.start()
         watcher = _watcher(args, w).start()
+        result["cpu_at_query_start"] = tree_cpu(os.getpid())
         t0, t0_wall = time.monotonic(), time.time()
         engine.execute(w.sql(args.input_topic, args.output_topic))
         result["execute_s"] = time.monotonic() - t0

@@ -90,15 +90,31 @@ class TreeSampler:
         for name, p in self._extra.items():
             self.extra_cpu[name] = self._cpu_of(p) - self._extra_start[name]
 
-    def cpu_by_kind(self) -> dict[str, float]:
-        """CPU seconds by process kind (as last sampled: a process's final second may be missed)."""
+    def cpu_by_kind(self, since: dict[int, float] | None = None) -> dict[str, float]:
+        """CPU seconds by process kind (as last sampled: a process's final second may be missed);
+        with ``since`` (:func:`tree_cpu` of a moment), only what each process spent after it."""
         out: dict[str, float] = {}
         for pid, secs in self.cpu.items():
             kind = self.names.get(pid, "?")
-            out[kind] = round(out.get(kind, 0.0) + secs, 2)
+            spent = secs - (since or {}).get(pid, 0.0)
+            out[kind] = round(out.get(kind, 0.0) + spent, 2)
         for name, secs in self.extra_cpu.items():
             out[name] = round(secs, 2)
         return out
+
+
+def tree_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds so far of a process and its descendants, by pid: a baseline for
+    :meth:`TreeSampler.cpu_by_kind` (the child takes it when its query starts, so a query's CPU
+    is told apart from its session's start-up and warm-up)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return {}
+    return {p.pid: TreeSampler._cpu_of(p) for p in procs}
 
 
 def pss_bytes(pid: int) -> int:
@@ -220,6 +236,10 @@ class OutputWatcher:
         self.done_count: int | None = None
         self.first_at: float | None = None
         self.error: BaseException | None = None
+        #: after 10 s without a record: each partition's (position, low, high watermark) and the
+        #: last error the consumer reported — where a watcher that stopped receiving stands
+        self.stalled_at: dict[int, tuple[int, int, int]] | None = None
+        self.last_error: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"watch-{topic}", daemon=True)
 
@@ -236,6 +256,10 @@ class OutputWatcher:
     def progress(self) -> str:
         """What the output holds, for a timeout message."""
         text = f"{self.count:,} records" + (f" of {self.expected:,} expected" if self.expected is not None else "")
+        if self.stalled_at is not None:
+            text += f"; the watcher's (position, low, high) by partition: {self.stalled_at}"
+        if self.last_error is not None:
+            text += f"; its last consumer error: {self.last_error}"
         if self.final is not None:
             s = self.final.summary()
             text += (f"; {s['final_keys_at_final_value']:,} of {s['final_keys']:,} keys at their final value"
@@ -255,11 +279,18 @@ class OutputWatcher:
             parts = topic_partitions(consumer, self.topic)
             consumer.assign([TopicPartition(self.topic, p, 0) for p in parts])
             latest: dict[bytes | None, bytes | None] | None = {} if self.final is not None else None
+            received_at = time.monotonic()
             while not self._stop.is_set():
                 msgs = consumer.consume(5000, 0.05)
                 now = time.time()
+                if msgs:
+                    received_at = time.monotonic()
+                elif not self.done.is_set() and time.monotonic() - received_at > 10 and self.stalled_at is None:
+                    self.stalled_at = {tp.partition: (tp.offset, *consumer.get_watermark_offsets(tp, 5))
+                                       for tp in consumer.position(consumer.assignment())}
                 for m in msgs:
                     if m.error() is not None:
+                        self.last_error = str(m.error())
                         continue
                     self.count += 1
                     if self.first_at is None:

@@ -81,7 +81,7 @@ from streamsql.formats.coerce import (
     wrap,
 )
 from streamsql.formats.columns import arrow_types, column_values, decode_records
-from streamsql.types import Array, Kind, Map, Primitive, SqlType, Struct
+from streamsql.types import Array, Column, Kind, Map, Primitive, SqlType, Struct
 from streamsql.types import Decimal as DecimalType
 
 _fast_loads: Callable[[bytes], Any] | None
@@ -281,15 +281,37 @@ class JsonSerde:
             # ksqlDB serializes a null single value as a null record, not the text ``null``.
             render = self._renderers[0]
             return [None if v is None else render(v).encode() for v in columns[0]]
-        texts = [
-            ["null" if v is None else render(v) for v in values]
-            for values, render in zip(columns, self._renderers)
-        ]
-        template = "{" + ",".join(
-            json_string(c.name).replace("%", "%%") + ":%s" for c in self._columns
-        ) + "}"
-        rows = zip(*texts) if texts else [()] * batch.num_rows
-        return [(template % row).encode() for row in rows]
+        if not self._columns:
+            return [b"{}"] * batch.num_rows
+        pieces: list[Any] = []
+        for i, (c, render) in enumerate(zip(self._columns, self._renderers)):
+            pieces += [("{" if i == 0 else ",") + json_string(c.name) + ":", _column_texts(batch, c, render)]
+        joined = pc.binary_join_element_wise(*pieces, "}", "")
+        return joined.cast(pa.binary()).to_pylist()
+
+
+#: a character JSON text must escape (what ``json_string`` escapes): a string column holding one
+#: is rendered in Python, every other string column by Arrow
+_NEEDS_ESCAPE = r'["\\\x00-\x1f]'
+
+
+def _column_texts(batch: pa.RecordBatch, column: Column, render: Renderer) -> pa.Array:
+    """Column ``column`` of ``batch`` as JSON texts, ``null`` for nulls. Integers, booleans and
+    strings without characters to escape are rendered by Arrow (the same text ``str`` and
+    ``json_string`` give, ~10× faster); other types, and a string column with any character to
+    escape, by ``render`` value by value."""
+    array = batch.column(column.name)
+    kind = column.type.kind if isinstance(column.type, Primitive) else None
+    texts: pa.Array | None = None
+    if (kind in (Kind.INTEGER, Kind.BIGINT) and pa.types.is_integer(array.type)) or (
+            kind is Kind.BOOLEAN and pa.types.is_boolean(array.type)):
+        texts = pc.cast(array, pa.string())
+    elif kind is Kind.STRING and pa.types.is_string(array.type) and not pc.any(
+            pc.match_substring_regex(array, _NEEDS_ESCAPE)).as_py():
+        texts = pc.binary_join_element_wise('"', array, '"', "")
+    if texts is None:
+        texts = pa.array(["null" if v is None else render(v) for v in column_values(batch, column.name)], pa.string())
+    return texts.fill_null("null")
 
 
 def _reject_constant(name: str) -> None:

@@ -160,3 +160,16 @@ def test_exact_timestamp_writes_never_create_a_missing_topic(admin, bootstrap, t
     with pytest.raises(KafkaError, match=t):
         write_arrow([batch], sink_options(bootstrap, t))
     assert t not in admin.topics()
+
+
+def test_a_record_kafka_never_acknowledges_fails_the_write() -> None:
+    """The sink's producer reports failed deliveries only (``delivery.report.only.error``): a
+    record that times out undelivered still fails the write instead of being counted written."""
+    from streamsql.errors import KafkaError
+    from streamsql.kafka.broker import free_port
+
+    batch = pa.RecordBatch.from_pydict({"K": ["a"], "ID": [1], "NAME": ["x"], "ROWTIME": [10],
+                                        "__TOMBSTONE": [False]})
+    options = {**sink_options(f"127.0.0.1:{free_port()}", "nowhere"), "kafka.message.timeout.ms": "1500"}
+    with pytest.raises(KafkaError, match="cannot write to topic 'nowhere': .*[Tt]imed out"):
+        write_arrow([batch], options)

@@ -767,3 +767,30 @@ def test_inferred_names_upper_cased_unless_the_schema_was_named_by_id() -> None:
         for keep, want in ((True, kept), (False, upper)):
             [col] = columns_from_registry(fmt, text, role="value", unwrapped=False, keep_names=keep)
             assert (col.name, str(col.type)) == want, (fmt, keep)
+
+
+@pytest.mark.parametrize("strings", [
+    ["plain", "é ü 中 😀", "", None, "\x7f", "/"],  # nothing to escape: rendered by Arrow
+    ["plain", 'q"', "b\\s", "n\n", "\x01", None],  # escapes: the column is rendered value by value
+])
+def test_json_wrapped_rows_render_as_ksqldb_writes_them_whichever_path_renders_a_column(strings: list[Any]) -> None:
+    """Integer, boolean and clean string columns are rendered by Arrow, the rest by Python; both
+    give the text ksqlDB's Jackson writes (ints as digits, strings escaped as JSON, non-ASCII kept)."""
+    from json.encoder import encode_basestring
+
+    s = spec("JSON", val("I", T.INTEGER), val("B", T.BIGINT), val("S", T.STRING), val("T", T.BOOLEAN),
+             val("D", T.DOUBLE))
+    ints = [1, -2, None, 2**31 - 1, 0, 5]
+    bigs = [2**63 - 1, -2**63, None, 0, 1, 7]
+    bools = [True, False, None, True, False, True]
+    doubles = [1.0, 1e10, None, 0.5, -0.0, 2.0]
+    rows = list(zip(ints, bigs, strings, bools, doubles))
+
+    def text(v: Any, render: Any) -> str:
+        return "null" if v is None else render(v)
+
+    doubles_text = ["1.0", "1.0E10", "null", "0.5", "-0.0", "2.0"]
+    expected = [("{" + f'"I":{text(i, str)},"B":{text(b, str)},"S":{text(st, encode_basestring)},'
+                 f'"T":{text(t, lambda x: "true" if x else "false")},"D":{d}' + "}").encode()
+                for (i, b, st, t, _), d in zip(rows, doubles_text)]
+    assert encode(s, *rows) == expected
