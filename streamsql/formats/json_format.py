@@ -51,6 +51,7 @@ from functools import partial
 from json.encoder import encode_basestring as json_string
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as arrow_json
@@ -145,9 +146,8 @@ class JsonSerde:
         records = [b"{}" if raw is None else raw for raw in data]
         joined = b"\n".join(records)
         lines = len(records) - 1
-        if (joined.count(b"\n") != lines or joined[:1] != b"{" or joined[-1:] != b"}"
-                or joined.count(b"\n{") != lines or joined.count(b"}\n") != lines
-                or b"\r" in joined or b"\x00" in joined or b"NaN" in joined or b"Inf" in joined):
+        if (b"\r" in joined or b"\x00" in joined or (b"N" in joined and b"NaN" in joined)
+                or (b"I" in joined and b"Inf" in joined) or not _one_object_per_line(joined, lines)):
             return None
         try:
             joined.decode("utf-8")
@@ -288,6 +288,22 @@ class JsonSerde:
             pieces += [("{" if i == 0 else ",") + json_string(c.name) + ":", _column_texts(batch, c, render)]
         joined = pc.binary_join_element_wise(*pieces, "}", "")
         return joined.cast(pa.binary()).to_pylist()
+
+
+def _one_object_per_line(joined: bytes, lines: int) -> bool:
+    """Whether ``joined`` (records joined by newlines) has exactly ``lines`` newlines, each
+    between a ``}`` and a ``{``, and begins with ``{`` and ends with ``}``: every record is one
+    line that starts and ends as an object does. One vectorised pass (numpy) where counting
+    ``b"\\n{"`` and ``b"}\\n"`` took two slow substring scans of the whole batch."""
+    if joined[:1] != b"{" or joined[-1:] != b"}":
+        return False
+    data = np.frombuffer(joined, np.uint8)
+    breaks = np.flatnonzero(data == _NEWLINE)
+    return (len(breaks) == lines and bool((data[breaks + 1] == _OPEN_BRACE).all())
+            and bool((data[breaks - 1] == _CLOSE_BRACE).all()))
+
+
+_NEWLINE, _OPEN_BRACE, _CLOSE_BRACE = ord("\n"), ord("{"), ord("}")
 
 
 #: a character JSON text must escape (what ``json_string`` escapes): a string column holding one

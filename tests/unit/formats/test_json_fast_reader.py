@@ -211,3 +211,15 @@ def test_batches_arrow_could_read_differently_go_record_by_record(odd: bytes) ->
     assert serde._decode_batch([plain, plain]) is not None
     assert serde._decode_batch([plain, odd]) is None
     assert _rows(serde, [plain, odd]) == _exact_rows(serde, [plain, odd])
+
+
+@pytest.mark.parametrize("odd", [b'', b' {"d":1}', b'{"d":1} ', b'{"d":1}\n', b'\n{"d":1}', b'{"d":\n1}',
+                                 b'{"d":1}\n{"d":2}', b'[1]', b'{"s":"N"}{"s":"aN"}'])
+def test_a_record_that_is_not_one_object_on_one_line_sends_its_batch_record_by_record(odd: bytes) -> None:
+    """The line screening (every record one line starting with ``{`` and ending with ``}``)
+    holds wherever the odd record stands: first, between others, last."""
+    serde = serde_for(SPEC)
+    plain = b'{"b":true,"i":1,"l":2,"d":0.5,"s":"x"}'
+    for records in ([odd, plain, plain], [plain, odd, plain], [plain, plain, odd]):
+        assert serde._decode_batch(records) is None, records
+        assert _rows(serde, records) == _exact_rows(serde, records)
