@@ -47,9 +47,15 @@ if TYPE_CHECKING:
 _PRODUCERS: dict[tuple[str, tuple[tuple[str, str], ...]], Producer] = {}
 _PRODUCERS_LOCK = threading.Lock()
 FLUSH_TIMEOUT_S = 120.0
-#: the sink's producer reports failed deliveries only: a Python callback per acknowledged record
-#: cost ~0.5 µs of a record's ~3 µs in the sink (docs/performance.md); failures still reach it
-SINK_PRODUCER_SETTINGS = {"delivery.report.only.error": True}
+#: the settings of the sink's producers (besides :func:`producer_config`'s):
+#:
+#: * ``delivery.report.only.error``: only failed deliveries are reported; a Python callback per
+#:   acknowledged record cost ~0.5 µs of a record's ~3 µs in the sink (docs/performance.md).
+#: * ``enable.sparse.connections=false``: the producer connects when it is created, so an
+#:   idempotent producer has its producer id before the task's first rows arrive. Connected
+#:   only by its first ``produce``, its first flush waited ~0.5 s for the id, once per Python
+#:   worker process — in each of a new query's first two micro-batches (docs/performance.md).
+SINK_PRODUCER_SETTINGS = {"delivery.report.only.error": True, "enable.sparse.connections": False}
 
 
 def producer_config(bootstrap: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
