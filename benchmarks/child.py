@@ -58,10 +58,12 @@ def _watcher(args: argparse.Namespace, w: Workload, on_done: Any = None) -> Outp
 
 
 def _done(watcher: OutputWatcher, t0: float) -> dict[str, Any]:
-    out = {"records": None, "seconds": watcher.done_at - t0, "outputs": watcher.done_count,  # type: ignore[operator]
+    out: dict[str, Any] = {"records": None, "seconds": watcher.done_at - t0, "outputs": watcher.done_count,  # type: ignore[operator]
            "first_output_s": watcher.first_at - t0 if watcher.first_at is not None else None}
     if watcher.final is not None:
         out.update(watcher.final.summary())
+    if watcher.missed is not None:  # the watcher's own consumer lost records; a recount found them
+        out.update(watcher_missed=watcher.missed, watcher_skipped=watcher.skipped[:20])
     return out
 
 

@@ -312,15 +312,18 @@ _NEEDS_ESCAPE = r'["\\\x00-\x1f]'
 
 
 def _column_texts(batch: pa.RecordBatch, column: Column, render: Renderer) -> pa.Array:
-    """Column ``column`` of ``batch`` as JSON texts, ``null`` for nulls. Integers, booleans and
-    strings without characters to escape are rendered by Arrow (the same text ``str`` and
+    """Column ``column`` of ``batch`` as JSON texts, ``null`` for nulls. Integers, booleans,
+    decimals and strings without characters to escape are rendered by Arrow (the same text ``str`` and
     ``json_string`` give, ~10× faster); other types, and a string column with any character to
     escape, by ``render`` value by value."""
     array = batch.column(column.name)
-    kind = column.type.kind if isinstance(column.type, Primitive) else None
+    kind = column.type.kind if isinstance(column.type, (Primitive, DecimalType)) else None
     texts: pa.Array | None = None
-    if (kind in (Kind.INTEGER, Kind.BIGINT) and pa.types.is_integer(array.type)) or (
-            kind is Kind.BOOLEAN and pa.types.is_boolean(array.type)):
+    if ((kind in (Kind.INTEGER, Kind.BIGINT) and pa.types.is_integer(array.type))
+            or (kind is Kind.BOOLEAN and pa.types.is_boolean(array.type))
+            or (kind is Kind.DECIMAL and pa.types.is_decimal(array.type))):
+        # Arrow writes a decimal as Java's BigDecimal.toString and Python's str do (plain, or
+        # scientific when the adjusted exponent is below -6: 0 at scale 16 is 0E-16)
         texts = pc.cast(array, pa.string())
     elif kind is Kind.STRING and pa.types.is_string(array.type) and not pc.any(
             pc.match_substring_regex(array, _NEEDS_ESCAPE)).as_py():

@@ -70,3 +70,26 @@ def _has_matplotlib() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_a_stalled_watcher_recounts_the_topic_and_reports_what_it_missed(bootstrap, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """The output watcher's recount (its consumer stalled at the topic's end with records never
+    received): a new consumer reads the whole topic; the records the watcher missed are counted
+    and reported, and the run ends at the watcher's last receipt."""
+    from benchmarks.measure import OutputWatcher
+    from streamsql.kafka.admin import KafkaAdmin
+
+    topic = topic_name("recount")
+    admin = KafkaAdmin(bootstrap)
+    try:
+        admin.create_topic(topic, partitions=2)
+        for i in range(10):
+            admin.produce(topic, key=str(i).encode(), value=b"v", flush=False)
+        admin.flush()
+    finally:
+        admin.close()
+    watcher = OutputWatcher(bootstrap, topic, expected=10)
+    watcher.count = 7  # as if three records never reached its consumer
+    assert watcher._recount([0, 1]) is True
+    assert (watcher.count, watcher.missed) == (10, 3)
+    assert OutputWatcher(bootstrap, topic, expected=11)._recount([0, 1]) is False  # still short: no end

@@ -775,22 +775,24 @@ def test_inferred_names_upper_cased_unless_the_schema_was_named_by_id() -> None:
 ])
 def test_json_wrapped_rows_render_as_ksqldb_writes_them_whichever_path_renders_a_column(strings: list[Any]) -> None:
     """Integer, boolean and clean string columns are rendered by Arrow, the rest by Python; both
-    give the text ksqlDB's Jackson writes (ints as digits, strings escaped as JSON, non-ASCII kept)."""
+    give the text ksqlDB's Jackson writes (ints as digits, strings escaped as JSON, non-ASCII kept,
+    decimals as BigDecimal.toString: plain, or scientific below an adjusted exponent of -6)."""
     from json.encoder import encode_basestring
 
     s = spec("JSON", val("I", T.INTEGER), val("B", T.BIGINT), val("S", T.STRING), val("T", T.BOOLEAN),
-             val("D", T.DOUBLE))
+             val("D", T.DOUBLE), val("N", T.Decimal(22, 16)))
+    decimals = [D("0E-16"), D("-12345.1200000000000000"), None, D("1E-16"), D("0.5000000000000000"), D("7.0000000000000000")]
     ints = [1, -2, None, 2**31 - 1, 0, 5]
     bigs = [2**63 - 1, -2**63, None, 0, 1, 7]
     bools = [True, False, None, True, False, True]
     doubles = [1.0, 1e10, None, 0.5, -0.0, 2.0]
-    rows = list(zip(ints, bigs, strings, bools, doubles))
+    rows = list(zip(ints, bigs, strings, bools, doubles, decimals))
 
     def text(v: Any, render: Any) -> str:
         return "null" if v is None else render(v)
 
     doubles_text = ["1.0", "1.0E10", "null", "0.5", "-0.0", "2.0"]
     expected = [("{" + f'"I":{text(i, str)},"B":{text(b, str)},"S":{text(st, encode_basestring)},'
-                 f'"T":{text(t, lambda x: "true" if x else "false")},"D":{d}' + "}").encode()
-                for (i, b, st, t, _), d in zip(rows, doubles_text)]
+                 f'"T":{text(t, lambda x: "true" if x else "false")},"D":{d},"N":{text(n, str)}' + "}").encode()
+                for (i, b, st, t, _, n), d in zip(rows, doubles_text)]
     assert encode(s, *rows) == expected
