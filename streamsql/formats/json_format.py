@@ -313,9 +313,9 @@ _NEEDS_ESCAPE = r'["\\\x00-\x1f]'
 
 def _column_texts(batch: pa.RecordBatch, column: Column, render: Renderer) -> pa.Array:
     """Column ``column`` of ``batch`` as JSON texts, ``null`` for nulls. Integers, booleans,
-    decimals and strings without characters to escape are rendered by Arrow (the same text ``str`` and
-    ``json_string`` give, ~10× faster); other types, and a string column with any character to
-    escape, by ``render`` value by value."""
+    decimals and strings without characters to escape are rendered by Arrow (the text ``str``
+    and ``json_string`` give; a 20,000-row Nexmark batch encodes 2.2× faster); other types, and
+    a string column with any character to escape, by ``render`` value by value."""
     array = batch.column(column.name)
     kind = column.type.kind if isinstance(column.type, (Primitive, DecimalType)) else None
     texts: pa.Array | None = None

@@ -15,6 +15,7 @@ trigger (research/spark.md §1.3).
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import struct
@@ -46,6 +47,7 @@ from streamsql.kafka.admin import common_settings
 from streamsql.types import HEADERS_COL, TOMBSTONE_COL
 
 if TYPE_CHECKING:
+    import pyarrow.compute as pc
     from confluent_kafka import Consumer, Message
 
     from streamsql.formats import FormatSpec, Serde
@@ -119,6 +121,9 @@ class SourceOptions:
     timestamp_throw: bool = False
     #: the Schema Registry client configurations the formats need (formats/schema_registry_settings.py)
     registry_clients: str | None = None
+    #: the WHERE conjuncts applied to each decoded batch (``planner/pushdown.py``'s JSON tree);
+    #: Spark still applies the whole WHERE after the reader
+    source_filter: str | None = None
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> SourceOptions:
@@ -149,6 +154,7 @@ class SourceOptions:
             timestamp_column=_opt(options, "timestampColumn") or None,
             timestamp_throw=(_opt(options, "timestampThrowOnInvalid") or "").lower() == "true",
             registry_clients=_opt(options, registry_settings.OPTION),
+            source_filter=_opt(options, "sourceFilter") or None,
         )
 
     @property
@@ -545,6 +551,9 @@ class BatchBuilder:
             self.key_spec = _spec(opts.key_spec)
             self.value_spec = _spec(opts.value_spec)
         self._serdes: tuple[Serde | None, Serde | None] | None = None
+        #: the rows a pushed WHERE keeps (tombstones always), applied after decoding, the
+        #: processing log and the record times, so a dropped row has had all three
+        self.kept = compile_filter(opts.source_filter) if opts.source_filter else None
 
     def build(self, msgs: list[Any]) -> Iterator[pa.RecordBatch]:
         if self.opts.decoded:
@@ -628,6 +637,8 @@ class BatchBuilder:
             batch, untimed = self._column_times(batch, [v is None for v in values], bad)
         if bad or untimed:
             batch = batch.filter(pa.array([i not in bad and i not in untimed for i in range(n)], pa.bool_()))
+        if self.kept is not None:
+            batch = batch.filter(self.kept)
         return batch
 
     def _column_times(self, batch: pa.RecordBatch, tombstones: list[bool], bad: Mapping[int, Any],
@@ -663,6 +674,38 @@ class BatchBuilder:
         if failed:
             report_bad_records(self.opts, [(msgs[i], "value", reason) for i, reason in sorted(failed.items())])
         return [_BatchedRecord(msgs[i], rec) for rec, i in zip(records, origin)]
+
+
+def compile_filter(tree_json: str) -> pc.Expression:
+    """The pyarrow expression of a pushed WHERE (``planner/pushdown.py`` says which conjuncts
+    are pushed and why each evaluates as Spark's would); a tombstone row is always kept."""
+    import pyarrow.compute as pc
+
+    def build(node: dict[str, Any]) -> Any:
+        if "column" in node:
+            return pc.field(node["column"])
+        if "value" in node:
+            return pc.scalar(node["value"])
+        op, args = node["op"], [build(a) for a in node["args"]]
+        if op == "and":
+            return functools.reduce(pc.and_kleene, args)
+        if op == "or":
+            return functools.reduce(pc.or_kleene, args)
+        if op == "is_null":
+            return pc.is_null(args[0])
+        if op == "is_valid":
+            return pc.is_valid(args[0])
+        if op == "java_remainder":  # pyarrow's modulo floors; Java's remainder has the dividend's sign
+            value, divisor = args
+            floored = pc.modulo(value, divisor)
+            return pc.if_else(pc.and_kleene(pc.less(value, 0), pc.not_equal(floored, 0)),
+                              pc.subtract(floored, divisor), floored)
+        compared = getattr(pc, op)(*args)
+        if node.get("nan_kept"):  # Spark orders NaN above every number; pyarrow's comparison is false
+            compared = pc.or_kleene(compared, pc.is_nan(args[0]))
+        return compared
+
+    return pc.or_kleene(build(json.loads(tree_json)), pc.field(TOMBSTONE_COL))
 
 
 class _BatchedRecord:

@@ -169,7 +169,7 @@ class SparkBuilder:
                               processing_log_topic=ctx.processing_log_topic,
                               processing_log_rows=ctx.processing_log_rows,
                               throw_on_invalid_timestamp=ctx.throw_on_invalid_timestamp,
-                              read_committed=ctx.exactly_once)
+                              read_committed=ctx.exactly_once, source_filter=step.source_filter)
 
     def _join(self, step: Join, max_records: int | None) -> DataFrame:
         """Both inputs (the left one a join itself in an n-way join), then the join's operators."""

@@ -42,14 +42,17 @@ class Scan:
     source: Source
     starting_offsets: str
     pinned: dict[int, int] | None = None
+    #: the WHERE conjuncts the reader applies to each decoded batch (``planner/pushdown.py``)
+    source_filter: str | None = None
 
     def describe(self) -> str:
         start = self.starting_offsets
         if self.pinned is not None:
             at = ", ".join(f"{p}:{o}" for p, o in sorted(self.pinned.items()))
             start = f"{start} as the statement was accepted, partition:offset {at}"
+        pushed = f"; the reader drops rows failing {self.source_filter}" if self.source_filter else ""
         return (f"Scan {self.source.kind.lower()} {self.source.name} (topic {self.source.topic}, "
-                f"key {self.source.key_format}, value {self.source.value_format}, from {start})")
+                f"key {self.source.key_format}, value {self.source.value_format}, from {start}{pushed})")
 
 
 @dataclass
@@ -290,6 +293,9 @@ def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_o
         # tombstones itself, a left row's delete even when the key was removed before (ksqlDB)
         if getattr(getattr(logical.source, "join", None), "foreign_key", ()):
             changelog = False
+        first = steps[0]
+        if isinstance(first, Scan) and logical.source_filter:
+            first.source_filter = logical.source_filter
         steps.append(Select(logical, changelog))
         if changelog and isinstance(terminal, KafkaSink):
             steps.append(TableChanges([c.name for c in logical.columns if c.is_key], buckets))

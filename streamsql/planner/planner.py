@@ -23,6 +23,7 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
+from streamsql.planner import pushdown
 from streamsql.planner import table_functions as tf
 from streamsql.planner.aggregation import NON_AGGREGATE_HINT, AggregatePlan, AggregationPlanner
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
@@ -63,6 +64,9 @@ class QueryPlan:
     #: old key (a value column, ROWTIME): ksqlDB evaluates those on the record's value, so a
     #: null-valued record gets null there (one of key columns only is evaluated on the key)
     keys_from_value: frozenset[str] = frozenset()
+    #: the WHERE conjuncts the source's reader applies to each decoded batch before Spark
+    #: (``planner/pushdown.py``; JSON), None when nothing is pushed
+    source_filter: str | None = None
 
     @property
     def key_columns(self) -> list[OutputColumn]:
@@ -178,7 +182,20 @@ class Planner:
         self._check_duplicates(columns)
         return QueryPlan(source, alias, where, columns, repartitioned=repartitioned,
                          limit=query.limit, emit=query.emit, table_functions=generators.arrays,
-                         keys_from_value=self._keys_from_value(query, source, scope) if repartitioned else frozenset())
+                         keys_from_value=self._keys_from_value(query, source, scope) if repartitioned else frozenset(),
+                         source_filter=self._source_filter(query, source, scope))
+
+    @staticmethod
+    def _source_filter(query: ast.Query, source: Source | JoinedSource, scope: Scope) -> str | None:
+        """What of the WHERE a stream's reader can apply (``planner/pushdown.py``): streams read
+        alone only (a table's reader must pass every change; a join filters after it), and not
+        over a text TIMESTAMP column, whose rows get their time in Spark after the reader."""
+        if isinstance(source, JoinedSource) or source.is_table:
+            return None
+        time_column = source.column(source.timestamp_column or "")
+        if time_column is not None and time_column.type.kind is t.Kind.STRING:
+            return None
+        return pushdown.source_filter(query.where, scope.with_clause("WHERE"), list(source.columns))
 
     @staticmethod
     def _reject_unsupported(query: ast.Query, source: Source) -> None:

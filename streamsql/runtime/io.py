@@ -70,13 +70,15 @@ def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
 def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, starting_offsets: str,
                 pinned: Mapping[int, int] | None = None, query_id: str, max_records: int | None = None,
                 processing_log_topic: str | None = None, processing_log_rows: bool = False,
-                throw_on_invalid_timestamp: bool = False, read_committed: bool = False) -> DataFrame:
+                throw_on_invalid_timestamp: bool = False, read_committed: bool = False,
+                source_filter: str | None = None) -> DataFrame:
     """The streaming DataFrame of ``source``: its columns plus ROWTIME/ROWPARTITION/ROWOFFSET and
     the internal ``__HEADERS``/``__TOMBSTONE``. ``pinned``: the offsets (partition → offset)
     a query without a checkpoint begins at, instead of ``starting_offsets``. With a TIMESTAMP
     column, ROWTIME is that column (a BIGINT or TIMESTAMP one read by the Kafka reader, a string
     one parsed here); records without a usable time go to the processing log
-    (``kafka/timestamps.py``)."""
+    (``kafka/timestamps.py``). ``source_filter``: the WHERE conjuncts the reader applies to each
+    decoded batch (``planner/pushdown.py``)."""
     reader = spark.readStream.format(DATA_SOURCE)
     options = kafka_options(bootstrap_servers, source)
     options["startingOffsets"] = starting_offsets if pinned is None else json.dumps(
@@ -87,6 +89,8 @@ def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, 
             [[c.name, str(c.type), c.role, c.header_key] for c in source.header_columns])
     if max_records:
         options["maxRecordsPerBatch"] = str(max_records)
+    if source_filter:  # the WHERE conjuncts the reader applies (planner/pushdown.py)
+        options["sourceFilter"] = source_filter
     if read_committed:  # exactly_once_v2: records of aborted transactions are never read
         options.update(READ_COMMITTED)
 

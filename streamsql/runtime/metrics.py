@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 from pyspark.sql.streaming import StreamingQueryListener
 
 from streamsql.errors import ConfigError, StreamsqlError
+from streamsql.runtime.progress import consumed_records
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,7 +60,9 @@ class ProgressTotals(StreamingQueryListener):
         with self.lock:
             t = self.totals.setdefault(name, QueryTotals())
             t.batches += 1
-            t.input_rows += int(progress.numInputRows or 0)
+            t.input_rows += sum(consumed_records({"startOffset": source.startOffset, "endOffset": source.endOffset,
+                                                  "numInputRows": source.numInputRows})
+                                for source in progress.sources or [])
             out = getattr(getattr(progress, "sink", None), "numOutputRows", -1)
             if out is not None and out >= 0:
                 t.output_rows = max(t.output_rows, 0) + int(out)

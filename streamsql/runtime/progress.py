@@ -68,6 +68,34 @@ def committed_offsets(progress: Mapping[str, Any] | None, topics: list[str]) -> 
     return out
 
 
+def _offsets(value: Any) -> dict[int, int] | None:
+    """A source's reported offsets (our Kafka source's partition → offset, as JSON text or a
+    dict), or None for another source's or none."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    try:
+        return {int(p): int(o) for p, o in value.items()}
+    except (TypeError, ValueError):
+        return None
+
+
+def consumed_records(source: Mapping[str, Any]) -> int:
+    """The records one source of a micro-batch read: its end offsets less its start offsets
+    where both are known, else Spark's ``numInputRows``. Not ``numInputRows`` alone: a stream
+    reader that applies a pushed WHERE (``planner/pushdown.py``) hands Spark only the rows it
+    keeps. A query's first batch has no start offsets in its progress: its rows are Spark's
+    count (those the reader kept)."""
+    start, end = _offsets(source.get("startOffset")), _offsets(source.get("endOffset"))
+    if start is None or end is None:
+        return int(source.get("numInputRows") or 0)
+    return sum(max(0, o - start.get(p, o)) for p, o in end.items())
+
+
 def query_lag(plan: PhysicalPlan, progress: Mapping[str, Any] | None,
               offsets_of: Callable[[str], dict[int, tuple[int, int]]]) -> list[PartitionLag]:
     """Lag per input partition (``offsets_of(topic)``: partition → (log start, log end) now). A

@@ -31,3 +31,15 @@ def test_a_connectors_topics_in_the_order_spark_lists_them() -> None:
     progress = {"sources": [{"endOffset": {"0": 4}}, {"endOffset": {"0": 1}}]}
     assert committed_offsets(progress, ["a", "b"]) == {"a": {0: 4}, "b": {0: 1}}
     assert [x.lag for x in query_lag(plan, progress, lambda topic: {0: (0, 5)})] == [1, 4]
+
+
+def test_a_batch_read_its_end_offsets_less_its_start_offsets() -> None:
+    """Not Spark's ``numInputRows``: a reader applying a pushed WHERE hands Spark the rows it
+    keeps only. A first batch (no start offsets) and a source that is not ours count Spark's rows."""
+    from streamsql.runtime.progress import consumed_records
+
+    batch = {"startOffset": '{"0": 10, "1": 5}', "endOffset": '{"0": 60, "1": 25}', "numInputRows": 3}
+    assert consumed_records(batch) == 70
+    assert consumed_records({**batch, "startOffset": None}) == 3
+    assert consumed_records({"startOffset": "x", "endOffset": '{"0": 1}', "numInputRows": 4}) == 4
+    assert consumed_records({"startOffset": {"0": 2}, "endOffset": {"0": 9, "1": 4}, "numInputRows": 1}) == 7

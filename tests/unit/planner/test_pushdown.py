@@ -1,0 +1,98 @@
+"""Which WHERE conjuncts a stream's reader applies before Spark (planner/pushdown.py), and that
+the reader's pyarrow expression keeps every row the WHERE keeps (kafka/source.compile_filter)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pyarrow as pa
+import pytest
+
+from streamsql import types as t
+from streamsql.catalog import Catalog, Source
+from streamsql.kafka.source import compile_filter
+from streamsql.planner.planner import Planner
+from streamsql.sql import parse
+from streamsql.types import TOMBSTONE_COL
+
+
+@pytest.fixture
+def catalog() -> Catalog:
+    c = Catalog()
+    columns = [t.Column("ID", t.STRING, "key"), t.Column("AMOUNT", t.DOUBLE), t.Column("N", t.INTEGER),
+               t.Column("BIG", t.BIGINT), t.Column("NAME", t.STRING), t.Column("OK", t.BOOLEAN),
+               t.Column("TAGS", t.Array(t.STRING))]
+    c.add(Source("PAY", "STREAM", columns, topic="pay", key_format="KAFKA", value_format="JSON"))
+    c.add(Source("PAYT", "TABLE", [t.Column("ID", t.STRING, "primary_key"), *columns[1:]], topic="payt",
+                 key_format="KAFKA", value_format="JSON"))
+    c.add(Source("TEXT_TIMED", "STREAM", [t.Column("TS", t.STRING), t.Column("BIG", t.BIGINT)], topic="tt",
+                 key_format="KAFKA", value_format="JSON", timestamp_column="TS", timestamp_format="yyyy"))
+    return c
+
+
+def pushed(catalog: Catalog, where: str, source: str = "PAY") -> object:
+    [stmt] = parse(f"CREATE STREAM o AS SELECT * FROM {source} WHERE {where};")
+    text = Planner(catalog).plan_query(stmt.query, persistent=True, sink_name="O").source_filter
+    return None if text is None else json.loads(text)
+
+
+def test_simple_comparisons_are_pushed_and_the_rest_stays_in_spark(catalog: Catalog) -> None:
+    assert pushed(catalog, "amount > 0.8") == {
+        "op": "greater", "args": [{"column": "AMOUNT"}, {"value": 0.8}], "nan_kept": True}
+    assert pushed(catalog, "big % 123 = 0") == {"op": "equal", "args": [
+        {"op": "java_remainder", "args": [{"column": "BIG"}, {"value": 123}]}, {"value": 0}], "nan_kept": False}
+    assert pushed(catalog, "5 < n") == {"op": "greater", "args": [{"column": "N"}, {"value": 5}], "nan_kept": False}
+    # of an AND, each side on its own; of an OR, both sides or nothing
+    assert pushed(catalog, "name = 'x' AND UCASE(name) = 'X'") == {
+        "op": "equal", "args": [{"column": "NAME"}, {"value": "x"}], "nan_kept": False}
+    assert pushed(catalog, "name = 'x' OR UCASE(name) = 'X'") is None
+    assert pushed(catalog, "(ok = true OR big IS NULL) AND id IS NOT NULL") == {"op": "and", "args": [
+        {"op": "or", "args": [{"op": "equal", "args": [{"column": "OK"}, {"value": True}], "nan_kept": False},
+                              {"op": "is_null", "args": [{"column": "BIG"}]}]},
+        {"op": "is_valid", "args": [{"column": "ID"}]}]}
+
+
+@pytest.mark.parametrize("where", [
+    "n > 0.5",              # an integer column against a decimal: Spark compares decimals
+    "amount * 2 > 1",       # arithmetic besides %
+    "big % -3 = 0",         # a negative divisor
+    "big % 0 = 0",
+    "NOT (big > 1)",        # NOT: ksqlDB's comparison with null is false, NOT of it true
+    "ROWTIME > 5",          # pseudo columns
+    "ARRAY_LENGTH(tags) > 1",
+    "big = n",              # column against column
+])
+def test_conjuncts_that_could_evaluate_otherwise_are_not_pushed(catalog: Catalog, where: str) -> None:
+    assert pushed(catalog, where) is None
+
+
+def test_tables_and_text_timestamps_are_not_filtered_by_the_reader(catalog: Catalog) -> None:
+    assert pushed(catalog, "big > 1", "PAYT") is None  # a table's reader passes every change
+    assert pushed(catalog, "big > 1", "TEXT_TIMED") is None  # rows get their time after the reader
+
+
+def keeps(tree: dict[str, object], columns: dict[str, list[object]], types: dict[str, pa.DataType]) -> list[bool]:
+    n = len(next(iter(columns.values())))
+    data = {name: pa.array(values, types[name]) for name, values in columns.items() if name != TOMBSTONE_COL}
+    data[TOMBSTONE_COL] = pa.array(columns.get(TOMBSTONE_COL, [False] * n), pa.bool_())
+    batch = pa.RecordBatch.from_pydict(data)
+    kept = batch.filter(compile_filter(json.dumps(tree)))
+    return [i in set(kept.column("I").to_pylist()) for i in range(n)]
+
+
+def test_the_readers_filter_keeps_what_spark_keeps() -> None:
+    # Java's remainder (the dividend's sign) where pyarrow's modulo floors
+    remainder = {"op": "equal", "args": [{"op": "java_remainder", "args": [{"column": "B"}, {"value": 123}]},
+                                         {"value": -7}], "nan_kept": False}
+    b = [-7, 116, -130, None, 7]
+    assert keeps(remainder, {"I": list(range(5)), "B": b}, {"I": pa.int64(), "B": pa.int64()}) == [
+        x is not None and int(math.fmod(x, 123)) == -7 for x in b]
+    # NaN is above every number in Spark: kept by >, and by < too (the WHERE drops it there)
+    greater = {"op": "greater", "args": [{"column": "D"}, {"value": 0.8}], "nan_kept": True}
+    d = [0.9, 0.1, math.nan, None, 0.8]
+    assert keeps(greater, {"I": list(range(5)), "D": d}, {"I": pa.int64(), "D": pa.float64()}) == [
+        True, False, True, False, False]
+    # a tombstone always passes (the query decides what a null value means)
+    assert keeps(greater, {"I": [0, 1], "D": [None, 0.1], TOMBSTONE_COL: [True, False]},
+                 {"I": pa.int64(), "D": pa.float64()}) == [True, False]
