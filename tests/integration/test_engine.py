@@ -575,3 +575,33 @@ def test_a_closed_engine_leaves_no_kafka_client_to_the_cycle_collector(bootstrap
         e.close()
 
     assert kafka_clients_left_to_the_cycle_collector(run) == []
+
+
+def test_a_where_the_reader_applies_keeps_what_the_query_keeps(engine, topic_name):  # type: ignore[no-untyped-def]
+    """The simple conjuncts of a stream's WHERE are applied by its reader (planner/pushdown.py):
+    the output is the WHERE's, Java's remainder included (-7 % 123 is -7), rows whose compared
+    column is null are dropped, the other conjunct is Spark's, and a malformed record still
+    reaches the processing log with its offset while the records around it come out."""
+    src = topic_name("bids")
+    engine.execute(f"""
+        CREATE STREAM bids (k VARCHAR KEY, auction BIGINT, price DOUBLE, who VARCHAR)
+          WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+    """)
+    produce(engine.admin, src, [
+        ("a", '{"auction": -7, "price": 2.5, "who": "ann"}', 1),
+        ("b", '{"auction": 116, "price": 2.5, "who": "bob"}', 2),  # floored modulo would give -7's 116
+        ("c", '{"auction": -130, "price": 0.5, "who": "cy"}', 3),
+        ("d", 'not json', 4),
+        ("e", '{"auction": null, "price": 9.0, "who": "dee"}', 5),
+        ("f", '{"auction": 239, "price": 3.0, "who": "eve"}', 6),
+        ("g", '{"auction": -7, "price": 3.0, "who": "ANN"}', 7),
+    ])
+    where = "auction % 123 = -7 AND price > 1 AND LCASE(who) = 'ann'"
+    [plan] = engine.execute(f"EXPLAIN SELECT * FROM bids WHERE {where} EMIT CHANGES;")
+    assert "the reader drops rows failing" in str(plan), plan
+    engine.execute(f"CREATE STREAM picked AS SELECT * FROM bids WHERE {where};")
+    engine.wait_until_idle()
+    assert [(k, v) for k, v, _ in read(engine.admin, "PICKED")] == [
+        ("a", {"AUCTION": -7, "PRICE": 2.5, "WHO": "ann"}), ("g", {"AUCTION": -7, "PRICE": 3.0, "WHO": "ANN"})]
+    errors = deserialization_errors(engine.admin, engine.processing_log_topic, src)
+    assert [e["offset"] for e in errors] == [3]
