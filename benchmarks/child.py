@@ -134,13 +134,12 @@ def _read(p: dict[str, Any]) -> int:
     """The input records a micro-batch read: its sources' end less start offsets (a run's input
     topics are new, so a query's first batch starts at 0), not Spark's ``numInputRows`` — a
     stream reader applying a pushed WHERE hands Spark only the rows it keeps."""
-    from streamsql.runtime.progress import consumed_records
+    from streamsql.runtime.progress import consumed_records, source_offsets
 
     total = 0
     for source in p.get("sources") or []:
-        end = source.get("endOffset")
-        end = json.loads(end) if isinstance(end, str) else end
-        start = source.get("startOffset") or ({part: 0 for part in end} if isinstance(end, dict) else None)
+        end = source_offsets(source.get("endOffset"))
+        start = source.get("startOffset") or ({part: 0 for part in end} if end is not None else None)
         total += consumed_records({**source, "startOffset": start})
     return total
 

@@ -676,9 +676,12 @@ class BatchBuilder:
         return [_BatchedRecord(msgs[i], rec) for rec, i in zip(records, origin)]
 
 
+@functools.lru_cache(maxsize=64)
 def compile_filter(tree_json: str) -> pc.Expression:
     """The pyarrow expression of a pushed WHERE (``planner/pushdown.py`` says which conjuncts
-    are pushed and why each evaluates as Spark's would); a tombstone row is always kept."""
+    are pushed and why each evaluates as Spark's would); a tombstone row is always kept.
+    Compiled once per worker process and filter (a range read builds a batch builder per
+    partition and micro-batch); an expression is immutable, so the readers share it."""
     import pyarrow.compute as pc
 
     def build(node: dict[str, Any]) -> Any:

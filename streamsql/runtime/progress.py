@@ -55,20 +55,15 @@ def committed_offsets(progress: Mapping[str, Any] | None, topics: list[str]) -> 
     """Per topic, the offsets the query's last reported batch ended at (committed)."""
     out: dict[str, dict[int, int]] = {}
     for topic, source in zip(topics, (progress or {}).get("sources") or []):
-        end = source.get("endOffset")
-        if isinstance(end, str):
-            try:
-                end = json.loads(end)
-            except ValueError:
-                end = None
-        if isinstance(end, dict):
+        end = source_offsets(source.get("endOffset"))
+        if end is not None:
             merged = out.setdefault(topic, {})
             for p, o in end.items():
-                merged[int(p)] = max(merged.get(int(p), 0), int(o))
+                merged[p] = max(merged.get(p, 0), o)
     return out
 
 
-def _offsets(value: Any) -> dict[int, int] | None:
+def source_offsets(value: Any) -> dict[int, int] | None:
     """A source's reported offsets (our Kafka source's partition → offset, as JSON text or a
     dict), or None for another source's or none."""
     if isinstance(value, str):
@@ -90,7 +85,7 @@ def consumed_records(source: Mapping[str, Any]) -> int:
     reader that applies a pushed WHERE (``planner/pushdown.py``) hands Spark only the rows it
     keeps. A query's first batch has no start offsets in its progress: its rows are Spark's
     count (those the reader kept)."""
-    start, end = _offsets(source.get("startOffset")), _offsets(source.get("endOffset"))
+    start, end = source_offsets(source.get("startOffset")), source_offsets(source.get("endOffset"))
     if start is None or end is None:
         return int(source.get("numInputRows") or 0)
     return sum(max(0, o - start.get(p, o)) for p, o in end.items())
