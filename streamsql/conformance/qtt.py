@@ -58,6 +58,7 @@ from streamsql.conformance.results import CaseResult
 from streamsql.conformance.topics import register_topic_schemas, rewrite_statement, topics_to_create
 from streamsql.errors import ParseError, StreamsqlError
 from streamsql.formats import schema_registry
+from streamsql.kafka.collector import admin_client
 from streamsql.runtime.spark import activate
 
 if TYPE_CHECKING:
@@ -622,12 +623,11 @@ class QttRunner:
             pass
 
     def _delete_topics(self, prefix: str) -> None:
-        from confluent_kafka.admin import AdminClient
 
         from streamsql.kafka.admin import client_config
 
         if self._admin_client is None:
-            self._admin_client = AdminClient(client_config(self.bootstrap))
+            self._admin_client = admin_client(client_config(self.bootstrap))
         md = self._admin_client.list_topics(timeout=10)
         names = [n for n in md.topics if n.startswith(prefix)]
         if names:

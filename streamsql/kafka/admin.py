@@ -27,6 +27,7 @@ from confluent_kafka import KafkaError as _CKError
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
 
 from streamsql.errors import KafkaError
+from streamsql.kafka.collector import admin_client
 
 #: librdkafka log level for every client we create: warnings and worse. Level 6 (info) prints a
 #: "Disconnected" line for every idle connection the broker closes.
@@ -161,7 +162,7 @@ class EndOffsets:
             **extra, "fetch.wait.max.ms": 10, "queued.max.messages.kbytes": 1024,
             "max.partition.fetch.bytes": 65536,
         }))
-        self._admin = AdminClient(client_config(bootstrap_servers, common_settings(extra)))
+        self._admin = admin_client(client_config(bootstrap_servers, common_settings(extra)))
         self._known: dict[int, int] = {}  # highest end returned per partition
         self._probed: dict[int, int] = {}  # listed end at the last successful probe
 
@@ -267,7 +268,7 @@ class KafkaAdmin:
         self._extra = dict(config or {})
         self._security = _SecurityErrors()
         conf: dict[str, Any] = {**client_config(bootstrap_servers, self._extra), "error_cb": self._security}
-        self._client: AdminClient | None = AdminClient(conf)
+        self._client: AdminClient | None = admin_client(conf)
         self._producer: Producer | None = None
 
     @property

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
+from streamsql.kafka.collector import admin_client
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -29,11 +31,10 @@ WARM_UP_OPTION = "streamsqlWarmUp"
 
 def check_topic(bootstrap: str, topic: str, settings: dict[str, str] | None = None) -> None:
     """Raise KafkaError ``Topic 'x' does not exist`` unless ``topic`` is in the cluster."""
-    from confluent_kafka.admin import AdminClient
 
     from streamsql.kafka.admin import client_config, common_settings, topic_partitions
 
-    topic_partitions(AdminClient(client_config(bootstrap, common_settings(settings))), topic)
+    topic_partitions(admin_client(client_config(bootstrap, common_settings(settings))), topic)
 
 
 def warm_up(spark: SparkSession) -> None:

@@ -119,3 +119,44 @@ def test_a_closed_admin_says_so(bootstrap: str) -> None:
     a.close()
     with pytest.raises(KafkaError, match=r"admin client of .* is closed"):
         a.topics()
+
+
+#: a client in a reference cycle whose own admin operation is still in flight, dropped while the
+#: collector's thresholds make every allocation start a collection: librdkafka's background
+#: thread then delivers the result, allocates, and (before kafka/collector.py) collected the cycle
+#: there, destroying the client from its own thread: "calling rd_kafka_destroy() from librdkafka
+#: owned thread is prohibited", SIGABRT, every time.
+_CLIENT_IN_A_CYCLE = """
+import gc, sys, threading, time
+from confluent_kafka.admin import NewTopic
+from streamsql.kafka.collector import admin_client
+
+freed_in = []
+
+class Holder:
+    def __del__(self):
+        freed_in.append(threading.current_thread().name)
+
+for i in range(5):
+    h = Holder()
+    h.me = h
+    h.client = admin_client({"bootstrap.servers": sys.argv[1]})
+    h.client.create_topics([NewTopic(f"{sys.argv[2]}-{i}", 1, 1)])
+    del h
+    gc.set_threshold(1, 1, 1)
+    time.sleep(1.0)
+    gc.set_threshold(700, 10, 10)
+print(sorted(set(freed_in)), len(freed_in))
+"""
+
+
+def test_a_client_in_a_cycle_is_never_freed_in_a_librdkafka_thread(bootstrap: str, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """CI's crash of sessions 33 and 35, on purpose: the process lives, and every client is
+    freed by streamsql's collecting thread."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _CLIENT_IN_A_CYCLE, bootstrap, topic_name("cyc")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["['streamsql-gc']", "5"]
