@@ -71,6 +71,8 @@ class KafkaDataSource(DataSource):
         opts = SourceOptions.parse(self.options)
         if self.options.get(WARM_UP_OPTION) != "true":
             check_topic(opts.bootstrap, opts.topic, opts.kafka)
+        if opts.pipe is not None:  # rows are written by the reader's task, Spark counts them (kafka/pipe.py)
+            return StructType([])
         return source_schema(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

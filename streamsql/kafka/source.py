@@ -44,6 +44,8 @@ from streamsql.errors import ConfigError, KafkaError
 from streamsql.formats import schema_registry_settings as registry_settings
 from streamsql.kafka import processing_log as plog
 from streamsql.kafka.admin import common_settings
+from streamsql.kafka.pipe import OPTION as PIPE_OPTION
+from streamsql.kafka.pipe import ReaderPipe
 from streamsql.types import HEADERS_COL, TOMBSTONE_COL
 
 if TYPE_CHECKING:
@@ -124,6 +126,8 @@ class SourceOptions:
     #: the WHERE conjuncts applied to each decoded batch (``planner/pushdown.py``'s JSON tree);
     #: Spark still applies the whole WHERE after the reader
     source_filter: str | None = None
+    #: the query's whole stateless step and its sink, run in the reading task (``kafka/pipe.py``)
+    pipe: str | None = None
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> SourceOptions:
@@ -155,6 +159,7 @@ class SourceOptions:
             timestamp_throw=(_opt(options, "timestampThrowOnInvalid") or "").lower() == "true",
             registry_clients=_opt(options, registry_settings.OPTION),
             source_filter=_opt(options, "sourceFilter") or None,
+            pipe=_opt(options, PIPE_OPTION) or None,
         )
 
     @property
@@ -359,6 +364,10 @@ class KafkaStreamReader(_OffsetsMixin, DataSourceStreamReader, SupportsTriggerAv
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaInputPartition)
+        if self.opts.pipe is not None:  # the query's step and sink run here (kafka/pipe.py)
+            batches = read_range(self.opts, source_schema(self.opts), partition.partition, partition.start,
+                                 partition.end)
+            return ReaderPipe.parse(self.opts.pipe).run(batches)
         return read_range(self.opts, self.schema, partition.partition, partition.start, partition.end)
 
 
@@ -684,6 +693,14 @@ def compile_filter(tree_json: str) -> pc.Expression:
     partition and micro-batch); an expression is immutable, so the readers share it."""
     import pyarrow.compute as pc
 
+    return pc.or_kleene(filter_expression(tree_json), pc.field(TOMBSTONE_COL))
+
+
+def filter_expression(tree_json: str) -> pc.Expression:
+    """The pyarrow expression of ``planner/pushdown.py``'s JSON tree (a null result drops the
+    row, as SQL's WHERE does)."""
+    import pyarrow.compute as pc
+
     def build(node: dict[str, Any]) -> Any:
         if "column" in node:
             return pc.field(node["column"])
@@ -708,7 +725,7 @@ def compile_filter(tree_json: str) -> pc.Expression:
             compared = pc.or_kleene(compared, pc.is_nan(args[0]))
         return compared
 
-    return pc.or_kleene(build(json.loads(tree_json)), pc.field(TOMBSTONE_COL))
+    return build(json.loads(tree_json))
 
 
 class _BatchedRecord:

@@ -18,11 +18,13 @@ from streamsql import types as t
 from streamsql.errors import StreamsqlError
 from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka import transactions
+from streamsql.kafka.pipe import ReaderPipe
 from streamsql.kafka.processing_log import LogTarget
 from streamsql.physical import aggregate as agg
 from streamsql.physical import frames, joins, spark_aggregate
 from streamsql.physical import table_changes as tc
 from streamsql.physical.buckets import BUCKET_COL, bucket_expression, bucket_values, recorded_shuffle_partitions
+from streamsql.physical.in_reader import reader_columns
 from streamsql.physical.steps import (
     STATEFUL_STEPS,
     Aggregate,
@@ -134,6 +136,15 @@ class SparkBuilder:
             steps = steps[:upto]
         # every update of Spark's aggregation (the record cache off): one record per micro-batch
         per_record = any(isinstance(s, SparkAggregate) and s.per_record for s in plan.steps)
+        piped = in_reader(plan)
+        if piped is not None:  # the scan's tasks run the select and the sink (kafka/pipe.py)
+            scan = plan.steps[0]
+            assert isinstance(scan, Scan) and isinstance(plan.terminal, KafkaSink)
+            columns = reader_columns(piped.plan)
+            assert columns is not None  # in_reader is set only when every column translates
+            pipe = ReaderPipe(columns, piped.plan.exact_filter,
+                              tuple(sorted(self._sink_options(plan.terminal).items())))
+            return self._source(scan, self.ctx.max_records, pipe.to_json())
         df: Any = None
         for step in steps:
             if isinstance(step, TopicScan):
@@ -155,21 +166,21 @@ class SparkBuilder:
             return self._table_changes(step, df)
         raise TypeError(f"not a transformation step: {step!r}")
 
-    def _source(self, step: Scan | Join, max_records: int | None) -> DataFrame:
+    def _source(self, step: Scan | Join, max_records: int | None, pipe: str | None = None) -> DataFrame:
         from streamsql.udf import functions as python_functions
 
         ctx = self.ctx
         python_functions.install(ctx.spark, ctx.bootstrap_servers, ctx.processing_log_topic)
-        return self._join(step, max_records) if isinstance(step, Join) else self._scan(step, max_records)
+        return self._join(step, max_records) if isinstance(step, Join) else self._scan(step, max_records, pipe)
 
-    def _scan(self, step: Scan, max_records: int | None) -> DataFrame:
+    def _scan(self, step: Scan, max_records: int | None, pipe: str | None = None) -> DataFrame:
         ctx = self.ctx
         return io.read_stream(ctx.spark, ctx.bootstrap_servers, step.source, starting_offsets=step.starting_offsets,
                               pinned=step.pinned, query_id=ctx.query_id, max_records=max_records,
                               processing_log_topic=ctx.processing_log_topic,
                               processing_log_rows=ctx.processing_log_rows,
                               throw_on_invalid_timestamp=ctx.throw_on_invalid_timestamp,
-                              read_committed=ctx.exactly_once, source_filter=step.source_filter)
+                              read_committed=ctx.exactly_once, source_filter=step.source_filter, pipe=pipe)
 
     def _join(self, step: Join, max_records: int | None) -> DataFrame:
         """Both inputs (the left one a join itself in an n-way join), then the join's operators."""
@@ -279,6 +290,8 @@ class SparkBuilder:
             writer = (df.writeStream.foreachBatch(spark_aggregate.batch_writer(spark_agg.plan, checkpoint, sink,
                                                                             spark_agg.per_record))
                       .outputMode(spark_aggregate.output_mode(spark_agg.plan)))
+        elif isinstance(terminal, KafkaSink) and in_reader(plan) is not None:
+            writer = df.writeStream.format("noop").outputMode("append")  # the reader's tasks wrote the rows
         elif isinstance(terminal, KafkaSink):
             options = self._sink_options(terminal)
             if any(isinstance(s, Select) and s.plan.repartitioned for s in plan.steps):
@@ -308,6 +321,11 @@ class SparkBuilder:
         if self.ctx.exactly_once:
             options[transactions.OPTION] = "true"
         return options
+
+
+def in_reader(plan: PhysicalPlan) -> Select | None:
+    """The plan's select when the reader's tasks run it with the sink (``Select.in_reader``)."""
+    return next((s for s in plan.steps if isinstance(s, Select) and s.in_reader), None)
 
 
 def start_writer(spark: SparkSession, writer: Any, late_rows_on_batch_watermark: bool) -> StreamingQuery:

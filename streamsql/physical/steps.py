@@ -128,10 +128,13 @@ class TopicScan:
 @dataclass
 class Select:
     """Stateless: WHERE, projection, PARTITION BY, table functions. ``changelog``: over a table,
-    every change becomes an upsert or a removal row (``__HAVING``)."""
+    every change becomes an upsert or a removal row (``__HAVING``). ``in_reader``: the scan's
+    tasks run this step and the Kafka sink after it themselves (``kafka/pipe.py``;
+    ``physical/in_reader.py`` says when)."""
 
     plan: QueryPlan
     changelog: bool = False
+    in_reader: bool = False
 
     def describe(self) -> str:
         parts = [f"Select {', '.join(c.name for c in self.plan.columns)}"]
@@ -139,6 +142,8 @@ class Select:
             parts.append(f"where {self.plan.where}")
         if self.changelog:
             parts.append("(table changes)")
+        if self.in_reader:
+            parts.append("(in the reader's tasks with the sink: no row reaches the JVM)")
         return " ".join(parts)
 
 
@@ -273,15 +278,17 @@ class PhysicalPlan:
 
 def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_offsets: str, *,
                   buckets: int = 1, cache: bool = True, changelog: bool = False,
-                  operator: str | None = None) -> PhysicalPlan:
+                  operator: str | None = None, in_reader: bool = False) -> PhysicalPlan:
     """The steps of a logical plan ending in ``terminal``. ``changelog``: a stateless query
     over a table emits its changes (upserts and removals) rather than its rows; written to a
     topic (a ``KafkaSink`` terminal) they pass the ``TableChanges`` step (``buckets`` state
     keys, as an aggregation's). An aggregation
     takes Spark's own operator when it computes the plan exactly (``spark_aggregate``), else
     the Python operator; ``operator`` (``"spark"``/``"python"``, from a query's checkpoint)
-    keeps a resumed query on the operator its state was written by."""
+    keeps a resumed query on the operator its state was written by. ``in_reader``: a stateless
+    step the reader computes exactly runs there, with the sink (``physical/in_reader.py``)."""
     from streamsql.physical import spark_aggregate
+    from streamsql.physical.in_reader import runs_in_reader
     from streamsql.planner.aggregation import AggregatePlan
 
     steps: list[Step] = [source_step(logical.source, starting_offsets)]
@@ -296,7 +303,8 @@ def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_o
         first = steps[0]
         if isinstance(first, Scan) and logical.source_filter:
             first.source_filter = logical.source_filter
-        steps.append(Select(logical, changelog))
+        steps.append(Select(logical, changelog,
+                            in_reader=in_reader and not changelog and runs_in_reader(logical, terminal)))
         if changelog and isinstance(terminal, KafkaSink):
             steps.append(TableChanges([c.name for c in logical.columns if c.is_key], buckets))
     steps.append(terminal)

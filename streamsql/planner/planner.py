@@ -67,6 +67,9 @@ class QueryPlan:
     #: the WHERE conjuncts the source's reader applies to each decoded batch before Spark
     #: (``planner/pushdown.py``; JSON), None when nothing is pushed
     source_filter: str | None = None
+    #: the whole WHERE as that JSON tree when the reader evaluates all of it exactly as Spark
+    #: (``pushdown.exact_filter``), None otherwise or without a WHERE
+    exact_filter: str | None = None
 
     @property
     def key_columns(self) -> list[OutputColumn]:
@@ -183,19 +186,23 @@ class Planner:
         return QueryPlan(source, alias, where, columns, repartitioned=repartitioned,
                          limit=query.limit, emit=query.emit, table_functions=generators.arrays,
                          keys_from_value=self._keys_from_value(query, source, scope) if repartitioned else frozenset(),
-                         source_filter=self._source_filter(query, source, scope))
+                         source_filter=self._source_filter(query, source, scope),
+                         exact_filter=self._source_filter(query, source, scope, exact=True))
 
     @staticmethod
-    def _source_filter(query: ast.Query, source: Source | JoinedSource, scope: Scope) -> str | None:
+    def _source_filter(query: ast.Query, source: Source | JoinedSource, scope: Scope, exact: bool = False
+                       ) -> str | None:
         """What of the WHERE a stream's reader can apply (``planner/pushdown.py``): streams read
         alone only (a table's reader must pass every change; a join filters after it), and not
-        over a text TIMESTAMP column, whose rows get their time in Spark after the reader."""
+        over a text TIMESTAMP column, whose rows get their time in Spark after the reader.
+        ``exact``: all of the WHERE, or None (``pushdown.exact_filter``)."""
         if isinstance(source, JoinedSource) or source.is_table:
             return None
         time_column = source.column(source.timestamp_column or "")
         if time_column is not None and time_column.type.kind is t.Kind.STRING:
             return None
-        return pushdown.source_filter(query.where, scope.with_clause("WHERE"), list(source.columns))
+        pushed = pushdown.exact_filter if exact else pushdown.source_filter
+        return pushed(query.where, scope.with_clause("WHERE"), list(source.columns))
 
     @staticmethod
     def _reject_unsupported(query: ast.Query, source: Source) -> None:

@@ -20,6 +20,11 @@ every row:
 Anything else (functions, casts, arithmetic besides ``%``, pseudo columns, nested types) stays
 in Spark alone. The result is a small JSON tree (it travels as a data source option) that
 :func:`streamsql.kafka.source.compile_filter` turns into a pyarrow expression.
+
+:func:`exact_filter` is the stricter question — does the *whole* WHERE translate, giving
+Spark's answer for every row? — asked when the reader may run the query's whole stateless step
+itself (``kafka/pipe.py``): every conjunct pushed, an ``AND`` inside an ``OR`` whole, and a
+DOUBLE comparison keeps its NaN rows only where Spark's does (``>``, ``>=``, ``<>``).
 """
 
 from __future__ import annotations
@@ -56,6 +61,16 @@ def source_filter(where: exp.Expr | None, scope: Scope, columns: list[t.Column])
     return json.dumps(pushed[0] if len(pushed) == 1 else {"op": "and", "args": pushed}, sort_keys=True)
 
 
+def exact_filter(where: exp.Expr | None, scope: Scope, columns: list[t.Column]) -> str | None:
+    """The whole of ``where`` as the reader's JSON tree when pyarrow evaluates all of it as
+    Spark does (a row the tree keeps is one the WHERE keeps, and the reverse), else None."""
+    if where is None:
+        return None
+    types = {c.name: c.type for c in columns if c.role in ("key", "value")}
+    tree = _predicate(where, scope, types, exact=True)
+    return None if tree is None else json.dumps(tree, sort_keys=True)
+
+
 def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
     node = _unparen(node)
     if isinstance(node, exp.And):
@@ -69,14 +84,18 @@ def _unparen(node: exp.Expr) -> exp.Expr:
     return node
 
 
-def _predicate(node: exp.Expr, scope: Scope, types: dict[str, t.SqlType]) -> dict[str, Any] | None:
+def _predicate(node: exp.Expr, scope: Scope, types: dict[str, t.SqlType], exact: bool = False
+               ) -> dict[str, Any] | None:
+    """``exact``: None unless all of ``node`` translates with Spark's result for every row."""
     node = _unparen(node)
     if isinstance(node, exp.And):
-        left, right = _predicate(node.this, scope, types), _predicate(node.expression, scope, types)
+        left, right = (_predicate(node.this, scope, types, exact), _predicate(node.expression, scope, types, exact))
+        if exact and (left is None or right is None):
+            return None
         parts = [p for p in (left, right) if p is not None]
         return None if not parts else parts[0] if len(parts) == 1 else {"op": "and", "args": parts}
     if isinstance(node, exp.Or):
-        left, right = _predicate(node.this, scope, types), _predicate(node.expression, scope, types)
+        left, right = (_predicate(node.this, scope, types, exact), _predicate(node.expression, scope, types, exact))
         return None if left is None or right is None else {"op": "or", "args": [left, right]}
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
         column = _column(node.this, scope, types)
@@ -99,7 +118,11 @@ def _predicate(node: exp.Expr, scope: Scope, types: dict[str, t.SqlType]) -> dic
     literal = _literal(rhs, kind)
     if literal is None:
         return None
-    return {"op": op, "args": [tree, literal], "nan_kept": kind is t.Kind.DOUBLE}
+    # Spark orders NaN above every number: NaN > x, NaN >= x and NaN <> x hold, the others do
+    # not, where pyarrow's comparisons are false for NaN. A pushed conjunct keeps NaN rows for
+    # every comparison (Spark drops the ones it must); an exact tree keeps them where Spark does.
+    nan_kept = kind is t.Kind.DOUBLE and (not exact or op in ("greater", "greater_equal", "not_equal"))
+    return {"op": op, "args": [tree, literal], "nan_kept": nan_kept}
 
 
 def _operand(node: exp.Expr, scope: Scope, types: dict[str, t.SqlType]) -> tuple[dict[str, Any], t.Kind] | None:

@@ -16,6 +16,7 @@ from streamsql.catalog import Source
 from streamsql.formats import FormatSpec
 from streamsql.formats import schema_registry_settings as registry_settings
 from streamsql.kafka import settings as kafka_settings
+from streamsql.kafka.pipe import OPTION as PIPE_OPTION
 from streamsql.kafka.processing_log import LogTarget as PLogTarget
 from streamsql.planner.expressions import quote, string_literal
 
@@ -71,14 +72,16 @@ def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, 
                 pinned: Mapping[int, int] | None = None, query_id: str, max_records: int | None = None,
                 processing_log_topic: str | None = None, processing_log_rows: bool = False,
                 throw_on_invalid_timestamp: bool = False, read_committed: bool = False,
-                source_filter: str | None = None) -> DataFrame:
+                source_filter: str | None = None, pipe: str | None = None) -> DataFrame:
     """The streaming DataFrame of ``source``: its columns plus ROWTIME/ROWPARTITION/ROWOFFSET and
     the internal ``__HEADERS``/``__TOMBSTONE``. ``pinned``: the offsets (partition → offset)
     a query without a checkpoint begins at, instead of ``starting_offsets``. With a TIMESTAMP
     column, ROWTIME is that column (a BIGINT or TIMESTAMP one read by the Kafka reader, a string
     one parsed here); records without a usable time go to the processing log
     (``kafka/timestamps.py``). ``source_filter``: the WHERE conjuncts the reader applies to each
-    decoded batch (``planner/pushdown.py``)."""
+    decoded batch (``planner/pushdown.py``). ``pipe``: the query's stateless step and sink, run
+    by the reader's tasks (``kafka/pipe.py``): the DataFrame then has no columns, a row per
+    record written."""
     reader = spark.readStream.format(DATA_SOURCE)
     options = kafka_options(bootstrap_servers, source)
     options["startingOffsets"] = starting_offsets if pinned is None else json.dumps(
@@ -91,6 +94,8 @@ def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, 
         options["maxRecordsPerBatch"] = str(max_records)
     if source_filter:  # the WHERE conjuncts the reader applies (planner/pushdown.py)
         options["sourceFilter"] = source_filter
+    if pipe:
+        options[PIPE_OPTION] = pipe
     if read_committed:  # exactly_once_v2: records of aborted transactions are never read
         options.update(READ_COMMITTED)
 

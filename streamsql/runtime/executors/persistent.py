@@ -250,7 +250,9 @@ class PersistentQueries(StatementExecutor):
             if checkpoint is not None:
                 buckets = buckets_for(checkpoint, buckets)
             return physical_plan(plan, KafkaSink(sink), starting_offsets, changelog=True, buckets=buckets)
-        return physical_plan(plan, KafkaSink(sink), starting_offsets)
+        # exactly-once writes a transaction per sink task, and the reader's tasks read committed
+        # records: those queries keep Spark's plan (kafka/pipe.py)
+        return physical_plan(plan, KafkaSink(sink), starting_offsets, in_reader=not engine.exactly_once())
 
     # --- starting and stopping -------------------------------------------------------------------
 

@@ -96,3 +96,28 @@ def test_the_readers_filter_keeps_what_spark_keeps() -> None:
     # a tombstone always passes (the query decides what a null value means)
     assert keeps(greater, {"I": [0, 1], "D": [None, 0.1], TOMBSTONE_COL: [True, False]},
                  {"I": pa.int64(), "D": pa.float64()}) == [True, False]
+
+
+def test_an_exact_filter_is_the_whole_where_and_keeps_nan_where_spark_does(catalog: Catalog) -> None:
+    """``exact_filter`` (the reader runs the whole step, kafka/pipe.py): every conjunct or none,
+    and a DOUBLE comparison true for NaN exactly where Spark's is (NaN is above every number)."""
+    from streamsql.kafka.source import filter_expression
+
+    def exact(where: str) -> object:
+        [stmt] = parse(f"SELECT * FROM pay WHERE {where} EMIT CHANGES;")
+        p = Planner(catalog).plan_query(stmt.query, persistent=False)
+        return json.loads(p.exact_filter) if p.exact_filter else None
+
+    assert exact("amount > 0.8 AND LCASE(name) = 'x'") is None  # one conjunct stays in Spark
+    assert exact("(n = 1 AND LCASE(name) = 'x') OR n = 2") is None
+    assert exact("n = 1 AND big % 10 = 0") is not None
+    d = [0.9, 0.1, math.nan, None, 0.8]
+    batch = pa.RecordBatch.from_pydict({"I": pa.array(range(5), pa.int64()), "AMOUNT": pa.array(d, pa.float64())})
+    spark = {">": [True, False, True, None, False], ">=": [True, False, True, None, True],
+             "<>": [True, True, True, None, False], "<": [False, True, False, None, False],
+             "<=": [False, True, False, None, True], "=": [False, False, False, None, True]}
+    for op, expected in spark.items():
+        tree = exact(f"amount {op} 0.8")
+        assert tree is not None, op
+        kept = batch.filter(filter_expression(json.dumps(tree))).column("I").to_pylist()
+        assert kept == [i for i, keep in enumerate(expected) if keep], op
