@@ -276,11 +276,10 @@ class JsonSerde:
         return tuple(row)
 
     def encode(self, batch: pa.RecordBatch) -> list[bytes | None]:
-        columns = [column_values(batch, c.name) for c in self._columns]
         if self._unwrapped:
             # ksqlDB serializes a null single value as a null record, not the text ``null``.
             render = self._renderers[0]
-            return [None if v is None else render(v).encode() for v in columns[0]]
+            return [None if v is None else render(v).encode() for v in column_values(batch, self._columns[0].name)]
         if not self._columns:
             return [b"{}"] * batch.num_rows
         pieces: list[Any] = []
