@@ -623,7 +623,6 @@ class QttRunner:
             pass
 
     def _delete_topics(self, prefix: str) -> None:
-
         from streamsql.kafka.admin import client_config
 
         if self._admin_client is None:

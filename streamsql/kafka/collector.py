@@ -39,7 +39,6 @@ FULL_COLLECTION_MIN_GAP_S = 1.0
 
 _lock = threading.Lock()
 _owner_pid: int | None = None  # the process whose collector thread runs
-_stop = threading.Event()
 
 
 def collect_in_own_thread() -> None:
@@ -54,7 +53,6 @@ def collect_in_own_thread() -> None:
         if not gc.isenabled():
             return
         _owner_pid = os.getpid()
-        _stop.clear()
         gc.disable()
         threading.Thread(target=_collect_forever, name="streamsql-gc", daemon=True).start()
 
@@ -67,7 +65,8 @@ def collector_thread_running() -> bool:
 def _collect_forever() -> None:
     last_full_at = time.monotonic()
     last_full_s = 0.0
-    while not _stop.wait(CHECK_INTERVAL_S):
+    while True:
+        time.sleep(CHECK_INTERVAL_S)
         if gc.isenabled():  # someone turned it back on: collections would again run anywhere
             gc.disable()
         t0, t1, t2 = gc.get_threshold()
@@ -92,6 +91,7 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
 
 def admin_client(config: Mapping[str, Any]) -> AdminClient:
     """A confluent-kafka ``AdminClient``, once this process collects garbage in the collecting

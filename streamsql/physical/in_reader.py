@@ -91,8 +91,7 @@ def column_program(sql: str, types: dict[str, str]) -> Program | None:
         node = parse_one(sql, read="spark")
     except ParseError:
         return None
-    translated = _translate(node, types, top=True)
-    return None if translated is None else translated
+    return _translate(node, types, top=True)
 
 
 def _translate(node: exp.Expr, types: dict[str, str], top: bool = False) -> Program | None:
@@ -112,13 +111,12 @@ def _translate(node: exp.Expr, types: dict[str, str], top: bool = False) -> Prog
     left, right = _translate(node.this, types), _translate(node.expression, types)
     if left is None or right is None:
         return None
-    result = _result_type(op, operand_type(left, right["type"]), operand_type(right, left["type"]))
+    operands = [operand_type(left, right["type"]), operand_type(right, left["type"])]
+    result = _result_type(op, *operands)
     if result is None:
         return None
-    if result.startswith("decimal("):
-        casts = [operand_type(left, right["type"]), operand_type(right, left["type"])]
-    else:  # integers widened to the result, or everything a double
-        casts = [result, result]
+    # decimals as Spark casts each operand; integers widened to the result, or all doubles
+    casts = operands if result.startswith("decimal(") else [result, result]
     return {"op": op, "args": [left, right], "cast": casts, "type": result}
 
 
@@ -160,7 +158,7 @@ def _literal(node: exp.Expr) -> Program | None:
         if cast_to is None and _is_double(text):
             return {"value": float(sign + text), "type": "float64"}
         return None
-    digits = (whole.lstrip("0") or "") + fraction
+    digits = whole.lstrip("0") + fraction
     precision, scale = max(len(digits), len(fraction), 1), len(fraction)
     if cast_to is not None:
         p, s = cast_to
