@@ -183,8 +183,41 @@ class EndOffsets:
             raise kafka_error(f"cannot list offsets of topic '{self.topic}'", e) from None
 
     def earliest(self, parts: Iterable[int]) -> dict[int, int]:
-        """Oldest offset still in each partition (0 unless retention deleted records)."""
-        return self._list(parts, OffsetSpec.earliest())
+        """Oldest offset still in each partition (0 unless retention deleted records).
+
+        A listed start above 0 is checked by fetching from offset 0: tansu sometimes lists a
+        partition's start as the base of its second batch when its first batches were written
+        by several producers at once (records below it are still there and fetchable), and a
+        reader starting there silently skips them. On Kafka, offset 0 below the log start is
+        out of range and the consumer resets to the log start, so the check agrees with the
+        listing; a partition that does not answer in time keeps its listed start."""
+        listed = self._list(parts, OffsetSpec.earliest())
+        doubtful = [p for p, off in listed.items() if off > 0]
+        if doubtful:
+            fetched = self._first_offsets(doubtful)
+            listed.update({p: min(listed[p], off) for p, off in fetched.items()})
+        return listed
+
+    def _first_offsets(self, parts: Iterable[int]) -> dict[int, int]:
+        """The offset of the first record (or of the end, if none) a fetch from offset 0 of
+        every partition in ``parts`` returns."""
+        tps = [TopicPartition(self.topic, p, 0) for p in parts]
+        self._consumer.assign(tps)
+        pending = {tp.partition for tp in tps}
+        first: dict[int, int] = {}
+        deadline = time.monotonic() + self.probe_timeout_s
+        try:
+            while pending and time.monotonic() < deadline:
+                for m in self._consumer.consume(1000, 0.005):
+                    err = m.error()
+                    p, off = m.partition(), m.offset()
+                    if (err is not None and not _is_eof(err)) or p not in pending or off is None:
+                        continue
+                    first[p] = off
+                    pending.discard(p)
+        finally:
+            self._consumer.unassign()
+        return first
 
     def ends(self, parts: Iterable[int] | None = None) -> dict[int, int]:
         """End offset of every partition (all current ones when ``parts`` is None), never lower
