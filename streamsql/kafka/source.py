@@ -305,10 +305,21 @@ class _OffsetsMixin:
         return [KafkaInputPartition(p, start.get(p, 0), e) for p, e in sorted(end.items()) if e > start.get(p, 0)]
 
 
+
+def _report_crashes() -> None:
+    """Made in Spark's streaming source runner, a process of its own whose death the JVM sees
+    only as end-of-file: a fatal signal there (a crash in a native client) prints every
+    thread's Python stack to its stderr, which Spark copies to the engine's."""
+    import faulthandler
+
+    if not faulthandler.is_enabled():
+        faulthandler.enable(all_threads=True)
+
 class KafkaStreamReader(_OffsetsMixin, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("streamsql_kafka")``."""
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+        _report_crashes()
         self.opts = opts
         self.schema = schema
         self._ends = None
@@ -376,6 +387,7 @@ class KafkaBatchReader(_OffsetsMixin, DataSourceReader):
     to its end at planning time; for tests, PRINT-like tools and backfills."""
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+        _report_crashes()
         self.opts = opts
         self.schema = schema
         self._ends = None

@@ -31,8 +31,36 @@ log = logging.getLogger("streamsql")
 #: Spark gives each new Python worker 10 s to connect back; an overloaded machine can miss that.
 #: The query itself is fine: it is restarted from its checkpoint (nothing lost or repeated).
 TRANSIENT_FAILURES = ("Python worker failed to connect back",)
+#: The Python process answering a query's offset calls for a Kafka source (Spark's streaming
+#: source runner) died (session 37's CI: at a join's first offsets). It holds nothing the
+#: checkpoint does not: a restarted query gets a new one and resumes at its last committed batch
+#: (``streamsql-start.json`` before the first). The JVM sees an end-of-file reading the answer,
+#: or a broken pipe or a reset writing the next call, in a frame of the runner's JVM class.
+SOURCE_RUNNER = "PythonStreamingSourceRunner"
+SOURCE_RUNNER_GONE = ("java.io.EOFException", "Broken pipe", "Connection reset")
 MAX_RESTARTS = 3
 
+
+def is_transient(exc: BaseException) -> bool:
+    """A failure that restarting the query from its checkpoint cures (``wait_until_idle``
+    restarts those; the server's and ``streamsql run``'s supervisor restarts every failure)."""
+    if any(m in spark_message(exc) for m in TRANSIENT_FAILURES):
+        return True
+    text = failure_text(exc)
+    return SOURCE_RUNNER in text and any(m in text for m in SOURCE_RUNNER_GONE)
+
+
+def failure_text(exc: BaseException) -> str:
+    """A Spark failure's message and JVM stack, with its causes' (a streaming query's exception
+    names its cause's class and frames only there)."""
+    parts: list[str] = []
+    seen: BaseException | None = exc
+    for _ in range(8):  # a cause chain is short; a cycle must not loop
+        if seen is None:
+            break
+        parts += [str(getattr(seen, "desc", "") or seen), str(getattr(seen, "_stackTrace", "") or "")]
+        seen = getattr(seen, "_cause", None) or seen.__cause__
+    return "\n".join(parts)
 
 @dataclass
 class RunningQuery:
@@ -185,7 +213,7 @@ class QueryRegistry:
 
     def _restart_if_transient(self, q: RunningQuery, exc: BaseException) -> bool:
         message = spark_message(exc)
-        if q.restart is None or q.restarts >= MAX_RESTARTS or not any(m in message for m in TRANSIENT_FAILURES):
+        if q.restart is None or q.restarts >= MAX_RESTARTS or not is_transient(exc):
             return False
         log.warning("query %s failed for a transient reason (%s); restarting it from its checkpoint",
                     q.info.id, message.splitlines()[0][:200])
