@@ -27,7 +27,7 @@ from confluent_kafka import KafkaError as _CKError
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
 
 from streamsql.errors import KafkaError
-from streamsql.kafka.collector import admin_client
+from streamsql.kafka.collector import admin_client, shared_admin_client
 
 #: librdkafka log level for every client we create: warnings and worse. Level 6 (info) prints a
 #: "Disconnected" line for every idle connection the broker closes.
@@ -143,8 +143,9 @@ def topic_partitions(consumer: Consumer | AdminClient, topic: str, timeout_s: fl
 class EndOffsets:
     """True end offsets (next offset to be written) of one topic's partitions.
 
-    Holds one long-lived consumer and one AdminClient; create once per source and reuse (each
-    call is a few milliseconds: one ListOffsets request plus one fetch round trip).
+    Holds one long-lived consumer and uses the process's shared AdminClient (collector.py);
+    create once per source and reuse (each call is a few milliseconds: one ListOffsets request
+    plus one fetch round trip).
 
     :meth:`ends` lists offsets (right on Kafka), then *probes*: it positions the consumer one
     record before the listed end of every partition and waits until each partition has answered
@@ -162,7 +163,7 @@ class EndOffsets:
             **extra, "fetch.wait.max.ms": 10, "queued.max.messages.kbytes": 1024,
             "max.partition.fetch.bytes": 65536,
         }))
-        self._admin = admin_client(client_config(bootstrap_servers, common_settings(extra)))
+        self._admin = shared_admin_client(client_config(bootstrap_servers, common_settings(extra)))
         self._known: dict[int, int] = {}  # highest end returned per partition
         self._probed: dict[int, int] = {}  # listed end at the last successful probe
 

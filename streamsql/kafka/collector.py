@@ -103,3 +103,23 @@ def admin_client(config: Mapping[str, Any]) -> AdminClient:
 
     collect_in_own_thread()
     return AdminClient(dict(config))
+
+
+_shared: dict[tuple[int, tuple[tuple[str, str], ...]], AdminClient] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_admin_client(config: Mapping[str, Any]) -> AdminClient:
+    """This process's one ``AdminClient`` for ``config`` (plain settings, no callbacks), made on
+    first use and kept for the life of the process. An admin client is thread-safe, and the
+    callers that list offsets or check a topic now and then (every range read to its end, every
+    source's offset runner, every topic check) would otherwise each make and destroy a
+    librdkafka instance — threads, connections and a teardown — for one request: the QTT
+    ratchet made hundreds a minute from its parallel cases, and session 37's CI crashed
+    (SIGSEGV) inside ``list_offsets`` of one made a moment before."""
+    key = (os.getpid(), tuple(sorted((str(k), str(v)) for k, v in config.items())))
+    with _shared_lock:
+        client = _shared.get(key)
+        if client is None:
+            client = _shared[key] = admin_client(config)
+        return client

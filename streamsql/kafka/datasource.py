@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
-from streamsql.kafka.collector import admin_client
+from streamsql.kafka.collector import shared_admin_client
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,7 +34,7 @@ def check_topic(bootstrap: str, topic: str, settings: dict[str, str] | None = No
 
     from streamsql.kafka.admin import client_config, common_settings, topic_partitions
 
-    topic_partitions(admin_client(client_config(bootstrap, common_settings(settings))), topic)
+    topic_partitions(shared_admin_client(client_config(bootstrap, common_settings(settings))), topic)
 
 
 def warm_up(spark: SparkSession) -> None:

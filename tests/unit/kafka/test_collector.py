@@ -75,3 +75,11 @@ def test_every_admin_client_is_made_by_admin_client() -> None:
                 if name == "AdminClient":
                     made_elsewhere.append(f"{path.relative_to(root)}:{node.lineno}")
     assert made_elsewhere == []
+
+
+def test_the_shared_admin_client_is_one_per_configuration() -> None:
+    from streamsql.kafka.collector import shared_admin_client
+
+    a = shared_admin_client({"bootstrap.servers": "127.0.0.1:9", "log_level": 0})
+    assert shared_admin_client({"log_level": 0, "bootstrap.servers": "127.0.0.1:9"}) is a
+    assert shared_admin_client({"bootstrap.servers": "127.0.0.1:7", "log_level": 0}) is not a
