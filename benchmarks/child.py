@@ -280,11 +280,12 @@ def run_quixstreams(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
     from quixstreams import Application
 
     state_dir = tempfile.mkdtemp(prefix="bench-quix-")
-    # Same librdkafka fix the streamsql source and the ceilings get (research/spark.md §3.4):
-    # without it librdkafka 2.x backs off 1 s whenever its local queue is full.
+    # Same librdkafka fix the streamsql source and the ceilings get (research/spark.md §3.4,
+    # kafka/admin.consumer_config): without it librdkafka 2.x backs off 1 s whenever its local
+    # queue is full; at 0 its broker thread spins on a full queue.
     # session.timeout.ms: tansu answers a new member's JoinGroup only after session.timeout.ms / 2
     # (librdkafka's default 45 s → 23 s before the first record); 6 s is Kafka's minimum → 3 s.
-    consumer_extra: dict[str, Any] = {"fetch.queue.backoff.ms": 0, "queued.min.messages": 200000, "log_level": 4,
+    consumer_extra: dict[str, Any] = {"fetch.queue.backoff.ms": 1, "queued.min.messages": 200000, "log_level": 4,
                                       "session.timeout.ms": 6000,
                                       **json.loads(os.environ.get("BENCH_QUIX_CONSUMER_EXTRA", "{}"))}
     if os.environ.get("BENCH_QUIX_RDKAFKA_DEBUG"):

@@ -60,8 +60,11 @@ def common_settings(extra: Mapping[str, Any] | None) -> dict[str, Any]:
 def consumer_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Settings for an assign()-only consumer that reads exact offset ranges.
 
-    * ``fetch.queue.backoff.ms=0``: librdkafka 2.x otherwise waits 1 s whenever its local queue
-      is "full", which made large backlogs 4× slower (research/spark.md §3.4).
+    * ``fetch.queue.backoff.ms=1``: librdkafka 2.x otherwise waits 1 s whenever its local queue
+      is "full", which made large backlogs 4× slower (research/spark.md §3.4). Not 0: at 0 the
+      broker thread re-checks a full queue without pause, spinning while the caller decodes
+      what it consumed — in a range reader's task that thread burnt 0.7-1.4 CPU-s per 500k
+      records against 0.1 at 1 ms, with the same wall time (docs/performance.md, session 38).
     * ``enable.partition.eof``: reaching the end is an event, so a range that ends at the log
       end (or on a transaction marker) terminates without a timeout.
     * ``auto.offset.reset=earliest``: a start offset that retention already deleted resumes at
@@ -73,7 +76,7 @@ def consumer_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = No
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
-        "fetch.queue.backoff.ms": 0,
+        "fetch.queue.backoff.ms": 1,
         "queued.min.messages": 200000,
         "fetch.wait.max.ms": 100,
     }

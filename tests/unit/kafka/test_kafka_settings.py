@@ -125,3 +125,16 @@ def test_a_range_reader_prefetches_one_batch_and_the_querys_settings_win() -> No
     mine = SourceOptions.parse({"kafka.bootstrap.servers": "b:9092", "topic": "t",
                                 "kafka.queued.max.messages.kbytes": "65536"})
     assert reader_config(mine)["queued.max.messages.kbytes"] == "65536"
+
+
+def test_a_full_prefetch_queue_backs_off_a_millisecond_not_a_second_nor_zero() -> None:
+    """librdkafka 2.x postpones the next fetch by ``fetch.queue.backoff.ms`` (1,000 by default)
+    whenever its local queue holds ``queued.min.messages``: backlogs read 4× slower. At 0 the
+    broker thread re-checks the full queue without pause while the task decodes: in session 38
+    that spin was ~1.2 of a Q0 micro-batch task's ~2.9 CPU-s per 500k records."""
+    from streamsql.kafka.admin import consumer_config
+    from streamsql.kafka.source import SourceOptions, reader_config
+
+    opts = SourceOptions.parse({"kafka.bootstrap.servers": "b:9092", "topic": "t"})
+    for config in (consumer_config("b:9092"), reader_config(opts)):
+        assert 1 <= config["fetch.queue.backoff.ms"] <= 10
