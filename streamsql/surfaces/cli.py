@@ -421,9 +421,11 @@ def cmd_broker(args: argparse.Namespace) -> int:
         return 0
     import signal
 
+    from streamsql.surfaces.termination import exit_on_signal
+
     # SIGTERM (docker stop, systemd) ends the command through the finally blocks below: the
     # broker stops and its record goes (kill -9 cannot run them; the kernel then stops the broker)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    exit_on_signal(signal.SIGTERM, 0)
     broker = EmbeddedBroker(port=args.port or 9092, data_dir=data_dir, die_with_parent=True).start()
     try:
         record = local.register(broker)
@@ -508,10 +510,12 @@ def cmd_test(args: argparse.Namespace) -> int:
     import signal
 
     from streamsql.conformance.command import run_command
+    from streamsql.surfaces.termination import exit_on_signal
 
     # SIGTERM (a CI job's timeout) ends the run through its finally blocks: the REST server, the
-    # registry server and the embedded broker it started stop with it
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # registry server and the embedded broker it started stop with it (termination.py: not
+    # inside kafka-python's loop, which would swallow the SystemExit)
+    exit_on_signal(signal.SIGTERM, 143)
     return run_command(args)
 
 
