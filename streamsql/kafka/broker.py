@@ -162,6 +162,9 @@ class EmbeddedBroker:
         source = sys.modules.get("streamsql.kafka.source")
         if source is not None:  # this process's cached readers of it would retry it forever
             source.close_consumers(self.bootstrap_servers)
+        collector = sys.modules.get("streamsql.kafka.collector")
+        if collector is not None:  # and so would its shared admin clients
+            collector.forget_shared_admin_clients(self.bootstrap_servers)
 
     def wait(self) -> int:
         """Block until the broker process ends (foreground ``streamsql broker``)."""

@@ -123,3 +123,14 @@ def shared_admin_client(config: Mapping[str, Any]) -> AdminClient:
         if client is None:
             client = _shared[key] = admin_client(config)
         return client
+
+
+def forget_shared_admin_clients(bootstrap: str) -> None:
+    """Drop this process's shared admin clients of the cluster at ``bootstrap`` (an embedded
+    broker that stopped): each holds ~5 file descriptors and retries the gone cluster until the
+    process ends. A caller still holding one keeps it until it lets go. (A test process starts
+    and stops a hundred brokers; kept, their clients took it past ``select``'s 1,024 descriptors
+    in session 38's random-order suite run.)"""
+    with _shared_lock:
+        for key in [k for k in _shared if ("bootstrap.servers", bootstrap) in k[1]]:
+            del _shared[key]

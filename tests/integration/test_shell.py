@@ -26,6 +26,14 @@ T0 = time.monotonic()
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>]|\r")
 
 
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` has output within ``timeout_s``. ``poll``, not ``select``: late in a long
+    suite the test process's descriptors pass 1,024, which ``select`` refuses (session 38)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout_s * 1000))
+
+
 class PtyShell:
     """A child process on the slave side of a pty (120x40), read and written from the master."""
 
@@ -58,7 +66,7 @@ class PtyShell:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise AssertionError(f"timed out waiting for {pattern!r}; screen tail:\n{self.screen[-3000:]}")
-            if select.select([self.fd], [], [], min(remaining, 0.5))[0]:
+            if _readable(self.fd, min(remaining, 0.5)):
                 try:
                     data = os.read(self.fd, 65536)
                 except OSError:
@@ -80,7 +88,7 @@ class PtyShell:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                select.select([self.fd], [], [], 0.2)
+                _readable(self.fd, 0.2)
                 os.read(self.fd, 65536)
             except OSError:
                 pass
