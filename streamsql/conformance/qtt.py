@@ -44,6 +44,7 @@ import tempfile
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -232,7 +233,10 @@ class QttRunner:
         self._seq = 0
         self._producer: RawProducer | None = None
         self._admin_client: AdminClient | None = None
-        self.run_tag = f"{int(time.time()) % 100000:05d}"
+        #: in every topic name of this runner's cases: random, so two runners on one broker (two
+        #: in one process, or two runs) never share topics; digits, as the seconds it replaced
+        #: (two runners made within one second reused each other's topics and records)
+        self.run_tag = f"{uuid.uuid4().int % 10**8:08d}"
         self._warm = False  # a case has run a query through Spark (see iter_results)
 
     # -- public --------------------------------------------------------------------------------

@@ -385,3 +385,10 @@ def test_merge_order_is_input_order_only_without_ties() -> None:
     assert not qtt.merge_order_is_input_order([rec("a", 2), rec("b", 1)], any_tie_winner=True)
     # a later topic's earlier record is taken before the first topic's later one
     assert not qtt.merge_order_is_input_order([rec("a", 1), rec("a", 9), rec("b", 5)])
+
+
+def test_two_runners_made_at_once_never_share_topic_names(tmp_path: Path) -> None:
+    """Their tag was the second they were made: two runners of one test process on the shared
+    broker within one second wrote and read each other's topics (a random-order suite run)."""
+    tags = {qtt.QttRunner("127.0.0.1:9", None, work_dir=tmp_path / str(i)).run_tag for i in range(20)}  # type: ignore[arg-type]
+    assert len(tags) == 20 and all(tag.isdigit() for tag in tags)
