@@ -111,7 +111,8 @@ _shared_lock = threading.Lock()
 
 def shared_admin_client(config: Mapping[str, Any]) -> AdminClient:
     """This process's one ``AdminClient`` for ``config`` (plain settings, no callbacks), made on
-    first use and kept for the life of the process. An admin client is thread-safe, and the
+    first use and kept until the process ends or an embedded broker at its address stops
+    (:func:`forget_shared_admin_clients`). An admin client is thread-safe, and the
     callers that list offsets or check a topic now and then (every range read to its end, every
     source's offset runner, every topic check) would otherwise each make and destroy a
     librdkafka instance — threads, connections and a teardown — for one request: the QTT
