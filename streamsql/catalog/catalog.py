@@ -96,6 +96,12 @@ class ConnectorInfo:
 
 @dataclass
 class Catalog:
+    """The engine's names. Statements that change it run one at a time (the engine's command
+    lock), while reads (queries, SHOW, DESCRIBE) run beside them without a lock, so every change
+    replaces a dictionary instead of mutating it (copy on write): a reader that took
+    ``catalog.sources`` iterates a snapshot that no writer changes under it. Change the catalog
+    through these methods, never through its dictionaries."""
+
     sources: dict[str, Source] = field(default_factory=dict)
     queries: dict[str, QueryInfo] = field(default_factory=dict)
     types: dict[str, SqlType] = field(default_factory=dict)
@@ -117,10 +123,36 @@ class Catalog:
                 f"Cannot add {source.kind.lower()} '{source.name}': A {existing.kind.lower()} "
                 f"with the same name already exists"
             )
-        self.sources[source.name] = source
+        self.sources = {**self.sources, source.name: source}
 
     def remove(self, name: str) -> Source:
-        return self.sources.pop(name)
+        source = self.sources[name]
+        self.sources = {k: v for k, v in self.sources.items() if k != name}
+        return source
+
+    def add_query(self, info: QueryInfo) -> None:
+        self.queries = {**self.queries, info.id: info}
+
+    def remove_query(self, query_id: str) -> QueryInfo | None:
+        info = self.queries.get(query_id)
+        if info is not None:
+            self.queries = {k: v for k, v in self.queries.items() if k != query_id}
+        return info
+
+    def add_connector(self, info: ConnectorInfo) -> None:
+        self.connectors = {**self.connectors, info.name: info}
+
+    def remove_connector(self, name: str) -> ConnectorInfo | None:
+        info = self.connectors.get(name)
+        if info is not None:
+            self.connectors = {k: v for k, v in self.connectors.items() if k != name}
+        return info
+
+    def add_type(self, name: str, sql_type: SqlType) -> None:
+        self.types = {**self.types, name: sql_type}
+
+    def remove_type(self, name: str) -> None:
+        self.types = {k: v for k, v in self.types.items() if k != name}
 
     def streams(self) -> list[Source]:
         return [s for s in self.sources.values() if s.kind == "STREAM"]

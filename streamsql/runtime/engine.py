@@ -11,10 +11,18 @@ with its own checkpoint under the data directory; push and pull queries are tran
 Durability follows ksqlDB: successful DDL/DML statements are appended to the command log and
 replayed on start, which rebuilds the catalog and restarts persistent queries with the same ids,
 so each resumes from its checkpoint. INSERT VALUES is not logged (replaying it would duplicate).
+
+Concurrency follows ksqlDB too: statements that change the catalog or start and stop queries
+(``executors.changes_catalog``) run one at a time under :attr:`Engine.command_lock`, in the
+order they enter the command log; everything else (push and pull queries, SHOW, DESCRIBE,
+EXPLAIN, PRINT, INSERT VALUES, SET) runs beside them and beside each other, each under the
+session of its own caller (:meth:`Engine.session_scope` binds it to the calling thread's
+context, never to the engine). Parsing happens before any lock.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import shutil
 import threading
@@ -37,7 +45,13 @@ from streamsql.runtime import query_settings as qs
 from streamsql.runtime import results as r
 from streamsql.runtime.config import VALID_OFFSET_RESETS, EngineConfig, property_names
 from streamsql.runtime.data_dir import DataDirLock, check_cluster, record_cluster
-from streamsql.runtime.executors import LOGGED_STATEMENTS, Deferred, StatementExecutor, dispatch_table
+from streamsql.runtime.executors import (
+    LOGGED_STATEMENTS,
+    Deferred,
+    StatementExecutor,
+    changes_catalog,
+    dispatch_table,
+)
 from streamsql.runtime.executors.asserts import AssertStatements
 from streamsql.runtime.executors.connectors import ConnectorStatements
 from streamsql.runtime.executors.inserts import ValueInserts
@@ -78,7 +92,10 @@ class Engine:
         self.definitions = SourceDefinitions(self.prop)
         #: the engine's own session (the CLI, shell and runner run under it)
         self.session = Session()
-        self._active = self.session
+        #: the session of the statement the calling thread (context) runs now, if a caller gave
+        #: one (:meth:`session_scope`); per context, so concurrent requests never see each other's
+        self._caller_session: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
+            f"streamsql-session-{id(self)}", default=None)
         #: the running persistent queries and connectors, their steps and late-record counters
         self.queries = QueryRegistry()
         self.stores: dict[str, TableStore] = {}
@@ -91,8 +108,10 @@ class Engine:
         #: per thread: whether this engine's session was made the thread's active session
         self._session_thread = threading.local()
         self._admin: KafkaAdmin | None = None
-        #: held while a statement executes; hold it to make several engine calls one step
-        self.lock = threading.RLock()
+        #: held while a statement that changes the catalog or starts/stops queries executes
+        #: (``executors.changes_catalog``), and by anything else that changes them (a restart by
+        #: the supervisor, TERMINATE CLUSTER, the replay); reads never take it
+        self.command_lock = threading.RLock()
         #: plan persistent queries and connectors without starting them (``plan_only``)
         self.planning_only = False
         # the executors, one per kind of statement (runtime/executors/)
@@ -173,7 +192,8 @@ class Engine:
 
         notices += [f"Python functions: {p}"
                     for p in python_functions.load(self.config.property("ksql.extension.dir") or None)]
-        replayed = self._replay()
+        with self.command_lock:
+            replayed = self._replay()
         if replayed:
             notices.append(f"Restored {len(self.catalog.sources)} source(s) and {len(self.queries)} "
                            f"persistent query(ies) from {replayed} command(s)")
@@ -208,7 +228,7 @@ class Engine:
         return len(commands)
 
     def close(self) -> None:
-        with self.lock:
+        with self.command_lock:
             self.queries.stop_all()
             for store in self.stores.values():
                 store.stop_following()
@@ -223,28 +243,29 @@ class Engine:
     def prop(self, name: str) -> str:
         """A property's value: the running session's override, else engine config, else
         ksqlDB's default (either spelling of a Kafka Streams property: ``config.property_names``)."""
+        session = self.active_session
         for spelling in property_names(name):
-            value = self._active.properties.get(spelling)
+            value = session.properties.get(spelling)
             if value:
                 return value
         return self.config.property(name)
 
     @property
     def active_session(self) -> Session:
-        """The session statements run under now: a caller's inside :meth:`session_scope`, else
-        the engine's own."""
-        return self._active
+        """The session the calling thread's statements run under now: a caller's inside
+        :meth:`session_scope`, else the engine's own."""
+        return self._caller_session.get() or self.session
 
     @contextmanager
     def session_scope(self, session: Session) -> Iterator[Session]:
-        """Run engine calls under ``session`` (holding the engine's lock): what its statements
-        SET or DEFINE stays in it, and the engine's own session is untouched."""
-        with self.lock:
-            saved, self._active = self._active, session
-            try:
-                yield session
-            finally:
-                self._active = saved
+        """Run this thread's engine calls under ``session``: what its statements SET or DEFINE
+        stays in it, and neither the engine's own session nor another thread's is touched. Takes
+        no lock: requests of different clients run side by side."""
+        token = self._caller_session.set(session)
+        try:
+            yield session
+        finally:
+            self._caller_session.reset(token)
 
     @property
     def processing_log_topic(self) -> str:
@@ -256,17 +277,22 @@ class Engine:
         """Parse ``text`` (one or more statements) and execute each in order, under ``session``
         (default: the running one, see :attr:`active_session`). A failing statement raises;
         statements before it have taken effect."""
-        with self.lock:
-            session = session or self._active
-            out: list[r.Result] = []
-            for stmt in parse(text, variables=session.variables, custom_types=self.catalog.types):
-                out.append(self.execute_statement(stmt, session))
-            return out
+        session = session or self.active_session
+        out: list[r.Result] = []
+        # each statement is parsed with the variables and types the ones before it defined
+        for stmt in parse(text, variables=session.variables, custom_types=self.catalog.types):
+            out.append(self.execute_statement(stmt, session))
+        return out
 
     def execute_statement(self, stmt: ast.Statement, session: Session | None = None) -> r.Result:
-        """Execute one parsed statement under ``session`` (default: the running one)."""
-        with self.lock, self.session_scope(session or self._active):
+        """Execute one parsed statement under ``session`` (default: the running one). A statement
+        that changes the catalog waits for the one before it (:attr:`command_lock`); any other
+        runs at once."""
+        with self.session_scope(session or self.active_session):
             try:
+                if changes_catalog(stmt):
+                    with self.command_lock:
+                        return self._execute(stmt)
                 return self._execute(stmt)
             except StreamsqlError as e:
                 if e.statement is None:
@@ -286,7 +312,7 @@ class Engine:
         replayed one is logged already: its sequence number is returned)."""
         if replay_seq is not None:
             return replay_seq
-        return self.command_log.append(stmt.text, dict(self._active.properties)).seq
+        return self.command_log.append(stmt.text, dict(self.active_session.properties)).seq
 
     # --- DDL -----------------------------------------------------------------------------------
     # --- how new queries are built, under the running session ---------------------------------
@@ -351,7 +377,7 @@ class Engine:
         """``ksql.functions.collect_list.limit`` / ``collect_set.limit`` when set."""
         out = {}
         for name in ("collect_list", "collect_set"):
-            value = self._active.properties.get(f"ksql.functions.{name}.limit")
+            value = self.active_session.properties.get(f"ksql.functions.{name}.limit")
             if value is not None and str(value).lstrip("-").isdigit():
                 out[name] = int(value)
         return out
@@ -389,7 +415,7 @@ class Engine:
         session = (ast.SetProperty, ast.UnsetProperty, ast.DefineVariable, ast.UndefineVariable)
         skipped: list[str] = []
         seq = 0
-        for stmt in parse(text, variables=self._active.variables, custom_types=self.catalog.types):
+        for stmt in parse(text, variables=self.active_session.variables, custom_types=self.catalog.types):
             try:
                 if isinstance(stmt, LOGGED_STATEMENTS):
                     self._execute(stmt, replay_seq=seq)  # the sequence number a fresh command log gives it
@@ -414,15 +440,14 @@ class Engine:
         ``query_id``: only that query and what it touches (EXPLAIN of one query)."""
         from streamsql.runtime import topology
 
-        with self.lock:
-            rates: dict[str, dict[str, float]] = {}
-            for qid, q in self.queries.items():
-                progress = q.handle.lastProgress
-                if progress and progress.get("processedRowsPerSecond") is not None:
-                    rates[qid] = {"in": float(progress["processedRowsPerSecond"])}
-            internal = {source_changelog_topic(s): s.writer_query for s in self.catalog.sources.values()
-                        if s.is_source and s.is_table and s.writer_query}
-            graph = topology.build(self.catalog, self.queries.plans, self.processing_log_topic, rates, internal)
+        rates: dict[str, dict[str, float]] = {}
+        for qid, q in list(self.queries.items()):
+            progress = q.handle.lastProgress
+            if progress and progress.get("processedRowsPerSecond") is not None:
+                rates[qid] = {"in": float(progress["processedRowsPerSecond"])}
+        internal = {source_changelog_topic(s): s.writer_query for s in self.catalog.sources.values()
+                    if s.is_source and s.is_table and s.writer_query}
+        graph = topology.build(self.catalog, dict(self.queries.plans), self.processing_log_topic, rates, internal)
         if query_id is None:
             return graph
         qid = query_id.upper()

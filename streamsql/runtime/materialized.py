@@ -199,10 +199,10 @@ class TableStore:
         sql = "SELECT key_blob, wstart, wend, value_blob, rowtime FROM rows"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        out = []
-        for key_blob, ws, we, value_blob, rowtime in self._db.execute(sql + " ORDER BY k", params):
-            out.append((pickle.loads(key_blob), ws, we, pickle.loads(value_blob), rowtime))
-        return out
+        with self._lock:  # one connection: never read inside another thread's open transaction
+            found = self._db.execute(sql + " ORDER BY k", params).fetchall()
+        return [(pickle.loads(key_blob), ws, we, pickle.loads(value_blob), rowtime)
+                for key_blob, ws, we, value_blob, rowtime in found]
 
     def explain(self, lookup: Lookup) -> str:
         """SQLite's plan for a lookup (tests check that key lookups use an index)."""

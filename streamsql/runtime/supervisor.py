@@ -66,7 +66,7 @@ class QuerySupervisor:
 
     def restart(self, query_id: str) -> bool:
         engine = self.engine
-        with engine.lock:
+        with engine.command_lock:
             running = engine.queries.get(query_id)
             if running is not None and running.info.kind == "CONNECTOR":
                 return self._restart_connector(query_id, running.info.sink)

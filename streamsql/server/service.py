@@ -1,11 +1,11 @@
 """What the REST endpoints do, without HTTP: statements, queries, inserts, command statuses.
 
 One :class:`KsqlService` wraps one :class:`~streamsql.runtime.engine.Engine`. Engine calls block
-(Spark, Kafka), so the HTTP layer calls these methods on worker threads. The engine keeps one
-set of session properties and variables; each request's ``streamsProperties`` and
-``sessionVariables`` are swapped in under the engine's lock for the duration of that request only,
-so requests never see each other's overrides (SET inside a request affects the rest of that
-request, as in ksqlDB).
+(Spark, Kafka), so the HTTP layer calls these methods on worker threads, side by side: each
+request's ``streamsProperties`` and ``sessionVariables`` make a session bound to its own thread
+for that request only (``Engine.session_scope``), so requests never see each other's overrides
+(SET inside a request affects the rest of that request, as in ksqlDB), and only statements that
+change the catalog wait for each other (``Engine.command_lock``).
 """
 
 from __future__ import annotations
@@ -376,7 +376,7 @@ class KsqlService:
         source name matches a ``deleteTopicList`` pattern) and empty the command log."""
         patterns = [re.compile(str(p), re.IGNORECASE) for p in (delete_topics or [])]
         engine = self.engine
-        with engine.lock:
+        with engine.command_lock:
             engine.execute("TERMINATE ALL;") if engine.catalog.queries else None
             for name in list(engine.catalog.sources):
                 source = engine.catalog.find(name)

@@ -586,3 +586,30 @@ def test_assert_statements_answer_with_ksqldbs_entities_and_417(client: httpx.Cl
     assert entity == {"@type": "assert_topic", "statementText": f"ASSERT NOT EXISTS TOPIC '{topic}';",
                       "topicName": topic, "exists": False, "warnings": []}
 
+
+
+def test_a_waiting_statement_does_not_hold_up_other_clients(server: ServerProcess) -> None:
+    """One client's ASSERT TOPIC waits 6 s for a topic that never comes; meanwhile other clients'
+    SHOW STREAMS and DESCRIBE answer at once (the engine serializes only catalog changes)."""
+    name = None
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=600) as other:
+        name = make_stream(other, rows=0)
+    finished: dict[str, float] = {}
+
+    def waiting() -> None:
+        with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=600) as c:
+            resp = ksql(c, f"ASSERT TOPIC never_{uuid.uuid4().hex[:8]} TIMEOUT 6 SECONDS;")
+            assert resp.status_code == 417, resp.text
+        finished["assert"] = time.monotonic()
+
+    thread = threading.Thread(target=waiting)
+    thread.start()
+    time.sleep(1.0)  # the ASSERT is in progress
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=600) as c:
+        shown = ok(ksql(c, "SHOW STREAMS;"))
+        described = ok(ksql(c, f"DESCRIBE {name};"))
+        finished["reads"] = time.monotonic()
+    thread.join(60)
+    assert finished["reads"] < finished["assert"], "the reads waited for the other client's ASSERT"
+    assert name in [s["name"] for s in shown[0]["streams"]]
+    assert described[0]["sourceDescription"]["name"] == name

@@ -45,6 +45,23 @@ LOGGED_STATEMENTS: tuple[type[ast.Statement], ...] = (
     ast.PauseQuery, ast.ResumeQuery)
 
 
+#: the statements that only read the catalog (or change the caller's own session): they run
+#: side by side, never waiting for another client's statement. Everything else — every logged
+#: statement, and whatever kind is added later until it is listed here — runs one at a time.
+READ_STATEMENTS: tuple[type[ast.Statement], ...] = (
+    ast.SelectStatement, ast.Print, ast.Show, ast.Describe, ast.InsertValues, ast.AssertTopic,
+    ast.AssertSchema, ast.SetProperty, ast.UnsetProperty, ast.DefineVariable, ast.UndefineVariable)
+
+
+def changes_catalog(stmt: ast.Statement) -> bool:
+    """Whether ``stmt`` must wait for the statements that change the catalog before it (the
+    engine's command lock, ksqlDB's command topic order). EXPLAIN of a running query or of a
+    SELECT reads; EXPLAIN of a CREATE … AS SELECT plans it as its statement would."""
+    if isinstance(stmt, ast.Explain):
+        return stmt.statement is not None and changes_catalog(stmt.statement)
+    return not isinstance(stmt, READ_STATEMENTS)
+
+
 #: persistent queries whose start waits for the end of a replay: (id, plan, statement, sink name)
 Deferred = list[tuple[str, QueryPlan | AggregatePlan, ast.Statement, str]]
 

@@ -55,11 +55,11 @@ class ConnectorStatements(StatementExecutor):
             for topic in config.topics:
                 if topic not in existing_topics:
                     raise ConnectorError(f"Connector {stmt.name}: topic '{topic}' does not exist")
-        catalog.connectors[stmt.name] = info
+        catalog.add_connector(info)
         try:
             self.start(info)
         except StreamsqlError:
-            catalog.connectors.pop(stmt.name, None)
+            catalog.remove_connector(stmt.name)
             raise
         engine.log_command(stmt, replay_seq)
         return r.ConnectorCreated(stmt.text, stmt.name, stmt.kind, dict(stmt.config))
@@ -81,7 +81,7 @@ class ConnectorStatements(StatementExecutor):
     def drop(self, stmt: ast.DropConnector, replay_seq: int | None = None,
              deferred: Deferred | None = None) -> r.Result:
         engine = self.engine
-        info = engine.catalog.connectors.pop(stmt.name, None)
+        info = engine.catalog.remove_connector(stmt.name)
         if info is None:
             if stmt.if_exists:
                 return r.Warning_(stmt.text, f"Connector {stmt.name} does not exist.")

@@ -43,6 +43,7 @@ class Inspection(StatementExecutor):
         super().__init__(engine)
         #: end offsets of the topics queries read, for their lag (one client per topic)
         self._end_offsets: dict[str, EndOffsets] = {}
+        self._end_offsets_lock = threading.Lock()
 
     def handlers(self) -> Mapping[type[ast.Statement], Handler]:
         return {ast.Show: self.show, ast.Describe: self.describe, ast.Explain: self.explain, ast.Print: self.print}
@@ -110,8 +111,7 @@ class Inspection(StatementExecutor):
 
     def describe_queries(self, extended: bool = True) -> list[r.QueryDescription]:
         """Every persistent query's state and statistics (SHOW QUERIES [EXTENDED])."""
-        with self.engine.lock:
-            return [self._describe_query(q, extended) for q in list(self.engine.catalog.queries.values())]
+        return [self._describe_query(q, extended) for q in self.engine.catalog.queries.values()]
 
     def _describe_query(self, info: QueryInfo, extended: bool = False) -> r.QueryDescription:
         """A query's state and statistics; ``extended`` (SHOW QUERIES EXTENDED) adds its consumer
@@ -176,7 +176,7 @@ class Inspection(StatementExecutor):
         """Per partition of ``topic``: (log start, log end) now (one client per topic, kept)."""
         from streamsql.kafka.admin import EndOffsets
 
-        with self.engine.lock:
+        with self._end_offsets_lock:  # one client per topic, used by one caller at a time
             tracker = self._end_offsets.get(topic)
             if tracker is None:
                 tracker = self._end_offsets[topic] = EndOffsets(self.engine.bootstrap_servers, topic)

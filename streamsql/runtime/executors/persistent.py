@@ -146,7 +146,7 @@ class PersistentQueries(StatementExecutor):
                  stmt: ast.CreateAsSelect | ast.InsertInto, sink: Source, deferred: Deferred | None) -> r.Result:
         """A logged CREATE … AS SELECT / INSERT INTO becomes query ``query_id`` in the catalog and
         starts now, or after the replay when ``deferred`` collects the log's queries."""
-        self.engine.catalog.queries[query_id] = QueryInfo(query_id, stmt.text, sink.name, _input_names(plan.source))
+        self.engine.catalog.add_query(QueryInfo(query_id, stmt.text, sink.name, _input_names(plan.source)))
         if deferred is not None:
             deferred.append((query_id, plan, stmt, sink.name))
         else:
@@ -216,7 +216,7 @@ class PersistentQueries(StatementExecutor):
         plan = engine.planner.plan_query(query.query, persistent=True, sink_name=table.name)
         query_id = f"CST_{table.name}_{seq}"
         table.writer_query = query_id
-        engine.catalog.queries[query_id] = QueryInfo(query_id, table.statement, table.name, [])
+        engine.catalog.add_query(QueryInfo(query_id, table.statement, table.name, []))
         if deferred is not None:
             deferred.append((query_id, plan, query, table.name))
         else:
@@ -260,7 +260,7 @@ class PersistentQueries(StatementExecutor):
         """Stop a persistent query and start it again from its checkpoint, planned anew (the
         server's supervisor does this after a failure, under the statement's own session)."""
         engine = self.engine
-        with engine.lock:
+        with engine.command_lock:
             running = engine.queries.get(query_id)
             if running is not None:
                 stop_handle(running.handle)
@@ -309,7 +309,7 @@ class PersistentQueries(StatementExecutor):
         engine = self.engine
         engine.queries.stop(query_id)
         shutil.rmtree(engine.data_dir / "checkpoints" / query_id, ignore_errors=True)
-        info = engine.catalog.queries.pop(query_id, None)
+        info = engine.catalog.remove_query(query_id)
         if info is not None:
             sink = engine.catalog.find(info.sink)
             if sink is not None and sink.writer_query == query_id:

@@ -156,7 +156,7 @@ class SourceStatements(StatementExecutor):
                 return r.Warning_(stmt.text, f"A type with the name '{stmt.name}' already exists")
             raise CatalogError(f"Cannot register custom type '{stmt.name}' since it is already registered "
                                f"with type: {types[stmt.name]}")
-        types[stmt.name] = stmt.type
+        self.engine.catalog.add_type(stmt.name, stmt.type)
         self.engine.log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, f"Registered custom type with name '{stmt.name}' and SQL type {stmt.type}")
 
@@ -167,6 +167,6 @@ class SourceStatements(StatementExecutor):
             if stmt.if_exists:
                 return r.CommandStatus(stmt.text, f"Type '{stmt.name}' does not exist")
             raise CatalogError(f"Type {stmt.name} does not exist.")
-        del types[stmt.name]
+        self.engine.catalog.remove_type(stmt.name)
         self.engine.log_command(stmt, replay_seq)
         return r.CommandStatus(stmt.text, f"Dropped type '{stmt.name}'")

@@ -9,6 +9,7 @@ reader closes the result's row stream. Where a push query begins is pinned when 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import tempfile
@@ -47,8 +48,9 @@ PULL_QUERY_HELP = " See https://cnfl.io/queries for more info.\nAdd EMIT CHANGES
 class TransientQueries(StatementExecutor):
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
-        #: makes transient query ids unique within one millisecond
-        self._seq = 0
+        #: makes transient query ids unique within one millisecond (``next`` of a count is
+        #: atomic: queries of several clients start at once)
+        self._seq = itertools.count(1)
 
     def handlers(self) -> Mapping[type[ast.Statement], Handler]:
         return {ast.SelectStatement: self.select}
@@ -69,9 +71,8 @@ class TransientQueries(StatementExecutor):
         if stmt.query.emit is None:
             self._check_pull_query(stmt.query)
         plan = engine.planner.plan_query(stmt.query, persistent=False)
-        self._seq += 1
         push = stmt.query.emit is not None
-        query_id = f"transient_{plan.source.name}_{int(time.time() * 1000)}{self._seq}"
+        query_id = f"transient_{plan.source.name}_{int(time.time() * 1000)}{next(self._seq)}"
         if not push:
             if isinstance(plan, AggregatePlan):
                 raise AnalysisError("Pull queries don't support GROUP BY clauses." + PULL_QUERY_HELP)
