@@ -17,6 +17,7 @@ user can act on.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -307,6 +308,8 @@ class KafkaAdmin:
         conf: dict[str, Any] = {**client_config(bootstrap_servers, self._extra), "error_cb": self._security}
         self._client: AdminClient | None = admin_client(conf)
         self._producer: Producer | None = None
+        #: several clients' INSERT VALUES run at once (the server): one producer is made
+        self._producer_lock = threading.Lock()
 
     @property
     def security_error(self) -> str | None:
@@ -443,9 +446,10 @@ class KafkaAdmin:
             write_exact_timestamps(SinkOptions(self.bootstrap_servers, topic), [key], [value], [0],
                                     [list(headers) if headers else None])
             return
-        if self._producer is None:
-            self._producer = Producer(client_config(self.bootstrap_servers, {
-                **self._extra, "enable.idempotence": True, "partitioner": "murmur2_random", "linger.ms": 0}))
+        with self._producer_lock:
+            if self._producer is None:
+                self._producer = Producer(client_config(self.bootstrap_servers, {
+                    **self._extra, "enable.idempotence": True, "partitioner": "murmur2_random", "linger.ms": 0}))
         errors: list[Any] = []
 
         def on_delivery(err: _CKError | None, _msg: Message) -> None:

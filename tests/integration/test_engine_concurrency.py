@@ -83,3 +83,55 @@ def test_each_callers_session_is_its_own_while_they_run_at_once(engine) -> None:
         results = list(pool.map(caller, ["11", "22"]))
     assert results == [("11", "11"), ("22", "22")]
     assert engine.session.properties.get("cache.max.bytes.buffering") is None  # the engine's own: untouched
+
+
+def test_reads_beside_creates_and_drops_never_fail_unexpectedly(engine, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """Four callers create and drop streams while four list and describe them: the readers see a
+    consistent catalog (each listing a snapshot), and the only errors are the ones a user would
+    get by racing another client (a stream just dropped does not exist)."""
+    from streamsql.errors import StreamsqlError
+
+    prefix = topic_name("race").upper()
+    stop = threading.Event()
+    unexpected: list[BaseException] = []
+    counts = {"ddl": 0, "reads": 0}
+
+    def writer(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            name = f"{prefix}_{n}_{i}"
+            try:
+                engine.execute(f"CREATE STREAM {name} (ID VARCHAR KEY, V INT) WITH (KAFKA_TOPIC='{prefix.lower()}', "
+                               "VALUE_FORMAT='JSON', PARTITIONS=1);")
+                engine.execute(f"DROP STREAM {name};")
+                counts["ddl"] += 2
+            except BaseException as e:  # noqa: BLE001 - every failure is collected and reported
+                unexpected.append(e)
+            i += 1
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                [listing] = engine.execute("SHOW STREAMS;")
+                for info in listing.sources[:5]:
+                    try:
+                        engine.execute(f"DESCRIBE {info.name};")
+                    except StreamsqlError as e:
+                        if "does not exist" not in e.message:  # dropped since the listing: as in ksqlDB
+                            raise
+                engine.execute("SHOW QUERIES;")
+                counts["reads"] += 1
+            except BaseException as e:  # noqa: BLE001
+                unexpected.append(e)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    threads += [threading.Thread(target=reader) for _ in range(4)]
+    for th in threads:
+        th.start()
+    stop.wait(8)
+    stop.set()
+    for th in threads:
+        th.join(60)
+    assert not unexpected, [repr(e) for e in unexpected[:5]]
+    assert counts["ddl"] > 20 and counts["reads"] > 20, counts
+    assert not [n for n in engine.catalog.sources if n.startswith(prefix)]
