@@ -150,6 +150,7 @@ class KsqlService:
             self._queries.clear()
         for h in handles:
             h.stream.close()
+        self.push_hub.close()
         self.engine.close()
 
     # --- command sequence ----------------------------------------------------------------------

@@ -6,8 +6,11 @@ Python workers each). When the statement, its properties and variables are the s
 reads from the latest offset and keeps no state (no aggregation, window or join), what a client
 that joins later sees is exactly what its own query would have shown from that moment: the rows
 arriving after it subscribed. Such clients subscribe to one running query (the "source") instead;
-each subscriber has its own row stream, query id and LIMIT, and the source stops when its last
-subscriber leaves. Anything else (``earliest``, aggregations, joins, windows, pull queries,
+each subscriber has its own row stream, query id and LIMIT. When its last subscriber leaves, the
+source lingers a few seconds (:data:`LINGER_S`) before it stops: under load clients come and go
+all the time, and a source stopped between two of them would cost the next one a new Spark query
+(seconds). A source starts outside the hub's lock (only clients of the same statement wait for
+it). Anything else (``earliest``, aggregations, joins, windows, pull queries,
 PRINT) keeps a query per client, since a late subscriber would see state built before it came.
 """
 
@@ -16,10 +19,14 @@ from __future__ import annotations
 import itertools
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamsql.runtime import results as r
+
+#: how long a shared source with no subscriber keeps running for the next client
+LINGER_S = 5.0
 
 _LIMIT = re.compile(r"\s+LIMIT\s+\d+\s*$")
 ShareKey = tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
@@ -29,15 +36,20 @@ ShareKey = tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]
 class _Shared:
     source: r.RowStream
     subscribers: list[r.RowStream] = field(default_factory=list)
+    #: when the last subscriber left (None while it has subscribers)
+    idle_since: float | None = None
 
 
 class PushQueryHub:
     """The running shared push queries, by statement text, properties and variables."""
 
-    def __init__(self) -> None:
+    def __init__(self, linger_s: float = LINGER_S) -> None:
         self._lock = threading.Lock()
         self._running: dict[ShareKey, _Shared] = {}
+        #: held while a key's source starts: its other clients wait, others' do not
+        self._starting: dict[ShareKey, threading.Lock] = {}
         self._ids = itertools.count(1)
+        self.linger_s = linger_s
 
     @staticmethod
     def key(text: str, properties: dict[str, str], variables: dict[str, str]) -> ShareKey:
@@ -57,15 +69,21 @@ class PushQueryHub:
         """A row stream for one client: a new subscriber of the running source for ``key``, or of
         a new one made by ``start()`` (the statement without its LIMIT)."""
         with self._lock:
-            shared = self._running.get(key)
+            starting = self._starting.setdefault(key, threading.Lock())
+        with starting:
+            with self._lock:
+                shared = self._running.get(key)
             if shared is None or shared.source.closed:
-                shared = _Shared(start())
-                self._running[key] = shared
+                shared = _Shared(start())  # a Spark query: seconds, outside the hub's lock
+                with self._lock:
+                    self._running[key] = shared
                 threading.Thread(target=self._pump, args=(key, shared), name="push-share", daemon=True).start()
-            source = shared.source
-            sub = r.RowStream(statement, f"{source.query_id}_{next(self._ids)}", source.columns, limit=limit,
-                              kind="push")
-            shared.subscribers.append(sub)
+            with self._lock:
+                source = shared.source
+                sub = r.RowStream(statement, f"{source.query_id}_{next(self._ids)}", source.columns, limit=limit,
+                                  kind="push")
+                shared.subscribers.append(sub)
+                shared.idle_since = None
         sub.on_close(lambda: self._leave(key, shared, sub))
         return sub
 
@@ -73,11 +91,32 @@ class PushQueryHub:
         with self._lock:
             # by identity: row streams are dataclasses, equal when their statements are
             shared.subscribers = [s for s in shared.subscribers if s is not sub]
-            last = not shared.subscribers
-            if last and self._running.get(key) is shared:
+            if shared.subscribers:
+                return
+            shared.idle_since = idle_since = time.monotonic()
+        if self.linger_s <= 0:
+            self._stop_if_idle(key, shared, idle_since)
+        else:
+            timer = threading.Timer(self.linger_s, self._stop_if_idle, (key, shared, idle_since))
+            timer.daemon = True
+            timer.start()
+
+    def _stop_if_idle(self, key: ShareKey, shared: _Shared, idle_since: float) -> None:
+        """Stop ``shared``'s source if nobody subscribed since it became idle at ``idle_since``."""
+        with self._lock:
+            if shared.subscribers or shared.idle_since != idle_since:
+                return
+            if self._running.get(key) is shared:
                 del self._running[key]
-        if last:
-            shared.source.close()  # stops the Spark query
+        shared.source.close()  # stops the Spark query
+
+    def close(self) -> None:
+        """Stop every shared source now (the server is stopping)."""
+        with self._lock:
+            running = list(self._running.values())
+            self._running.clear()
+        for shared in running:
+            shared.source.close()
 
     def _pump(self, key: ShareKey, shared: _Shared) -> None:
         """Copy each row of the source to every subscriber; a subscriber whose LIMIT is reached

@@ -3,6 +3,7 @@ here is a plain row stream fed by the test (the server feeds it from a Spark que
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -21,7 +22,7 @@ def _wait(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-d
 
 
 def test_identical_push_queries_share_one_source_with_their_own_limits() -> None:
-    hub = PushQueryHub()
+    hub = PushQueryHub(linger_s=0)
     started: list[r.RowStream] = []
     stopped: list[str] = []
 
@@ -60,3 +61,58 @@ def test_a_failing_source_ends_every_subscriber_with_its_error() -> None:
         with pytest.raises(RuntimeError, match="^query died$") as info:
             list(sub.rows(timeout=1))
         assert info.value is died  # the source's own error, not a new one
+
+
+def _source(query_id: str, stopped: list[str] | None = None) -> r.RowStream:
+    source = r.RowStream("SELECT * FROM s EMIT CHANGES;", query_id, [("V", "INTEGER")])
+    if stopped is not None:
+        source.on_close(lambda: stopped.append(query_id))
+    return source
+
+
+def test_a_source_lingers_after_its_last_subscriber_and_the_next_client_reuses_it() -> None:
+    """Clients of a busy server come and go: the source outlives its last subscriber by the
+    linger, so the next client gets rows at once instead of waiting for a new Spark query."""
+    hub = PushQueryHub(linger_s=0.5)
+    started: list[str] = []
+    stopped: list[str] = []
+
+    def start() -> r.RowStream:
+        started.append(f"transient_{len(started)}")
+        return _source(started[-1], stopped)
+
+    key = ("SELECT * FROM S EMIT CHANGES", (), ())
+    hub.subscribe(key, "q", None, start).close()
+    again = hub.subscribe(key, "q", 1, start)  # within the linger: the same source
+    assert started == ["transient_0"] and not stopped
+    again.close()
+    time.sleep(0.2)
+    hub.subscribe(key, "q", None, start).close()  # a subscriber meanwhile restarts the linger
+    time.sleep(0.35)
+    assert not stopped  # 0.55 s after the first leave, but 0.35 s after the last one
+    assert _wait(lambda: stopped == ["transient_0"]) and hub.running == 0
+    hub.subscribe(key, "q", None, start)
+    assert started == ["transient_0", "transient_1"]
+    hub.close()
+    assert _wait(lambda: stopped == ["transient_0", "transient_1"]) and hub.running == 0
+
+
+def test_a_source_that_starts_slowly_holds_up_only_clients_of_its_own_statement() -> None:
+    hub = PushQueryHub(linger_s=0)
+    release = threading.Event()
+    slow_started = threading.Event()
+
+    def slow() -> r.RowStream:
+        slow_started.set()
+        release.wait(10)
+        return _source("transient_slow")
+
+    waiting = threading.Thread(target=hub.subscribe, args=(("A", (), ()), "a", None, slow))
+    waiting.start()
+    assert slow_started.wait(5)
+    other = hub.subscribe(("B", (), ()), "b", None, lambda: _source("transient_b"))  # not held up
+    assert other.query_id.startswith("transient_b") and waiting.is_alive()
+    release.set()
+    waiting.join(5)
+    assert hub.running == 2
+    hub.close()
