@@ -390,6 +390,7 @@ class KsqlService:
                 if source is None:
                     continue
                 delete = any(p.fullmatch(name) or p.fullmatch(source.topic) for p in patterns)
+                delete = delete and not internal_topics.is_read_only(source.topic)  # the processing log stays
                 try:
                     engine.admin.delete_topic(source.topic) if delete and not source.is_source else None
                 except StreamsqlError as e:

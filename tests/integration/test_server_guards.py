@@ -67,6 +67,10 @@ def client(server: ServerProcess) -> Iterator[httpx.Client]:
 def base(client: httpx.Client) -> str:
     """A user stream the attacks select from, and the processing log declared as a stream (as in
     ksqlDB, reading it is allowed)."""
+    return declare_base(client)
+
+
+def declare_base(client: httpx.Client) -> str:
     ok(client, "CREATE STREAM GUARD_BASE (ID VARCHAR KEY, V INT) WITH (KAFKA_TOPIC='guard_base', VALUE_FORMAT='JSON', "
                "PARTITIONS=1);")
     ok(client, f"CREATE STREAM GUARD_PLOG (LOGGER VARCHAR, LEVEL VARCHAR) WITH (KAFKA_TOPIC='{PROCESSING_LOG}', "
@@ -281,3 +285,20 @@ def test_after_a_restart_the_catalog_is_intact_and_nothing_injected(client: http
     assert not (root / "outside" / "escaped.txt").exists() and not list((root / "ext").iterdir())
     assert not (server.data_dir / "escaped.txt").exists() and not (Path(FUNCTIONS_DIR) / "evil.py").exists()
     assert not Path("/tmp/escaped-by-a-connector.txt").exists()
+
+
+def test_terminate_cluster_never_deletes_the_processing_log(client: httpx.Client, server: ServerProcess,
+                                                            bootstrap: str, base: str) -> None:
+    """``/ksql/terminate`` deletes the topics of the sources its patterns match: a stream over the
+    processing log matches ``.*`` but its topic is the server's."""
+    from streamsql.kafka.admin import KafkaAdmin
+
+    with httpx.Client(base_url=server.url, timeout=300) as c:
+        assert c.post("/ksql/terminate", json={"deleteTopicList": [".*"]}).status_code == 200
+        admin = KafkaAdmin(bootstrap)
+        try:
+            topics = admin.topics()
+        finally:
+            admin.close()
+        assert PROCESSING_LOG in topics and "guard_base" not in topics
+        declare_base(c)  # the module's other tests find their streams again
