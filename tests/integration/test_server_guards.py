@@ -179,6 +179,14 @@ def test_server_settings_are_refused_however_sent(client: httpx.Client, name: st
     assert client.get(f"/is_valid_property/{name}").status_code == 400
 
 
+def test_query_stream_properties_are_held_to_the_policy(server: ServerProcess) -> None:
+    with httpx.Client(base_url=server.url, http1=False, http2=True, timeout=120) as h2:
+        for name in ("ksql.schema.registry.url", "ksql.streams.sasl.password", "ksql.extension.dir"):
+            resp = h2.post("/query-stream", json={"sql": "SELECT * FROM GUARD_BASE EMIT CHANGES LIMIT 1;",
+                                                  "properties": {name: "http://169.254.169.254/"}})
+            refused(resp, "prohibited by the KSQL server", name)
+
+
 def test_query_settings_stay_settable(client: httpx.Client) -> None:
     props = {"auto.offset.reset": "earliest", "ksql.streams.cache.max.bytes.buffering": "0",
              "ksql.new.query.planner.enabled": "true", "ksql.query.pull.table.scan.enabled": "true"}
