@@ -310,3 +310,22 @@ def test_terminate_cluster_never_deletes_the_processing_log(client: httpx.Client
             admin.close()
         assert PROCESSING_LOG in topics and "guard_base" not in topics
         declare_base(c)  # the module's other tests find their streams again
+
+
+def test_the_command_topic_never_stores_a_secret_looking_property(bootstrap: str) -> None:
+    """Defence behind the policy: whatever reaches the log's append, a secret-looking property is
+    left out of the record (a replay takes it from the server's configuration)."""
+    topic = command_topic_name(f"secrets{uuid.uuid4().hex[:6]}_")
+    log = KafkaCommandLog(bootstrap, topic)
+    try:
+        log.read_all()
+        log.append("SHOW STREAMS;", {"auto.offset.reset": "earliest", "sasl.password": "p",
+                                     "ksql.schema.registry.basic.auth.user.info": "u:p", "ssl.key.password": "k"})
+    finally:
+        log.close()
+    replay = KafkaCommandLog(bootstrap, topic)
+    try:
+        [command] = replay.read_all()
+    finally:
+        replay.close()
+    assert command.properties == {"auto.offset.reset": "earliest"}
