@@ -9,6 +9,12 @@ bounding what a deleted-then-recreated topic name could leave behind.
 
 The sequence number of a command is its position in the log (ksqlDB's
 ``commandSequenceNumber``), which the server returns and waits for.
+
+The topic belongs to the server (``runtime/internal_topics.py``): clients can neither declare a
+source over it, write, print nor delete it. A command never carries a secret in its properties:
+clients cannot set secret-looking properties (``runtime/property_policy.py``), and
+:meth:`KafkaCommandLog.append` leaves out any that still come (a property that looks like a secret
+is server configuration, which a replay takes from the server's configuration again).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import asdict
 
 from streamsql.catalog.commands import Command
 from streamsql.errors import KafkaError
+from streamsql.runtime.property_policy import looks_secret
 
 
 def command_topic_name(service_id: str) -> str:
@@ -74,7 +81,7 @@ class KafkaCommandLog:
 
     def append(self, statement: str, properties: dict[str, str], query_id: str | None = None) -> Command:
         seq = self.next_seq()
-        cmd = Command(seq, statement, dict(properties), query_id)
+        cmd = Command(seq, statement, {k: v for k, v in properties.items() if not looks_secret(k)}, query_id)
         self._admin.produce(self.topic, str(seq).encode(), json.dumps(asdict(cmd)).encode(), flush=True)
         with self._lock:
             assert self._commands is not None

@@ -10,12 +10,15 @@ docs/differences.md entry says why streamsql does not).
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from streamsql.connectors.converters import CONVERTER_KINDS, CONVERTER_SETTINGS, Converter
 from streamsql.errors import StreamsqlError
+from streamsql.runtime.property_policy import looks_secret
 
 
 class ConnectorError(StreamsqlError):
@@ -171,3 +174,53 @@ def choice(config: Mapping[str, str], key: str, default: str, choices: tuple[str
 
 def string_list(config: Mapping[str, str], key: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in (config.get(key) or "").split(",") if v.strip())
+
+
+# --- secrets, as Kafka Connect shows them -----------------------------------------------------------
+
+#: what Connect prints for a PASSWORD-type setting
+HIDDEN = "[hidden]"
+#: a ``key = 'value'`` pair of a WITH clause (the key quoted or not; '' escapes a quote)
+_PAIR = re.compile(r"""(?P<key>'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|[A-Za-z_][\w.]*)(?P<eq>\s*=\s*)"""
+                   r"""(?P<value>'(?:[^']|'')*')""")
+
+
+def url_without_password(url: str) -> str:
+    """A URL with the password of its user part hidden (``http://user:[hidden]@host``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username}:{HIDDEN}@{host}").geturl()
+
+
+def shown_value(key: str, value: str) -> str:
+    """A connector setting's value as it may be shown: a secret's as ``[hidden]``, a URL's
+    password hidden, anything else as it is."""
+    if looks_secret(key):
+        return HIDDEN
+    if "@" in value and "://" in value:
+        return ",".join(url_without_password(v) for v in value.split(","))
+    return value
+
+
+def shown_config(config: Mapping[str, str]) -> dict[str, str]:
+    """A connector configuration as DESCRIBE, SHOW and CREATE's answer show it."""
+    return {k: shown_value(k, v) for k, v in config.items()}
+
+
+def shown_statement(text: str) -> str:
+    """A CREATE CONNECTOR statement with its secret values hidden (SHOW QUERIES, EXPLAIN)."""
+
+    def hide(m: re.Match[str]) -> str:
+        key = m.group("key").strip("'\"`")
+        value = m.group("value")[1:-1].replace("''", "'")
+        shown = shown_value(key, value)
+        if shown == value:
+            return m.group(0)
+        return m.group("key") + m.group("eq") + "'" + shown.replace("'", "''") + "'"
+
+    return _PAIR.sub(hide, text)

@@ -334,5 +334,6 @@ def _transport(cfg: ElasticsearchSinkConfig) -> Any:
 def describe_writes(cfg: ElasticsearchSinkConfig) -> str:
     """One line for EXPLAIN / DESCRIBE CONNECTOR."""
     ids = "topic+partition+offset" if cfg.key_ignore else "the record key"
-    return (f"Elasticsearch {', '.join(cfg.urls)}: {cfg.write_method.lower()} into index per topic, id {ids}, "
+    urls = ", ".join(c.url_without_password(u) for u in cfg.urls)
+    return (f"Elasticsearch {urls}: {cfg.write_method.lower()} into index per topic, id {ids}, "
             f"null values {cfg.null_values.lower()}, malformed documents {cfg.malformed.lower()}")

@@ -31,6 +31,9 @@ class FileSinkConfig:
     key_converter: Converter
     value_converter: Converter
     file: str
+    #: the directory ``file`` must stay in (the server's ``streamsql.connect.file.dir``, resolved;
+    #: set by ``connectors.policy``): checked again when the executor writes
+    root: str = ""
 
     def writer(self) -> LineWriter:
         return LineWriter(self)
@@ -81,7 +84,13 @@ class LineWriter:
         directory = os.path.dirname(self.cfg.file)
         if directory:
             os.makedirs(directory, exist_ok=True)
-        with open(self.cfg.file, "ab") as out:
+        if self.cfg.root:  # a symlink made since the statement was checked must not lead out
+            resolved = os.path.realpath(self.cfg.file)
+            if os.path.commonpath([resolved, self.cfg.root]) != self.cfg.root:
+                raise c.ConnectorError(f"Connector {self.cfg.name}: {self.cfg.file} resolves to {resolved}, "
+                                       f"outside {self.cfg.root}; nothing was written")
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_NOFOLLOW if self.cfg.root else 0)
+        with os.fdopen(os.open(self.cfg.file, flags, 0o644), "ab") as out:
             fcntl.flock(out, fcntl.LOCK_EX)
             try:
                 out.write(b"".join(self.lines))

@@ -247,6 +247,6 @@ def _filesystem(cfg: S3SinkConfig) -> Any:
 
 
 def describe_writes(cfg: S3SinkConfig) -> str:
-    where = cfg.store_url or f"s3 ({cfg.region})"
+    where = c.url_without_password(cfg.store_url) if cfg.store_url else f"s3 ({cfg.region})"
     return (f"S3 bucket {cfg.bucket} at {where}: {cfg.format.lower()} objects of at most {cfg.flush_size} "
             f"records under {cfg.topics_dir}/<topic>/partition=<p>/")

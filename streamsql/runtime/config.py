@@ -110,6 +110,17 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
                                           "frozen in its checkpoint)"),
     "streamsql.aggregation.operator": ("auto", "`auto` (Spark's own aggregation where it is exact, else the "
                                                "Python operator) or `python` (always the Python operator)"),
+    "ksql.properties.overrides.denylist": ("", "(server configuration only) more properties, comma-separated, that "
+                                               "a server's clients may not set with SET or `streamsProperties` "
+                                               "(docs/security.md lists those refused always)"),
+    "streamsql.connect.file.dir": ("<data dir>/files", "(server configuration only) the directory a FileStream "
+                                                       "sink connector's `file` must be under (a relative `file` is "
+                                                       "taken under it); never a directory code is loaded from"),
+    "streamsql.connect.url.allowlist": ("", "(server configuration only) where connectors may send data: "
+                                            "comma-separated URL prefixes (`https://es.example.com:9200/`) or "
+                                            "`host[:port]` entries, checked against Elasticsearch's "
+                                            "`connection.url`, S3's `store.url` and a converter's "
+                                            "`schema.registry.url`; none: anywhere"),
 }
 
 #: every environment variable streamsql reads: name -> what it does
@@ -172,6 +183,9 @@ class EngineConfig:
     #: the cluster is a broker whose topics end with it (the data directory's local broker, an
     #: embedded one): state written against it may be reset when the cluster changes
     ephemeral_kafka: bool = False
+    #: statements come from a server's untrusted clients: their SET is held to the client
+    #: property policy (runtime/property_policy.py); embedded use runs as the operator
+    untrusted_clients: bool = False
 
     def property(self, name: str) -> str:
         """The config file's value of ``name`` (either spelling), else its default."""

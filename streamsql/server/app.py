@@ -375,7 +375,7 @@ class KsqlApp:
 
     async def is_valid_property(self, req: Request, resp: Response) -> None:
         name = req.path.split("/", 2)[2]
-        normalize_overrides({name: ""})
+        normalize_overrides({name: ""}, self.service.property_policy)
         await resp.json(200, True)
 
     @staticmethod
@@ -386,7 +386,7 @@ class KsqlApp:
 
     async def ksql(self, req: Request, resp: Response) -> None:
         data = await req.json()
-        overrides = normalize_overrides(data.get("streamsProperties"))
+        overrides = normalize_overrides(data.get("streamsProperties"), self.service.property_policy)
         variables = normalize_variables(data.get("sessionVariables"))
         if data.get("commandSequenceNumber") is not None:
             await self.run(self.service.wait_for_seq, data["commandSequenceNumber"], self.settings.command_wait_s)
@@ -404,7 +404,7 @@ class KsqlApp:
     # --- queries -------------------------------------------------------------------------------
 
     async def _start(self, text: Any, overrides: Any, variables: Any, seq: Any = None) -> QueryHandle:
-        props = normalize_overrides(overrides)
+        props = normalize_overrides(overrides, self.service.property_policy)
         session = normalize_variables(variables)
         if seq is not None:
             await self.run(self.service.wait_for_seq, seq, self.settings.command_wait_s)

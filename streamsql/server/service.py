@@ -24,7 +24,9 @@ from streamsql import entities
 from streamsql import types as t
 from streamsql.errors import AssertionFailed, ParseError, StreamsqlError
 from streamsql.formats import schema_registry
+from streamsql.runtime import internal_topics
 from streamsql.runtime import results as r
+from streamsql.runtime.property_policy import PropertyPolicy, PropertyRefused
 from streamsql.runtime.session import Session
 from streamsql.server.errors import (
     ASSERTION_FAILED,
@@ -45,32 +47,29 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamsql.server")
 
-#: overrides a request may not set (ksqlDB's denylist holds the service id too)
-PROHIBITED_OVERRIDES = {"ksql.service.id", "bootstrap.servers"}
 QUERY_ENDPOINT_MESSAGE = ("The following statement types should be issued to the websocket endpoint '/query':\n"
                           "\t* PRINT\n\t* SELECT")
 
 
-def normalize_overrides(props: Any) -> dict[str, str]:
+def normalize_overrides(props: Any, policy: PropertyPolicy | None = None) -> dict[str, str]:
     """Request properties as the engine names them: ``ksql.streams.auto.offset.reset`` and
-    ``auto.offset.reset`` are the same setting; values become strings."""
+    ``auto.offset.reset`` are the same setting; values become strings. A property that is the
+    operator's (``runtime/property_policy.py``; ``policy`` adds the server's denylist) is refused
+    with ksqlDB's message naming it."""
     if props is None:
         return {}
     if not isinstance(props, dict):
         raise bad_request("'streamsProperties' must be a JSON object")
+    try:
+        (policy or PropertyPolicy()).check(str(k) for k in props)
+    except PropertyRefused as e:
+        raise ServerError(BAD_REQUEST, e.message) from None
     out: dict[str, str] = {}
-    prohibited = []
     for key, value in props.items():
         name = str(key)
         if name.startswith("ksql.streams."):
             name = name[len("ksql.streams."):]
-        if name in PROHIBITED_OVERRIDES:
-            prohibited.append(str(key))
-            continue
         out[name] = str(value).lower() if isinstance(value, bool) else str(value)
-    if prohibited:
-        raise ServerError(BAD_REQUEST, "One or more properties overrides set locally are prohibited by the KSQL "
-                                       f"server (use UNSET to reset their default value): {prohibited}")
     return out
 
 
@@ -115,6 +114,10 @@ class KsqlService:
         self.supervisor: QuerySupervisor | None = None
         #: identical stateless push queries from the latest offset share one Spark query
         self.push_hub = PushQueryHub()
+        #: what clients may not set: the built-in rules and the config file's denylist; SET in a
+        #: request is held to it too (the engine's sessions are its clients')
+        self.property_policy = PropertyPolicy.from_properties(engine.config.properties)
+        engine.config.untrusted_clients = True
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -358,6 +361,10 @@ class KsqlService:
             raise bad_request(f"Cannot insert values into a table using the inserts stream endpoint: {source.name}")
         if source.is_source:
             raise bad_request(f"Cannot insert values into read-only stream: {source.name}")
+        try:
+            internal_topics.check_insert_values(source.topic)
+        except StreamsqlError as e:
+            raise bad_request(e.message) from None
         return source
 
     def insert_row(self, source: Any, row: Any) -> None:
@@ -384,6 +391,7 @@ class KsqlService:
                 if source is None:
                     continue
                 delete = any(p.fullmatch(name) or p.fullmatch(source.topic) for p in patterns)
+                delete = delete and not internal_topics.is_read_only(source.topic)  # the processing log stays
                 try:
                     engine.admin.delete_topic(source.topic) if delete and not source.is_source else None
                 except StreamsqlError as e:

@@ -15,13 +15,16 @@ import socket
 from collections.abc import Mapping
 
 from streamsql.catalog import ConnectorInfo, QueryInfo
-from streamsql.connectors.config import ConnectorError, parse_sink
+from streamsql.connectors.config import ConnectorError, parse_sink, shown_config, shown_statement
+from streamsql.connectors.policy import ConnectorPolicy
 from streamsql.errors import CatalogError, StreamsqlError
 from streamsql.physical.builder import SparkBuilder
 from streamsql.physical.steps import ConnectorSink, connector_plan
+from streamsql.runtime import internal_topics
 from streamsql.runtime import results as r
 from streamsql.runtime.executors import Deferred, Handler, StatementExecutor
 from streamsql.sql import ast
+from streamsql.udf.loader import EXTENSION_DIR_PROPERTY
 
 #: Connect's connector states as DESCRIBE / SHOW CONNECTORS report them
 RUNNING, FAILED, UNASSIGNED = "RUNNING", "FAILED", "UNASSIGNED"
@@ -49,6 +52,8 @@ class ConnectorStatements(StatementExecutor):
             raise ConnectorError("streamsql runs sink connectors only: load data into Kafka with your producers, "
                                  "or INSERT INTO … VALUES")
         cls, config = parse_sink(stmt.name, stmt.kind, stmt.config)
+        internal_topics.check_connector(config.topics)
+        self.policy().apply(config)
         info = ConnectorInfo(stmt.name, stmt.kind, cls.name, dict(stmt.config), stmt.text, list(config.topics))
         if replay_seq is None:  # Connect waits for a missing topic; a typo is likelier here
             existing_topics = engine.admin.topics()
@@ -62,12 +67,13 @@ class ConnectorStatements(StatementExecutor):
             catalog.remove_connector(stmt.name)
             raise
         engine.log_command(stmt, replay_seq)
-        return r.ConnectorCreated(stmt.text, stmt.name, stmt.kind, dict(stmt.config))
+        return r.ConnectorCreated(stmt.text, stmt.name, stmt.kind, shown_config(stmt.config))
 
     def start(self, info: ConnectorInfo) -> None:
         """Start (or restart, on its checkpoint) the connector's query."""
         engine = self.engine
         cls, config = parse_sink(info.name, info.kind, info.config)
+        config = self.policy().apply(config)  # a command logged by an earlier version is held to it too
         qid = query_id(info.name)
         checkpoint = engine.data_dir / "checkpoints" / qid
         plan = connector_plan(ConnectorSink(info.name, cls.name, config), tuple(config.topics))
@@ -75,8 +81,16 @@ class ConnectorStatements(StatementExecutor):
         if engine.planning_only:
             return
         handle = SparkBuilder(engine.build_context(qid)).start(plan, checkpoint, qid)
-        engine.queries.started(QueryInfo(qid, info.statement, info.name, list(info.topics), "CONNECTOR"),
-                               handle, checkpoint, restart=lambda: self.start(info))
+        # SHOW QUERIES and EXPLAIN show the statement with its secrets hidden, as Connect shows a config
+        shown = QueryInfo(qid, shown_statement(info.statement), info.name, list(info.topics), "CONNECTOR")
+        engine.queries.started(shown, handle, checkpoint, restart=lambda: self.start(info))
+
+    def policy(self) -> ConnectorPolicy:
+        """Where this engine's connectors may write (the operator's configuration, never a
+        session's)."""
+        config = self.engine.config
+        return ConnectorPolicy.from_properties(config.properties, self.engine.data_dir,
+                                               config.property(EXTENSION_DIR_PROPERTY) or None)
 
     def drop(self, stmt: ast.DropConnector, replay_seq: int | None = None,
              deferred: Deferred | None = None) -> r.Result:

@@ -19,7 +19,7 @@ from streamsql.errors import AnalysisError, CatalogError, spark_message
 from streamsql.formats import FormatSpec, serde_for
 from streamsql.planner.casts import cast_value, has_struct
 from streamsql.planner.planner import compile_constant
-from streamsql.runtime import io
+from streamsql.runtime import internal_topics, io
 from streamsql.runtime import results as r
 from streamsql.runtime.executors import Handler, StatementExecutor
 from streamsql.sql import ast
@@ -54,6 +54,7 @@ class ValueInserts(StatementExecutor):
             raise CatalogError(unknown_insert_target(stmt.target, list(self.engine.catalog.sources)))
         if target.is_source:
             raise AnalysisError(f"Cannot insert values into read-only {target.kind.lower()}: {target.name}")
+        internal_topics.check_insert_values(target.topic)
         # without a column list, values go to the key columns first, then the value columns
         # (ksqlDB's logical schema order, whatever order the DDL declared them in)
         writable = [c for c in target.columns if c.role == "key"] + [c for c in target.columns if c.role == "value"]

@@ -20,6 +20,7 @@ from streamsql.errors import AnalysisError, CatalogError, KafkaError, StreamsqlE
 from streamsql.kafka import settings as kafka_settings
 from streamsql.physical.steps import Collect, PhysicalPlan, SparkAggregate
 from streamsql.planner.functions import REGISTRY, unknown_function
+from streamsql.runtime import internal_topics
 from streamsql.runtime import results as r
 from streamsql.runtime.config import DEFAULT_PROPERTIES
 from streamsql.runtime.executors import Handler, StatementExecutor
@@ -86,6 +87,7 @@ class Inspection(StatementExecutor):
         raise AnalysisError(f"SHOW {what} is not supported")
 
     def print(self, stmt: ast.Print) -> r.Result:
+        internal_topics.check_print(stmt.topic)  # before the lookup: whether it exists is not said either
         topics = self.engine.admin.topics()
         topic = (stmt.topic if stmt.topic in topics
                  else next((n for n in topics if n.upper() == stmt.topic.upper()), None))

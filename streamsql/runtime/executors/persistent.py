@@ -37,8 +37,8 @@ from streamsql.planner.casts import cast_value
 from streamsql.planner.expressions import quote
 from streamsql.planner.joins import JoinedSource
 from streamsql.planner.planner import QueryPlan
+from streamsql.runtime import internal_topics, starts
 from streamsql.runtime import results as r
-from streamsql.runtime import starts
 from streamsql.runtime.executors import Deferred, Handler, StatementExecutor, same_statement
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime.queries import stop_handle
@@ -88,6 +88,8 @@ class PersistentQueries(StatementExecutor):
         if stmt.query.emit == "FINAL" and (not isinstance(plan, AggregatePlan) or plan.window is None):
             raise AnalysisError("EMIT FINAL is only supported for windowed aggregations.")
         sink = engine.definitions.sink(stmt, plan)
+        if replay_seq is None:
+            internal_topics.check_insert(sink.topic)
         sink.columns = self.output_columns(plan)
         # WITH (TIMESTAMP=...): the records it writes carry that column's time (the builder's sink)
         sink.timestamp_column = engine.definitions.timestamp_column(stmt.properties, sink.columns)
@@ -128,6 +130,8 @@ class PersistentQueries(StatementExecutor):
             raise AnalysisError(f"Cannot insert into {target.name} because it has header columns")
         if target.is_source:
             raise AnalysisError(f"Cannot insert into read-only stream: {target.name}")
+        if replay_seq is None:
+            internal_topics.check_insert(target.topic)
         plan = engine.planner.plan_query(stmt.query, persistent=True, sink_name=target.name)
         produced = self.output_columns(plan)
         expected = [c for c in target.columns if c.role in ("key", "value")]

@@ -17,6 +17,7 @@ from streamsql.runtime import query_settings as qs
 from streamsql.runtime import results as r
 from streamsql.runtime.config import VALID_OFFSET_RESETS, same_property
 from streamsql.runtime.executors import Handler, StatementExecutor
+from streamsql.runtime.property_policy import PropertyPolicy
 from streamsql.sql import ast
 
 
@@ -26,6 +27,9 @@ class SessionStatements(StatementExecutor):
                 ast.DefineVariable: self.define_variable, ast.UndefineVariable: self.undefine_variable}
 
     def set_property(self, stmt: ast.SetProperty) -> r.Result:
+        config = self.engine.config
+        if config.untrusted_clients:
+            PropertyPolicy.from_properties(config.properties).check([stmt.name])
         if same_property(stmt.name, "auto.offset.reset") and stmt.value.lower() not in VALID_OFFSET_RESETS:
             raise ConfigError(f"Invalid value {stmt.value} for configuration auto.offset.reset: "
                               f"String must be one of: earliest, latest")

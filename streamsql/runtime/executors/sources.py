@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from streamsql.errors import AnalysisError, CatalogError, KafkaError
 from streamsql.planner import ddl
+from streamsql.runtime import internal_topics
 from streamsql.runtime import results as r
 from streamsql.runtime.executors import Deferred, Handler, StatementExecutor, same_statement
 from streamsql.runtime.executors.persistent import source_changelog_topic
@@ -55,6 +56,7 @@ class SourceStatements(StatementExecutor):
         if stmt.kind == "TABLE" and not source.key_columns:
             raise AnalysisError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.")
         if replay_seq is None:
+            internal_topics.check_declare(source.topic, stmt.kind)
             partitions = stmt.properties.get("PARTITIONS")
             if engine.admin.topic_exists(source.topic):
                 source.partitions = engine.admin.partitions(source.topic)
@@ -96,6 +98,8 @@ class SourceStatements(StatementExecutor):
                                f"[{', '.join(inserts)}].\nYou need to terminate them before dropping {stmt.name}.")
         if stmt.delete_topic and source.is_source:
             raise CatalogError(f"Cannot delete topic for read-only source: {stmt.name}")
+        if stmt.delete_topic and replay_seq is None:
+            internal_topics.check_delete(source.topic)
         changelog = source_changelog_topic(source) if source.is_source and source.is_table else None
         store_path = engine.data_dir / "tables" / f"{source.writer_query or source.name}.sqlite"
         if source.writer_query:
