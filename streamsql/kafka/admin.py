@@ -144,6 +144,11 @@ def topic_partitions(consumer: Consumer | AdminClient, topic: str, timeout_s: fl
     return sorted(tm.partitions)
 
 
+#: what librdkafka answers a listing of a partition its metadata cache does not know yet
+_STALE_METADATA = {_CKError._UNKNOWN_PARTITION, _CKError.UNKNOWN_TOPIC_OR_PART, _CKError._UNKNOWN_TOPIC,
+                   _CKError.LEADER_NOT_AVAILABLE, _CKError.NOT_LEADER_FOR_PARTITION}
+
+
 class EndOffsets:
     """True end offsets (next offset to be written) of one topic's partitions.
 
@@ -181,11 +186,23 @@ class EndOffsets:
         if not req:
             return {}
         iso = IsolationLevel.READ_COMMITTED if self._isolation == "read_committed" else IsolationLevel.READ_UNCOMMITTED
-        try:
-            futures = self._admin.list_offsets(req, isolation_level=iso, request_timeout=DEFAULT_TIMEOUT_S)
-            return {tp.partition: f.result().offset for tp, f in futures.items()}
-        except KafkaException as e:
-            raise kafka_error(f"cannot list offsets of topic '{self.topic}'", e) from None
+        deadline = time.monotonic() + self.probe_timeout_s
+        while True:
+            try:
+                futures = self._admin.list_offsets(req, isolation_level=iso, request_timeout=DEFAULT_TIMEOUT_S)
+                return {tp.partition: f.result().offset for tp, f in futures.items()}
+            except KafkaException as e:
+                stale = e.args and isinstance(e.args[0], _CKError) and e.args[0].code() in _STALE_METADATA
+                if not stale or time.monotonic() >= deadline:
+                    raise kafka_error(f"cannot list offsets of topic '{self.topic}'", e) from None
+            # the shared client's metadata predates the topic as it is now (just created, or
+            # dropped and created again with more partitions): ask for the topic's metadata,
+            # which refreshes its cache, and list again
+            try:
+                self._admin.list_topics(self.topic, timeout=DEFAULT_TIMEOUT_S)
+            except KafkaException:
+                pass
+            time.sleep(0.05)
 
     def earliest(self, parts: Iterable[int]) -> dict[int, int]:
         """Oldest offset still in each partition (0 unless retention deleted records).

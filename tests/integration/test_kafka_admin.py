@@ -115,6 +115,27 @@ def test_a_topic_first_written_by_several_producers_at_once_is_read_from_its_fir
         assert sorted(int(r.value or b"") for r in admin.read_all(t)) == list(range(20))
 
 
+def test_end_offsets_of_a_topic_created_again_with_more_partitions(admin: KafkaAdmin, bootstrap: str,  # type: ignore[no-untyped-def]
+                                                                     topic_name) -> None:
+    """The process's shared admin client knew the topic with one partition; dropped and created
+    again with three (a table's topic re-created, a pull query right after a CREATE on a loaded
+    machine), its cached metadata is stale: listing the new partitions answered "Local: Unknown
+    partition" until librdkafka's next refresh (minutes). The listing refreshes and retries."""
+    topic = topic_name("recreated")
+    admin.create_topic(topic, 1)
+    first = EndOffsets(bootstrap, topic)
+    assert first.ends() == {0: 0}
+    first.close()
+    admin.delete_topic(topic)
+    admin.create_topic(topic, 3)
+    admin.produce(topic, b"k", b"v", partition=2)
+    again = EndOffsets(bootstrap, topic)
+    try:
+        assert again.ends() == {0: 0, 1: 0, 2: 1}
+    finally:
+        again.close()
+
+
 def test_iter_records_limit_and_from_end(admin: KafkaAdmin, topic_name) -> None:  # type: ignore[no-untyped-def]
     t = topic_name("iter")
     admin.create_topic(t)
