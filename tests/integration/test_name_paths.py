@@ -287,3 +287,39 @@ def test_hostile_names_over_rest_survive_a_restart_and_nothing_escapes(bootstrap
         assert outside() == before
     finally:
         restarted.stop()
+
+
+def test_a_checkpoint_an_earlier_version_kept_under_the_raw_name_is_resumed(
+        bootstrap, spark, topic_name, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Before the encoding, ``"orders.v2"``'s query kept ``checkpoints/CSAS_orders.v2_1``: a
+    restarted engine moves it to the encoded name and resumes from it (nothing read twice)."""
+    from tests.integration.test_engine import read
+
+    data_dir = tmp_path / "state"
+    src, out = topic_name("src"), topic_name("out")
+    first = Engine(EngineConfig(bootstrap, data_dir), spark=spark)
+    first.start()
+    try:
+        first.execute(f"""
+            SET 'auto.offset.reset'='earliest';
+            CREATE STREAM src (k VARCHAR KEY, v INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+            CREATE STREAM `orders.v2` WITH (KAFKA_TOPIC='{out}') AS SELECT * FROM src;""")
+        [query_id] = first.catalog.queries
+        produce(first.admin, src, [("a", '{"v":1}', 1), ("b", '{"v":2}', 2)])
+        first.wait_until_idle()
+        assert len(read(first.admin, out)) == 2
+    finally:
+        first.close()
+    encoded = data_dir / paths.CHECKPOINTS / paths.component(query_id)
+    legacy = data_dir / paths.CHECKPOINTS / query_id
+    assert query_id == "CSAS_orders.v2_1" and encoded.name == "CSAS_orders~2ev2_1"
+    encoded.rename(legacy)  # as an earlier version left it
+    again = Engine(EngineConfig(bootstrap, data_dir), spark=spark)
+    again.start()
+    try:
+        produce(again.admin, src, [("c", '{"v":3}', 3)])
+        again.wait_until_idle()
+        assert sorted(k for k, _, _ in read(again.admin, out)) == ["a", "b", "c"]  # resumed: a and b once
+        assert (encoded / "commits").is_dir() and not legacy.exists()
+    finally:
+        again.close()
