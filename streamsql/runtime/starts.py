@@ -12,11 +12,11 @@ once a batch has committed, Spark's checkpoint decides and the file is only hist
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from streamsql.physical.steps import PhysicalPlan
+from streamsql.runtime import paths
 
 START_FILE = "streamsql-start.json"
 
@@ -54,12 +54,12 @@ def read_pins(checkpoint: Path) -> Pins:
         return {}
 
 
-def restart_uncommitted(checkpoint: Path) -> None:
+def restart_uncommitted(checkpoint: Path, data_dir: Path) -> None:
     """Empty the checkpoint of a query stopped before Spark planned its first batch (a state
     directory without an offset log is refused at batch 0; nothing was read, so nothing is
     lost), keeping the offsets its statement pinned."""
     pinned = (checkpoint / START_FILE).read_bytes() if (checkpoint / START_FILE).exists() else None
-    shutil.rmtree(checkpoint, ignore_errors=True)
+    paths.remove_tree(data_dir, checkpoint)
     if pinned is not None:
         checkpoint.mkdir(parents=True, exist_ok=True)
         (checkpoint / START_FILE).write_bytes(pinned)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from streamsql import entities
 from streamsql import types as t
 from streamsql.errors import AssertionFailed, ParseError, StreamsqlError
 from streamsql.formats import schema_registry
-from streamsql.runtime import internal_topics
+from streamsql.runtime import internal_topics, paths
 from streamsql.runtime import results as r
 from streamsql.runtime.property_policy import PropertyPolicy, PropertyRefused
 from streamsql.runtime.session import Session
@@ -399,8 +398,8 @@ class KsqlService:
                 engine.catalog.remove(name)
             truncate = getattr(self.command_log, "truncate", None) or self.command_log.reset
             truncate()
-            for sub in ("checkpoints", "tables"):  # query ids restart with the log: no stale state
-                shutil.rmtree(engine.data_dir / sub, ignore_errors=True)
+            for area in (paths.CHECKPOINTS, paths.TABLES):  # query ids restart with the log: no stale state
+                paths.remove_tree(engine.data_dir, paths.under(engine.data_dir, area))
             for store in engine.stores.values():  # their Kafka clients too, before topics go
                 store.close()
             engine.stores.clear()

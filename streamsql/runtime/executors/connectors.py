@@ -10,7 +10,6 @@ written. The statement is durable in the command log like a query's, and replaye
 from __future__ import annotations
 
 import re
-import shutil
 import socket
 from collections.abc import Mapping
 
@@ -20,7 +19,7 @@ from streamsql.connectors.policy import ConnectorPolicy
 from streamsql.errors import CatalogError, StreamsqlError
 from streamsql.physical.builder import SparkBuilder
 from streamsql.physical.steps import ConnectorSink, connector_plan
-from streamsql.runtime import internal_topics
+from streamsql.runtime import internal_topics, paths
 from streamsql.runtime import results as r
 from streamsql.runtime.executors import Deferred, Handler, StatementExecutor
 from streamsql.sql import ast
@@ -75,7 +74,7 @@ class ConnectorStatements(StatementExecutor):
         cls, config = parse_sink(info.name, info.kind, info.config)
         config = self.policy().apply(config)  # a command logged by an earlier version is held to it too
         qid = query_id(info.name)
-        checkpoint = engine.data_dir / "checkpoints" / qid
+        checkpoint = paths.checkpoint_dir(engine.data_dir, qid)
         plan = connector_plan(ConnectorSink(info.name, cls.name, config), tuple(config.topics))
         engine.queries.plans[qid] = plan
         if engine.planning_only:
@@ -104,7 +103,7 @@ class ConnectorStatements(StatementExecutor):
         engine.queries.stop(qid)
         # a connector created again under this name starts afresh (its documents are rewritten
         # with the same ids, so nothing is duplicated)
-        shutil.rmtree(engine.data_dir / "checkpoints" / qid, ignore_errors=True)
+        paths.remove_tree(engine.data_dir, paths.checkpoint_dir(engine.data_dir, qid))
         engine.log_command(stmt, replay_seq)
         return r.ConnectorDropped(stmt.text, stmt.name)
 

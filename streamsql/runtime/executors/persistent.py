@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import logging
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -37,7 +36,7 @@ from streamsql.planner.casts import cast_value
 from streamsql.planner.expressions import quote
 from streamsql.planner.joins import JoinedSource
 from streamsql.planner.planner import QueryPlan
-from streamsql.runtime import internal_topics, starts
+from streamsql.runtime import internal_topics, paths, starts
 from streamsql.runtime import results as r
 from streamsql.runtime.executors import Deferred, Handler, StatementExecutor, same_statement
 from streamsql.runtime.materialized import TableStore
@@ -142,6 +141,10 @@ class PersistentQueries(StatementExecutor):
             raise AnalysisError(
                 f"Incompatible schema between results and sink.\nResult schema is "
                 f"{', '.join(c.sql() for c in produced)}\nSink schema is {', '.join(c.sql() for c in expected)}")
+        if "QUERY_ID" in stmt.properties:
+            # a logged one was accepted before these checks: its id stays (its state's path is encoded)
+            requested = str(stmt.properties["QUERY_ID"]).upper()
+            check_query_id(requested, engine.catalog.queries, new=replay_seq is None)
         seq = engine.log_command(stmt, replay_seq)
         query_id = str(stmt.properties.get("QUERY_ID") or f"INSERTQUERY_{seq}").upper()
         return self._created(query_id, seq, plan, stmt, target, deferred)
@@ -274,18 +277,18 @@ class PersistentQueries(StatementExecutor):
         """Start (or resume, from its checkpoint) the persistent query ``query_id``; with
         ``engine.planning_only``, only record its steps."""
         engine = self.engine
-        checkpoint = engine.data_dir / "checkpoints" / query_id
+        checkpoint = paths.checkpoint_dir(engine.data_dir, query_id)
         resumed = has_committed_batch(checkpoint)
         if checkpoint.exists() and not resumed and not has_planned_batch(checkpoint):
             # stopped before Spark planned its first batch; once planned (its offsets logged),
             # Spark replays that batch over the same offsets, and under exactly_once_v2 under
             # the same query id, so a write that happened before the crash is not repeated
-            starts.restart_uncommitted(checkpoint)
+            starts.restart_uncommitted(checkpoint, engine.data_dir)
         if sink.is_table and sink.is_source and resumed and not (checkpoint / CHECKPOINT_META).exists():
             # a source table's materialization from an earlier streamsql (the driver's store):
             # its changelog is internal and the topic is the input, so it is rebuilt from the start
             log.warning("rebuilding %s's materialization from its topic (written by an earlier streamsql)", sink.name)
-            shutil.rmtree(checkpoint, ignore_errors=True)
+            paths.remove_tree(engine.data_dir, checkpoint)
             resumed = False
         if sink.is_table and sink.is_source:
             changelog = (replace(sink, topic=source_changelog_topic(sink)) if engine.planning_only
@@ -312,7 +315,7 @@ class PersistentQueries(StatementExecutor):
         internal topics and state the same way; nothing can resume it, so nothing is left."""
         engine = self.engine
         engine.queries.stop(query_id)
-        shutil.rmtree(engine.data_dir / "checkpoints" / query_id, ignore_errors=True)
+        paths.remove_tree(engine.data_dir, paths.checkpoint_dir(engine.data_dir, query_id))
         info = engine.catalog.remove_query(query_id)
         if info is not None:
             sink = engine.catalog.find(info.sink)
@@ -336,14 +339,14 @@ class PersistentQueries(StatementExecutor):
             store = engine.stores.pop(table.name, None)
             if store is not None:
                 store.close()
-            (engine.data_dir / "tables" / f"{table.writer_query or table.name}.sqlite").unlink(missing_ok=True)
+            paths.remove_table_store(engine.data_dir, table.writer_query or table.name)
         return changelog
 
     def _store(self, table: Source) -> TableStore:
         engine = self.engine
         store = engine.stores.get(table.name)
         if store is None:
-            store = TableStore(engine.data_dir / "tables" / f"{table.writer_query or table.name}.sqlite")
+            store = TableStore(paths.table_store(engine.data_dir, table.writer_query or table.name))
             engine.stores[table.name] = store
         return store
 
@@ -353,6 +356,27 @@ def source_changelog_topic(table: Source) -> str:
     re-created table starts a new one)."""
     name = f"_streamsql-{table.writer_query or table.name}-{table.topic}-changelog"
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:249]
+
+
+#: the query ids streamsql gives its own queries begin so: INSERT INTO's QUERY_ID may not
+#: (ksqlDB's QueryIdUtil.ReservedQueryIdsPrefixes, in its order)
+RESERVED_QUERY_ID_PREFIXES = ("INSERTQUERY_", "CTAS_", "CSAS_", "CST_")
+_VALID_QUERY_ID = re.compile(r"[A-Za-z0-9_]+")
+
+
+def check_query_id(query_id: str, existing: Mapping[str, QueryInfo], new: bool) -> None:
+    """INSERT INTO's upper-cased ``WITH (QUERY_ID=…)`` as ksqlDB checks it: no reserved prefix,
+    only ``[A-Za-z0-9_]`` (QueryIdUtil), not an existing query's (EngineExecutor). ``new``: the
+    statement is not a replay; a logged one was accepted by an earlier version without the first
+    two rules and keeps its id (its state's path is encoded: runtime/paths.py)."""
+    if new:
+        if query_id.startswith(RESERVED_QUERY_ID_PREFIXES):
+            raise AnalysisError(f"Query IDs must not start with a reserved query ID prefix "
+                                f"({', '.join(RESERVED_QUERY_ID_PREFIXES)}). Got '{query_id}'.")
+        if not _VALID_QUERY_ID.fullmatch(query_id):
+            raise AnalysisError(f"Query IDs may contain only alphanumeric characters and '_'. Got: '{query_id}'")
+    if query_id in existing:
+        raise CatalogError(f"Query ID '{query_id}' already exists.")
 
 
 _NUMERIC_RANK = {t.Kind.INTEGER: 0, t.Kind.BIGINT: 1, t.Kind.DECIMAL: 2, t.Kind.DOUBLE: 3}

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from streamsql.errors import AnalysisError, CatalogError, KafkaError
 from streamsql.planner import ddl
-from streamsql.runtime import internal_topics
+from streamsql.runtime import internal_topics, paths
 from streamsql.runtime import results as r
 from streamsql.runtime.executors import Deferred, Handler, StatementExecutor, same_statement
 from streamsql.runtime.executors.persistent import source_changelog_topic
@@ -101,7 +101,7 @@ class SourceStatements(StatementExecutor):
         if stmt.delete_topic and replay_seq is None:
             internal_topics.check_delete(source.topic)
         changelog = source_changelog_topic(source) if source.is_source and source.is_table else None
-        store_path = engine.data_dir / "tables" / f"{source.writer_query or source.name}.sqlite"
+        store_name = source.writer_query or source.name  # terminating the writer forgets it
         if source.writer_query:
             engine.persistent.terminate(source.writer_query)
         if changelog is not None and replay_seq is None:
@@ -110,8 +110,7 @@ class SourceStatements(StatementExecutor):
         store = engine.stores.pop(stmt.name, None)
         if store is not None:
             store.close()
-        for leftover in (store_path, *store_path.parent.glob(store_path.name + "-*")):  # with SQLite's WAL files
-            leftover.unlink(missing_ok=True)
+        paths.remove_table_store(engine.data_dir, store_name)
         engine.catalog.remove(stmt.name)
         if stmt.delete_topic and replay_seq is None:
             self._delete_topic(source.topic)

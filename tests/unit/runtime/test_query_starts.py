@@ -67,7 +67,7 @@ def test_a_checkpoints_pins_survive_a_restart_before_the_first_batch(tmp_path: P
     starts.pin_starts(first, Ends(o_topic={0: 5, 1: 7}), checkpoint)
     assert json.loads((checkpoint / starts.START_FILE).read_text()) == {"o_topic": {"0": 5, "1": 7}}
     (checkpoint / "offsets").mkdir()  # Spark had begun, not committed
-    starts.restart_uncommitted(checkpoint)
+    starts.restart_uncommitted(checkpoint, tmp_path)
     assert sorted(p.name for p in checkpoint.iterdir()) == [starts.START_FILE]
     again = _plan("SELECT * FROM o EMIT CHANGES;", "latest")
     later = Ends(o_topic={0: 50, 1: 70})  # records arrived while it was down: they are read
