@@ -159,12 +159,36 @@ class EngineCollector(Collector):
         yield logged
 
 
+def count_from_start(engine: Engine) -> None:
+    """Sum the engine's query progress from when its SparkSession starts (or now, if it runs
+    already), so the first scrape shows every batch since then, without starting Spark itself."""
+    if progress_totals not in engine.on_spark_start:
+        engine.on_spark_start.append(progress_totals)
+    if engine.started_spark is not None:
+        progress_totals(engine.started_spark)
+
+
 def registry_for(engine: Engine) -> CollectorRegistry:
-    """A registry holding the engine's series (and the session's progress listener)."""
-    progress_totals(engine.spark)
+    """A registry holding the engine's series (its progress summed from Spark's start on)."""
+    count_from_start(engine)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(EngineCollector(engine))
     return registry
+
+
+class ServerMetrics:
+    """``streamsql server``'s ``/metrics``: the engine's series and the requests the server
+    answered, each counted from the server's start (made with the app, before any request)."""
+
+    def __init__(self, engine: Engine) -> None:
+        from prometheus_client import Counter
+
+        self.registry = registry_for(engine)
+        self.requests = Counter("streamsql_server_requests", "Requests the REST server answered since it started, "
+                                "by endpoint and HTTP status", ["endpoint", "status"], registry=self.registry)
+
+    def count_request(self, endpoint: str, status: int) -> None:
+        self.requests.labels(endpoint, str(status)).inc()
 
 
 def serve(engine: Engine, port: int, host: str = "0.0.0.0") -> Any:
