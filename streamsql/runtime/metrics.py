@@ -15,7 +15,7 @@ query of the service; ksqlDB's ``ksql_processing_log``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -186,6 +186,13 @@ class ServerMetrics:
         self.registry = registry_for(engine)
         self.requests = Counter("streamsql_server_requests", "Requests the REST server answered since it started, "
                                 "by endpoint and HTTP status", ["endpoint", "status"], registry=self.registry)
+
+    def watch_push_queries(self, count: Callable[[], int]) -> None:
+        """Report the push queries open now (what ``ksql.max.push.queries`` bounds)."""
+        from prometheus_client import Gauge
+
+        Gauge("streamsql_server_push_queries", "Push queries open now (each client's, shared ones included)",
+              registry=self.registry).set_function(count)
 
     def count_request(self, endpoint: str, status: int) -> None:
         self.requests.labels(endpoint, str(status)).inc()

@@ -227,6 +227,7 @@ class KsqlApp:
 
         #: counted from the server's start, not from the first scrape
         self.server_metrics = ServerMetrics(service.engine)
+        self.server_metrics.watch_push_queries(lambda: self.limits.push_queries)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
