@@ -101,6 +101,11 @@ class EngineCollector(Collector):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
+    def describe(self) -> Iterator[Metric]:
+        """Nothing: registering must not read the engine (the server registers it before the
+        engine starts), and the series' names are not known before a scrape."""
+        return iter(())
+
     def collect(self) -> Iterator[Metric]:
         engine = self.engine
         up = GaugeMetricFamily("streamsql_query_up", "1 while the query runs, 0 if it stopped or failed",

@@ -11,6 +11,7 @@ echoes, and ``/metrics`` counting from the server's start are here too."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from streamsql.conformance.server_process import ServerProcess
+from streamsql.conformance.server_process import REPO, ServerProcess
 from tests.integration.test_shell import PtyShell
 
 pytestmark = pytest.mark.integration
@@ -64,11 +65,11 @@ def server(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 @pytest.fixture(scope="module")
-def data(server: ServerProcess, topic_name: Any) -> dict[str, str]:
+def data(server: ServerProcess) -> dict[str, str]:
     """A stream with rows, and a table counting them per key (one persistent query), made by the
     admin before any test runs."""
     stream, table = uniq("RS"), uniq("RT")
-    topic = topic_name("roles")
+    topic = f"roles_{uuid.uuid4().hex[:10]}"
     with as_user(server, "ana") as c:
         ok(ksql(c, f"CREATE STREAM {stream} (K VARCHAR KEY, V INT) WITH (KAFKA_TOPIC='{topic}', PARTITIONS=1, "
                    f"VALUE_FORMAT='JSON');"))
@@ -193,7 +194,7 @@ def test_readers_may_not_write_and_nothing_of_the_request_runs(server: ServerPro
     assert sources(server) == before and persistent_queries(server) == queries
     with as_user(server, "ana") as c:  # no row went in: the table still counts 2 + 2
         counts = pull(c, f"SELECT K, N FROM {data['table']};")
-        assert sorted(json.loads(line)[1] for line in counts.text.splitlines()[1:]) == [2, 2], counts.text
+        assert sorted(row[1] for row in counts.json()[1:]) == [2, 2], counts.text
 
 
 def test_a_developer_changes_the_catalog_but_not_connectors_or_the_cluster(server: ServerProcess,
@@ -243,9 +244,10 @@ class OpenPush:
         self.cm = self.client.stream("POST", "/query-stream", json={"sql": statement},
                                      headers={"Accept": "application/vnd.ksqlapi.delimited.v1"})
         self.response = self.cm.__enter__()
+        # kept: a line iterator that is dropped closes the response, and the server sees the client leave
         self.status = self.response.status_code
-        lines = self.response.iter_lines()
-        self.first = next(lines) if self.status == 200 else self.response.read().decode()
+        self.lines = self.response.iter_lines()
+        self.first = next(self.lines) if self.status == 200 else self.response.read().decode()
 
     @property
     def query_id(self) -> str:
@@ -264,6 +266,7 @@ def test_push_queries_past_the_limit_are_refused_and_a_closed_one_frees_a_slot(s
     opened = [OpenPush(server, user, statement) for user in ("rita", "nora")]
     try:
         assert [o.status for o in opened] == [200, 200], [o.first for o in opened]
+        assert push_gauge(server) == PUSH_LIMIT
         third = OpenPush(server, "ana", statement)  # the admin too: the limit is the server's
         third.close()
         assert third.status == 400, third.first
@@ -275,7 +278,6 @@ def test_push_queries_past_the_limit_are_refused_and_a_closed_one_frees_a_slot(s
                                    "push query count: 2. Configured limit: 2.")
         with as_user(server, "rita") as c:  # pull queries and PRINT are not push queries
             assert pull(c, f"SELECT * FROM {data['table']};").status_code == 200
-        assert push_gauge(server) == PUSH_LIMIT
         with as_user(server, "rita") as c:
             c.post("/close-query", json={"queryId": opened[0].query_id}).raise_for_status()
         deadline = time.monotonic() + 30
@@ -391,8 +393,9 @@ def test_metrics_count_from_the_servers_start(server: ServerProcess, data: dict[
 
 
 def shell(server: ServerProcess, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))  # this checkout's shell
     return subprocess.run([sys.executable, "-m", "streamsql", "shell", server.url, *args], input=stdin,
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=180, env=env)
 
 
 def test_the_shell_logs_in_with_u_and_p(server: ServerProcess, data: dict[str, str]) -> None:
@@ -410,6 +413,7 @@ def test_the_shell_logs_in_with_u_and_p(server: ServerProcess, data: dict[str, s
 def test_the_shell_asks_for_the_password_and_hides_secrets(server: ServerProcess, data: dict[str, str],
                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))  # the history file goes to ~/.streamsql_history
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # this checkout's shell
     sh = PtyShell(["shell", "-u", "dev", server.url], tmp_path)
     try:
         sh.expect(r"Enter password for dev: ")
@@ -430,6 +434,9 @@ def test_the_shell_asks_for_the_password_and_hides_secrets(server: ServerProcess
         assert sh.wait() == 0
     finally:
         sh.kill()
-    assert "hunter2" not in sh.screen and "tiger" not in sh.screen, sh.screen
+    shown = sh.screen
+    for typed in ("SET 'sasl.password'='hunter2';", "SET 'ksql.schema.registry.basic.auth.user.info'='u:tiger';"):
+        shown = shown.replace(typed, "")  # what the user typed is on their terminal, as in any shell
+    assert "hunter2" not in shown and "tiger" not in shown, shown
     history = (tmp_path / ".streamsql_history").read_text()
     assert "hunter2" not in history and "tiger" not in history and "[hidden]" in history, history
