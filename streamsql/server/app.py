@@ -434,8 +434,8 @@ class KsqlApp:
             return self.service.execute_statements(text, overrides, variables)
 
     async def terminate(self, req: Request, resp: Response) -> None:
+        data = await req.json()  # read before a refusal: an HTTP/1.1 connection with its body unread closes
         authz.check_action(req.principal, "TERMINATE CLUSTER (/ksql/terminate)", authz.ADMIN)
-        data = await req.json()
         topics = data.get("deleteTopicList")
         if topics is not None and not isinstance(topics, list):
             raise bad_request("'deleteTopicList' must be a list of topic names or patterns")
@@ -614,7 +614,10 @@ class KsqlApp:
 
     async def inserts_stream(self, req: Request, resp: Response) -> None:
         """Newline-delimited JSON: ``{"target": …}`` then one row per line; one ack per row."""
-        authz.check_action(req.principal, "INSERT (/inserts-stream)", authz.DEVELOPER)
+        if not authz.allows(req.principal.role, authz.DEVELOPER):
+            if not req.http2:  # the connection stays usable for the client's next request
+                await req._discard_body(self.settings.max_request_bytes)
+            authz.check_action(req.principal, "INSERT (/inserts-stream)", authz.DEVELOPER)
         if not req.http2:
             raise ServerError(HTTP2_ONLY, "This endpoint is only available when using HTTP2")
         lines = _LineReader(req)

@@ -157,3 +157,17 @@ def test_the_shell_hides_secret_values() -> None:
         "Successfully changed local property 'my.secret' to '[hidden]'."
     assert hide_secrets("CREATE SINK CONNECTOR c WITH (\"connection.password\"='pw', 'topics'='t');") == \
         "CREATE SINK CONNECTOR c WITH (\"connection.password\"='[hidden]', 'topics'='t');"
+
+
+def test_the_client_sends_basic_auth_from_user_and_password_or_the_url() -> None:
+    import base64
+
+    from streamsql.client import KsqlClient
+
+    def credentials(client: KsqlClient) -> str:
+        return base64.b64decode(client._headers["Authorization"].split()[1]).decode()
+
+    assert credentials(KsqlClient("http://h:8088", user="rita", password="p:w")) == "rita:p:w"
+    assert credentials(KsqlClient("http://ann:s%40cret@h:8088")) == "ann:s@cret"
+    assert credentials(KsqlClient("http://ann:x@h:8088", user="rita", password="y")) == "rita:y"  # -u/-p win
+    assert "Authorization" not in KsqlClient("http://h:8088")._headers
