@@ -223,6 +223,8 @@ class KsqlApp:
         #: requests that start persistent queries run one at a time while their limit is set, so
         #: two of them cannot both pass the check
         self._persistent_gate = threading.Lock()
+        #: query id -> the user whose request runs it: only they (or an admin) may close it
+        self._query_owners: dict[str, str] = {}
         from streamsql.runtime.metrics import ServerMetrics
 
         #: counted from the server's start, not from the first scrape
@@ -444,6 +446,19 @@ class KsqlApp:
 
     # --- queries -------------------------------------------------------------------------------
 
+    async def _serve_query(self, req: Request, text: Any, overrides: Any, variables: Any, seq: Any,
+                           write: Callable[[QueryHandle], Awaitable[None]]) -> None:
+        """Start the request's query, write its response, then free what it held: its push query
+        slot, and its entry among the queries its user may close."""
+        handle, holds_slot = await self._start(text, overrides, variables, seq)
+        self._query_owners[handle.query_id] = req.principal.user
+        try:
+            await write(handle)
+        finally:
+            self._query_owners.pop(handle.query_id, None)
+            if holds_slot:
+                self.limits.release_push()
+
     async def _start(self, text: Any, overrides: Any, variables: Any, seq: Any = None) -> tuple[QueryHandle, bool]:
         """Start the request's query within the server's limits: the query and whether it holds a
         push query slot (``limits.py``), which the caller frees when the response ends."""
@@ -478,24 +493,17 @@ class KsqlApp:
     async def query(self, req: Request, resp: Response) -> None:
         """Legacy ``/query``: a chunked JSON array of header, rows and a final message."""
         data = await req.json()
-        handle, holds_slot = await self._start(data.get("ksql"), data.get("streamsProperties"),
-                                               data.get("sessionVariables"), data.get("commandSequenceNumber"))
-        try:
-            await self._stream_ksql_json(req, resp, handle, req.accepts(KSQL_JSON, JSON) or KSQL_JSON)
-        finally:
-            if holds_slot:
-                self.limits.release_push()
+        content_type = req.accepts(KSQL_JSON, JSON) or KSQL_JSON
+        await self._serve_query(req, data.get("ksql"), data.get("streamsProperties"), data.get("sessionVariables"),
+                                data.get("commandSequenceNumber"),
+                                lambda handle: self._stream_ksql_json(req, resp, handle, content_type))
 
     async def query_stream(self, req: Request, resp: Response) -> None:
         """``/query-stream``: delimited (default) or JSON array; ``application/vnd.ksql.v1+json`` gets
         the ``/query`` format."""
         data = await req.json()
-        handle, holds_slot = await self._start(data.get("sql"), data.get("properties"), data.get("sessionVariables"))
-        try:
-            await self._stream_query(req, resp, handle)
-        finally:
-            if holds_slot:
-                self.limits.release_push()
+        await self._serve_query(req, data.get("sql"), data.get("properties"), data.get("sessionVariables"), None,
+                                lambda handle: self._stream_query(req, resp, handle))
 
     async def _stream_query(self, req: Request, resp: Response, handle: QueryHandle) -> None:
         if req.accepts(KSQL_JSON):
@@ -606,7 +614,11 @@ class KsqlApp:
 
     async def close_query(self, req: Request, resp: Response) -> None:
         data = await req.json()
-        await self.run(self.service.close_query, data.get("queryId"))
+        query_id = data.get("queryId")
+        owner = self._query_owners.get(query_id) if isinstance(query_id, str) else None
+        if owner is not None and owner != req.principal.user:
+            authz.check_action(req.principal, "/close-query of another user's query", authz.ADMIN)
+        await self.run(self.service.close_query, query_id)
         await resp.start(200, JSON)
         await resp.end()
 

@@ -278,6 +278,10 @@ def test_push_queries_past_the_limit_are_refused_and_a_closed_one_frees_a_slot(s
                                    "push query count: 2. Configured limit: 2.")
         with as_user(server, "rita") as c:  # pull queries and PRINT are not push queries
             assert pull(c, f"SELECT * FROM {data['table']};").status_code == 200
+        with as_user(server, "nora") as c:  # another reader may not close rita's query
+            forbidden(c.post("/close-query", json={"queryId": opened[0].query_id}), "nora", "another user's query")
+        with as_user(server, "dev") as c:
+            forbidden(c.post("/close-query", json={"queryId": opened[0].query_id}), "dev", "another user's query")
         with as_user(server, "rita") as c:
             c.post("/close-query", json={"queryId": opened[0].query_id}).raise_for_status()
         deadline = time.monotonic() + 30
