@@ -23,7 +23,7 @@ import socket
 import ssl
 import threading
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from streamsql.entities import result_from_entity
 from streamsql.errors import StreamsqlError
@@ -154,10 +154,11 @@ def is_push_query(statement: str) -> bool:
 
 
 class KsqlClient:
-    """Talks to one ksqlDB-compatible server. ``url`` may carry ``user:password@`` for HTTP basic
-    auth; ``https://`` uses TLS with the system's trust store."""
+    """Talks to one ksqlDB-compatible server. HTTP basic auth from ``user``/``password`` (as the
+    ksql CLI's ``-u``/``-p``), else from ``user:password@`` in ``url``; ``https://`` uses TLS
+    with the system's trust store."""
 
-    def __init__(self, url: str, timeout: float = 60.0) -> None:
+    def __init__(self, url: str, timeout: float = 60.0, user: str | None = None, password: str | None = None) -> None:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise StreamsqlError(f"not a server URL: {url} (expected http://host:port)")
@@ -166,8 +167,10 @@ class KsqlClient:
         self._host, self._port = parts.hostname, parts.port or 8088
         self._timeout = timeout
         self._headers = {"Content-Type": "application/json"}
-        if parts.username is not None:
-            token = base64.b64encode(f"{parts.username}:{parts.password or ''}".encode()).decode()
+        if user is None and parts.username is not None:
+            user, password = unquote(parts.username), unquote(parts.password or "")
+        if user is not None:
+            token = base64.b64encode(f"{user}:{password or ''}".encode()).decode()
             self._headers["Authorization"] = f"Basic {token}"
 
     def _connection(self, timeout: float | None) -> http.client.HTTPConnection:

@@ -106,6 +106,12 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
     "ksql.internal.topic.min.insync.replicas": ("1", "min.insync.replicas of the engine's own topics"),
     "ksql.functions.collect_list.limit": ("", "most elements COLLECT_LIST keeps (none: no limit)"),
     "ksql.functions.collect_set.limit": ("", "most elements COLLECT_SET keeps (none: no limit)"),
+    "ksql.max.push.queries": ("100", "push queries open at once across the server (server config only; clients "
+                                     "sharing one Spark query count each); one more is refused"),
+    "ksql.query.persistent.active.limit": ("2147483647", "persistent queries at once (server config only); a request "
+                                                         "that would start more is refused whole"),
+    "ksql.query.pull.max.qps": ("2147483647", "pull queries per second across the server (server config only); "
+                                              "past it they are answered 429"),
     "streamsql.aggregation.buckets": ("", "state buckets of a new aggregation (none: one per source partition; "
                                           "frozen in its checkpoint)"),
     "streamsql.aggregation.operator": ("auto", "`auto` (Spark's own aggregation where it is exact, else the "

@@ -26,7 +26,7 @@ import contextvars
 import logging
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -105,6 +105,9 @@ class Engine:
         self._command_log = command_log
         self._claim = DataDirLock(self.data_dir)
         self._spark = spark
+        #: called with the SparkSession when this engine starts it (``runtime/metrics.py`` adds its
+        #: progress listener before any query runs)
+        self.on_spark_start: list[Callable[[SparkSession], object]] = []
         #: per thread: whether this engine's session was made the thread's active session
         self._session_thread = threading.local()
         self._admin: KafkaAdmin | None = None
@@ -136,6 +139,8 @@ class Engine:
             from streamsql.runtime.spark import get_spark
 
             self._spark = get_spark(self.config.spark_master, self.config.spark_conf or None)
+            for callback in self.on_spark_start:
+                callback(self._spark)
         if not getattr(self._session_thread, "active", False):
             from streamsql.runtime.spark import activate
 

@@ -15,7 +15,7 @@ query of the service; ksqlDB's ``ksql_processing_log``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +101,11 @@ class EngineCollector(Collector):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
+    def describe(self) -> Iterator[Metric]:
+        """Nothing: registering must not read the engine (the server registers it before the
+        engine starts), and the series' names are not known before a scrape."""
+        return iter(())
+
     def collect(self) -> Iterator[Metric]:
         engine = self.engine
         up = GaugeMetricFamily("streamsql_query_up", "1 while the query runs, 0 if it stopped or failed",
@@ -159,12 +164,43 @@ class EngineCollector(Collector):
         yield logged
 
 
+def count_from_start(engine: Engine) -> None:
+    """Sum the engine's query progress from when its SparkSession starts (or now, if it runs
+    already), so the first scrape shows every batch since then, without starting Spark itself."""
+    if progress_totals not in engine.on_spark_start:
+        engine.on_spark_start.append(progress_totals)
+    if engine.started_spark is not None:
+        progress_totals(engine.started_spark)
+
+
 def registry_for(engine: Engine) -> CollectorRegistry:
-    """A registry holding the engine's series (and the session's progress listener)."""
-    progress_totals(engine.spark)
+    """A registry holding the engine's series (its progress summed from Spark's start on)."""
+    count_from_start(engine)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(EngineCollector(engine))
     return registry
+
+
+class ServerMetrics:
+    """``streamsql server``'s ``/metrics``: the engine's series and the requests the server
+    answered, each counted from the server's start (made with the app, before any request)."""
+
+    def __init__(self, engine: Engine) -> None:
+        from prometheus_client import Counter
+
+        self.registry = registry_for(engine)
+        self.requests = Counter("streamsql_server_requests", "Requests the REST server answered since it started, "
+                                "by endpoint and HTTP status", ["endpoint", "status"], registry=self.registry)
+
+    def watch_push_queries(self, count: Callable[[], int]) -> None:
+        """Report the push queries open now (what ``ksql.max.push.queries`` bounds)."""
+        from prometheus_client import Gauge
+
+        Gauge("streamsql_server_push_queries", "Push queries open now (each client's, shared ones included)",
+              registry=self.registry).set_function(count)
+
+    def count_request(self, endpoint: str, status: int) -> None:
+        self.requests.labels(endpoint, str(status)).inc()
 
 
 def serve(engine: Engine, port: int, host: str = "0.0.0.0") -> Any:

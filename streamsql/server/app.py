@@ -17,13 +17,17 @@ import hmac
 import json
 import logging
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from streamsql import entities
+from streamsql.errors import StreamsqlError
 from streamsql.runtime import results as r
+from streamsql.server import authorization as authz
+from streamsql.server.authorization import Account, Principal, RolePolicy
 from streamsql.server.errors import (
     BAD_REQUEST,
     HTTP2_ONLY,
@@ -36,8 +40,11 @@ from streamsql.server.errors import (
     UNAUTHORIZED,
     ServerError,
     bad_request,
+    statement_error,
 )
+from streamsql.server.limits import DEFAULTS, PERSISTENT_ACTIVE_LIMIT, PULL_MAX_QPS, LimitSettings, QueryLimits
 from streamsql.server.service import KsqlService, QueryHandle, normalize_overrides, normalize_variables
+from streamsql.sql import ast, parse
 
 log = logging.getLogger("streamsql.server")
 
@@ -57,28 +64,13 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 @dataclass
 class ServerSettings:
     max_request_bytes: int = 4 * 1024 * 1024
-    #: user -> password for HTTP basic auth; empty = no authentication
-    users: dict[str, str] = field(default_factory=dict)
+    #: user -> password and roles for HTTP basic auth (``authorization.load_users``); empty = no
+    #: authentication
+    users: dict[str, Account] = field(default_factory=dict)
     #: seconds a request with commandSequenceNumber waits for that command
     command_wait_s: float = 5.0
-
-
-def load_users(path: str) -> dict[str, str]:
-    """A users file as Jetty's/ksqlDB's ``PropertyFileLoginModule`` reads it: ``user: password[,role…]``
-    per line (``user=password`` also accepted); ``#`` comments."""
-    users: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for number, raw in enumerate(f, start=1):
-            line = raw.strip()
-            if not line or line.startswith("#"):
-                continue
-            m = re.match(r"([^:=\s]+)\s*[:=]\s*(.*)$", line)
-            if m is None or not m.group(2):
-                from streamsql.errors import ConfigError
-
-                raise ConfigError(f"{path}:{number}: expected 'user: password[,role...]'")
-            users[m.group(1)] = m.group(2).split(",")[0].strip()
-    return users
+    #: ksqlDB's query limits (``limits.py``)
+    limits: LimitSettings = field(default_factory=LimitSettings)
 
 
 class Request:
@@ -90,6 +82,8 @@ class Request:
         self.path: str = scope["path"].rstrip("/") or "/"
         self.headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         self.body_done = False
+        #: who sent the request (set by authentication; anyone may do anything without it)
+        self.principal = Principal("", authz.ADMIN)
 
     @property
     def params(self) -> dict[str, str]:
@@ -223,8 +217,19 @@ class KsqlApp:
             ("POST", "/inserts-stream"): self.inserts_stream, ("GET", "/topology"): self.topology,
             ("GET", "/metrics"): self.metrics,
         }
-        self._metrics: Any = None
         self.open_paths = {"/healthcheck", "/chc/ready", "/chc/live"}
+        self.policy = RolePolicy(self.settings.users)
+        self.limits = QueryLimits(self.settings.limits)
+        #: requests that start persistent queries run one at a time while their limit is set, so
+        #: two of them cannot both pass the check
+        self._persistent_gate = threading.Lock()
+        #: query id -> the user whose request runs it: only they (or an admin) may close it
+        self._query_owners: dict[str, str] = {}
+        from streamsql.runtime.metrics import ServerMetrics
+
+        #: counted from the server's start, not from the first scrape
+        self.server_metrics = ServerMetrics(service.engine)
+        self.server_metrics.watch_push_queries(lambda: self.limits.push_queries)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
@@ -247,6 +252,7 @@ class KsqlApp:
         try:
             await self.dispatch(req, resp)
         except ServerError as e:
+            self.server_metrics.count_request(self._endpoint(req.path), e.status)
             if not resp.started:
                 extra = [("WWW-Authenticate", 'Basic realm="KsqlServer"')] if e.status == 401 else []
                 if e.error_code == SERVER_NOT_READY:
@@ -257,6 +263,7 @@ class KsqlApp:
         except ConnectionAbortedError:
             pass
         except Exception:
+            self.server_metrics.count_request(self._endpoint(req.path), 500)
             log.exception("%s %s failed", req.method, req.path)
             if not resp.started:
                 await resp.json(500, ServerError(SERVER_ERROR, SANITIZED_SERVER_ERROR).envelope())
@@ -265,7 +272,7 @@ class KsqlApp:
 
     async def dispatch(self, req: Request, resp: Response) -> None:
         if self.settings.users and req.path not in self.open_paths:
-            self.authenticate(req)
+            req.principal = self.policy.principal(self.authenticate(req))
         handler = self.routes.get((req.method, req.path))
         if handler is None and req.method == "GET" and req.path.startswith("/status/"):
             handler = self.status_one
@@ -279,17 +286,29 @@ class KsqlApp:
             raise ServerError(SERVER_NOT_READY, self.service.start_error and
                               f"Server failed to start: {self.service.start_error}" or "Server initializing")
         await handler(req, resp)
+        self.server_metrics.count_request(self._endpoint(req.path), 200)
 
-    def authenticate(self, req: Request) -> None:
+    def _endpoint(self, path: str) -> str:
+        """A metrics label for the request's path: a route, or a family of them (a client's
+        random paths must not each make a series)."""
+        if any(route == path for _, route in self.routes):
+            return path
+        for prefix in ("/status/", "/is_valid_property/"):
+            if path.startswith(prefix):
+                return prefix + "*"
+        return "other"
+
+    def authenticate(self, req: Request) -> str:
+        """The user of the request's basic auth credentials, or 401."""
         header = req.headers.get("authorization", "")
         if header[:6].lower() == "basic ":
             try:
                 user, _, password = base64.b64decode(header[6:].strip()).decode("utf-8").partition(":")
             except (binascii.Error, UnicodeDecodeError):
                 user, password = "", ""
-            expected = self.settings.users.get(user)
-            if expected is not None and hmac.compare_digest(expected.encode(), password.encode()):
-                return
+            account = self.settings.users.get(user)
+            if account is not None and hmac.compare_digest(account.password.encode(), password.encode()):
+                return user
         raise ServerError(UNAUTHORIZED, "Unauthorized")
 
     # --- simple endpoints ----------------------------------------------------------------------
@@ -355,11 +374,7 @@ class KsqlApp:
         """Prometheus' text format of the engine's query series (``runtime/metrics.py``)."""
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-        from streamsql.runtime.metrics import registry_for
-
-        if self._metrics is None:
-            self._metrics = await self.run(registry_for, self.service.engine)
-        body = await self.run(generate_latest, self._metrics)
+        body = await self.run(generate_latest, self.server_metrics.registry)
         await resp.start(200, CONTENT_TYPE_LATEST)
         await resp.end(body)
 
@@ -390,11 +405,39 @@ class KsqlApp:
         variables = normalize_variables(data.get("sessionVariables"))
         if data.get("commandSequenceNumber") is not None:
             await self.run(self.service.wait_for_seq, data["commandSequenceNumber"], self.settings.command_wait_s)
-        result = await self.run(self.service.execute_statements, data.get("ksql"), overrides, variables)
+        text = data.get("ksql")
+        gated = False
+        restricted = req.principal.role != authz.ADMIN
+        persistent_limited = self.limits.settings.persistent_active_limit < DEFAULTS[PERSISTENT_ACTIVE_LIMIT]
+        if isinstance(text, str) and text.strip() and (restricted or persistent_limited):
+            statements = await self.run(self._parse, text, variables)
+            authz.check_statements(req.principal, statements)
+            gated = persistent_limited and any(isinstance(s, (ast.CreateAsSelect, ast.InsertInto))
+                                               for s in statements)
+            if gated:
+                result = await self.run(self._execute_within_persistent_limit, statements, text, overrides, variables)
+                await resp.json(200, result, self._json_type(req))
+                return
+        result = await self.run(self.service.execute_statements, text, overrides, variables)
         await resp.json(200, result, self._json_type(req))
 
+    def _parse(self, text: str, variables: dict[str, str]) -> list[ast.Statement]:
+        """The request's statements, parsed as the service parses them, for the checks that must
+        see every statement before any runs; a parse error is the service's 400 statement error."""
+        try:
+            return parse(text, variables=variables, custom_types=self.service.engine.catalog.types)
+        except StreamsqlError as e:
+            raise statement_error(e.message, e.statement or text.strip()) from None
+
+    def _execute_within_persistent_limit(self, statements: list[ast.Statement], text: str,
+                                         overrides: dict[str, str], variables: dict[str, str]) -> Any:
+        with self._persistent_gate:
+            self.limits.check_persistent(statements, set(self.service.engine.catalog.queries), text)
+            return self.service.execute_statements(text, overrides, variables)
+
     async def terminate(self, req: Request, resp: Response) -> None:
-        data = await req.json()
+        data = await req.json()  # read before a refusal: an HTTP/1.1 connection with its body unread closes
+        authz.check_action(req.principal, "TERMINATE CLUSTER (/ksql/terminate)", authz.ADMIN)
         topics = data.get("deleteTopicList")
         if topics is not None and not isinstance(topics, list):
             raise bad_request("'deleteTopicList' must be a list of topic names or patterns")
@@ -403,25 +446,66 @@ class KsqlApp:
 
     # --- queries -------------------------------------------------------------------------------
 
-    async def _start(self, text: Any, overrides: Any, variables: Any, seq: Any = None) -> QueryHandle:
+    async def _serve_query(self, req: Request, text: Any, overrides: Any, variables: Any, seq: Any,
+                           write: Callable[[QueryHandle], Awaitable[None]]) -> None:
+        """Start the request's query, write its response, then free what it held: its push query
+        slot, and its entry among the queries its user may close."""
+        handle, holds_slot = await self._start(text, overrides, variables, seq)
+        self._query_owners[handle.query_id] = req.principal.user
+        try:
+            await write(handle)
+        finally:
+            self._query_owners.pop(handle.query_id, None)
+            if holds_slot:
+                self.limits.release_push()
+
+    async def _start(self, text: Any, overrides: Any, variables: Any, seq: Any = None) -> tuple[QueryHandle, bool]:
+        """Start the request's query within the server's limits: the query and whether it holds a
+        push query slot (``limits.py``), which the caller frees when the response ends."""
         props = normalize_overrides(overrides, self.service.property_policy)
         session = normalize_variables(variables)
         if seq is not None:
             await self.run(self.service.wait_for_seq, seq, self.settings.command_wait_s)
-        return await self.run(self.service.start_query, text, props, session)
+        statements: list[ast.Statement] | None = None
+        sent = isinstance(text, str) and bool(text.strip())
+        if sent and self.limits.settings.pull_max_qps < DEFAULTS[PULL_MAX_QPS]:
+            statements = await self.run(self._parse, text, session)
+            if any(_is_pull(stmt) for stmt in statements):
+                self.limits.check_pull_rate()
+        # a slot is taken before the statement is known to be a push query (no second parse in
+        # the common case) and given back at once if it is not one
+        holds_slot = self.limits.try_acquire_push()
+        if not holds_slot and sent:
+            statements = statements if statements is not None else await self.run(self._parse, text, session)
+            if any(isinstance(stmt, ast.SelectStatement) and not _is_pull(stmt) for stmt in statements):
+                raise self.limits.push_refused(text.strip())
+        try:
+            handle: QueryHandle = await self.run(self.service.start_query, text, props, session)
+        except BaseException:
+            if holds_slot:
+                self.limits.release_push()
+            raise
+        if holds_slot and handle.stream.kind != "push":
+            self.limits.release_push()
+            holds_slot = False
+        return handle, holds_slot
 
     async def query(self, req: Request, resp: Response) -> None:
         """Legacy ``/query``: a chunked JSON array of header, rows and a final message."""
         data = await req.json()
-        handle = await self._start(data.get("ksql"), data.get("streamsProperties"), data.get("sessionVariables"),
-                                   data.get("commandSequenceNumber"))
-        await self._stream_ksql_json(req, resp, handle, req.accepts(KSQL_JSON, JSON) or KSQL_JSON)
+        content_type = req.accepts(KSQL_JSON, JSON) or KSQL_JSON
+        await self._serve_query(req, data.get("ksql"), data.get("streamsProperties"), data.get("sessionVariables"),
+                                data.get("commandSequenceNumber"),
+                                lambda handle: self._stream_ksql_json(req, resp, handle, content_type))
 
     async def query_stream(self, req: Request, resp: Response) -> None:
         """``/query-stream``: delimited (default) or JSON array; ``application/vnd.ksql.v1+json`` gets
         the ``/query`` format."""
         data = await req.json()
-        handle = await self._start(data.get("sql"), data.get("properties"), data.get("sessionVariables"))
+        await self._serve_query(req, data.get("sql"), data.get("properties"), data.get("sessionVariables"), None,
+                                lambda handle: self._stream_query(req, resp, handle))
+
+    async def _stream_query(self, req: Request, resp: Response, handle: QueryHandle) -> None:
         if req.accepts(KSQL_JSON):
             await self._stream_ksql_json(req, resp, handle, KSQL_JSON)
             return
@@ -530,7 +614,11 @@ class KsqlApp:
 
     async def close_query(self, req: Request, resp: Response) -> None:
         data = await req.json()
-        await self.run(self.service.close_query, data.get("queryId"))
+        query_id = data.get("queryId")
+        owner = self._query_owners.get(query_id) if isinstance(query_id, str) else None
+        if owner is not None and owner != req.principal.user:
+            authz.check_action(req.principal, "/close-query of another user's query", authz.ADMIN)
+        await self.run(self.service.close_query, query_id)
         await resp.start(200, JSON)
         await resp.end()
 
@@ -538,6 +626,10 @@ class KsqlApp:
 
     async def inserts_stream(self, req: Request, resp: Response) -> None:
         """Newline-delimited JSON: ``{"target": …}`` then one row per line; one ack per row."""
+        if not authz.allows(req.principal.role, authz.DEVELOPER):
+            if not req.http2:  # the connection stays usable for the client's next request
+                await req._discard_body(self.settings.max_request_bytes)
+            authz.check_action(req.principal, "INSERT (/inserts-stream)", authz.DEVELOPER)
         if not req.http2:
             raise ServerError(HTTP2_ONLY, "This endpoint is only available when using HTTP2")
         lines = _LineReader(req)
@@ -604,6 +696,10 @@ class _LineReader:
             self.req.body_done = not msg.get("more_body", False)
             if len(self.buffer) > limit:
                 raise ServerError(PAYLOAD_TOO_LARGE, f"An inserts-stream line exceeds the limit of {limit} bytes")
+
+
+def _is_pull(stmt: ast.Statement) -> bool:
+    return isinstance(stmt, ast.SelectStatement) and stmt.query.emit is None
 
 
 def _row_entity(row: list[Any]) -> dict[str, Any]:

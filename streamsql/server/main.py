@@ -176,6 +176,8 @@ def serve(config: EngineConfig, listen: ListenOptions, settings: ServerSettings)
 
     service = build_service(config)
     app = KsqlApp(service, settings)
+    for warning in app.policy.warnings():
+        print(f"streamsql: {warning}", file=sys.stderr, flush=True)
     hc = Config()
     hc.bind = [f"{listen.host}:{listen.port}"]
     hc.accesslog = None

@@ -7,6 +7,7 @@ each finishes, so a push query streams before the next statement runs) and what 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -82,10 +83,10 @@ class RemoteBackend:
     properties and DEFINE variables itself, substitutes variables before sending, and sends the
     properties with every request; SELECT and PRINT go to ``/query-stream``, the rest to ``/ksql``."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, user: str | None = None, password: str | None = None) -> None:
         from streamsql.client import KsqlClient
 
-        self.client = KsqlClient(url)
+        self.client = KsqlClient(url, user=user, password=password)
         info = self.client.info()
         version = info.get("version", "?")
         status = info.get("serverStatus", "?")
@@ -118,9 +119,12 @@ class RemoteBackend:
 
         stmt = parse(statement)[0]
         if isinstance(stmt, ast.SetProperty):
+            from streamsql.kafka.settings import HIDDEN, is_secret
+
             self.properties[stmt.name] = stmt.value
-            return r.CommandStatus(statement, f"Successfully changed local property '{stmt.name}' to '{stmt.value}'. "
-                                              f"Use the UNSET command to revert your change.")
+            shown = HIDDEN if is_secret(stmt.name) else stmt.value
+            return r.CommandStatus(hide_secrets(statement), f"Successfully changed local property '{stmt.name}' to "
+                                                            f"'{shown}'. Use the UNSET command to revert your change.")
         if isinstance(stmt, ast.UnsetProperty):
             if self.properties.pop(stmt.name, None) is None:
                 return r.Warning_(statement, f"Property '{stmt.name}' was not set locally")
@@ -166,6 +170,22 @@ class RemoteBackend:
 
     def close(self) -> None:
         pass
+
+
+#: ``'name' = 'value'`` (SET, a connector's WITH clause) and the engine's "property 'name' to 'value'"
+_QUOTED_SETTING = re.compile(r"""(?P<head>(?P<q>['"`])(?P<name>(?:(?!(?P=q)).)+)(?P=q)\s*(?:=|\s+to)\s*)"""
+                             r"""'(?P<value>(?:''|[^'])*)'""", re.IGNORECASE)
+
+
+def hide_secrets(text: str) -> str:
+    """``text`` with the value of every quoted setting whose name looks secret (``*password*``,
+    ``*secret*``, ``sasl.jaas.config``, ``basic.auth.user.info``, ``*.key``: ``kafka.settings.is_secret``)
+    shown as ``[hidden]``: what the shell echoes, prints and keeps in its history file."""
+    from streamsql.kafka.settings import HIDDEN, is_secret
+
+    if "'" not in text:
+        return text
+    return _QUOTED_SETTING.sub(lambda m: f"{m['head']}'{HIDDEN}'" if is_secret(m["name"]) else m[0], text)
 
 
 def _first_word(statement: str) -> str:

@@ -117,13 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
     shell.add_argument("-d", "--define", action="append", default=[], metavar="NAME=VALUE",
                        help="define a variable for ${NAME} substitution (repeatable)")
     shell.add_argument("--output", choices=["TABULAR", "JSON"], type=str.upper, default="TABULAR")
+    shell.add_argument("-u", "--user", help="user for the server's HTTP basic auth (as ksql's CLI; asks for the "
+                                            "password when -p is not given)")
+    shell.add_argument("-p", "--password", help="password for --user (prefer the prompt: a password on the "
+                                                "command line is seen by other users of the machine)")
     _common(shell)
     server = sub.add_parser("server", help="serve ksqlDB's REST API (statements durable in a Kafka command topic)")
     server.add_argument("--port", type=int, default=8088)
     server.add_argument("--host", default="127.0.0.1",
                         help="interface to listen on: this machine only unless told (0.0.0.0: every interface, "
                              "as ksqlDB; pair it with --auth-file)")
-    server.add_argument("--auth-file", help="users for HTTP basic auth, 'user: password' per line")
+    server.add_argument("--auth-file", help="users for HTTP basic auth, 'user: password[,role]' per line; roles "
+                                            "admin, developer, reader (docs/security.md)")
     server.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (needs --tls-key)")
     server.add_argument("--tls-key", help="PEM private key for --tls-cert")
     server.add_argument("--max-request-bytes", type=int, default=4 * 1024 * 1024,
@@ -466,15 +471,19 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     for module in ("hypercorn", "prometheus_client"):
         require(module, "server", "streamsql server")
-    from streamsql.server.app import ServerSettings, load_users
+    from streamsql.server.app import ServerSettings
+    from streamsql.server.authorization import load_users
+    from streamsql.server.limits import LimitSettings
     from streamsql.server.main import ListenOptions, serve
 
     if bool(args.tls_cert) != bool(args.tls_key):
         print("Error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
+    engine_config = _config(args)
     settings = ServerSettings(max_request_bytes=args.max_request_bytes, command_wait_s=args.command_timeout_ms / 1000,
-                              users=load_users(args.auth_file) if args.auth_file else {})
-    with kafka_cluster(_config(args)) as config:
+                              users=load_users(args.auth_file) if args.auth_file else {},
+                              limits=LimitSettings.from_config(engine_config))
+    with kafka_cluster(engine_config) as config:
         listen = ListenOptions(args.host, args.port, args.tls_cert, args.tls_key, args.max_connections,
                                args.request_header_timeout_ms / 1000)
         return serve(config, listen, settings)

@@ -19,6 +19,7 @@ commands, SELECT and PRINT included) and exit non-zero at the first error.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -34,10 +35,11 @@ from typing import TYPE_CHECKING, TextIO
 from streamsql.errors import StreamsqlError
 from streamsql.runtime import results as r
 from streamsql.surfaces import console
-from streamsql.surfaces.backends import Backend
+from streamsql.surfaces.backends import Backend, hide_secrets
 from streamsql.surfaces.shell_syntax import is_cli_command, is_complete
 
 if TYPE_CHECKING:
+    from prompt_toolkit.history import History
     from prompt_toolkit.key_binding import KeyPressEvent
 
 log = logging.getLogger(__name__)
@@ -83,7 +85,6 @@ class Shell:
 
     def run_interactive(self) -> int:
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
         from prompt_toolkit.key_binding import KeyBindings
         from prompt_toolkit.lexers import PygmentsLexer
         from prompt_toolkit.styles import Style
@@ -103,7 +104,7 @@ class Shell:
             else:
                 buffer.insert_text("\n")
 
-        history = FileHistory(str(self.history_file)) if self.history_file else InMemoryHistory()
+        history = _secret_free_history(self.history_file)
         session: PromptSession[str] = PromptSession(
             message="streamsql> ", multiline=True, key_bindings=bindings, history=history,
             prompt_continuation=lambda width, line_number, soft_wrap: " " * (width - 2) + "> ",
@@ -118,7 +119,7 @@ class Shell:
                 continue  # Ctrl-C at the prompt clears the input, as in the ksql CLI
             except EOFError:
                 break
-            self._history.append(text)
+            self._history.append(hide_secrets(text))
             if not self.handle(text):
                 break
         self._print("Exiting streamsql.")
@@ -218,6 +219,7 @@ class Shell:
         return True
 
     def _show(self, result: r.Result) -> None:
+        result = _without_secrets(result)
         if self.output_format == "JSON":
             self._print(console.render_json(result))
         else:
@@ -265,9 +267,9 @@ class Shell:
     def _error(self, error: Exception, text: str) -> None:
         """The error's message; for a parse error, also the offending line with a caret under the
         column (positions are 1-based within the input that was run)."""
-        self._print(str(error))
+        self._print(hide_secrets(str(error)))
         m = re.match(r"line (\d+):(\d+):", str(error))
-        lines = text.splitlines()
+        lines = hide_secrets(text).splitlines()
         if m and 1 <= int(m.group(1)) <= len(lines):
             line, column = int(m.group(1)), int(m.group(2))
             source, start = lines[line - 1], max(0, column - 60)
@@ -284,6 +286,35 @@ class Shell:
 
 
 # --- helpers ----------------------------------------------------------------------------------------
+
+
+def _without_secrets(result: r.Result) -> r.Result:
+    """The result as the shell may show it: a SET's echo and SHOW PROPERTIES with every secret
+    value ``[hidden]``, whichever backend answered (the embedded engine echoes SET in clear)."""
+    from streamsql.kafka.settings import HIDDEN, is_secret
+
+    if isinstance(result, r.Properties):
+        def hidden(values: dict[str, str]) -> dict[str, str]:
+            return {k: HIDDEN if is_secret(k) else v for k, v in values.items()}
+
+        return dataclasses.replace(result, properties=hidden(result.properties), overridden=hidden(result.overridden))
+    if isinstance(result, r.CommandStatus):
+        return dataclasses.replace(result, message=hide_secrets(result.message))
+    return result
+
+
+def _secret_free_history(path: Path | None) -> History:
+    """prompt_toolkit's history (a file, else memory) storing every input with its secrets
+    hidden: the history file is plain text in the user's home, and Up recalls what was stored."""
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    base: type[History] = FileHistory if path is not None else InMemoryHistory
+
+    class SecretFreeHistory(base):  # type: ignore[valid-type,misc]
+        def append_string(self, string: str) -> None:
+            super().append_string(hide_secrets(string))
+
+    return SecretFreeHistory(str(path)) if path is not None else SecretFreeHistory()
 
 
 def _terminal_width() -> int:
@@ -367,10 +398,17 @@ def run_shell(args: object) -> int:
     """``streamsql shell`` (and plain ``streamsql``): connect the backend the arguments name, then
     run ``--execute`` / ``--file`` / piped input, or the interactive prompt."""
     url = getattr(args, "url", None)
+    user, password = getattr(args, "user", None), getattr(args, "password", None)
     if url:
         from streamsql.surfaces.backends import RemoteBackend
 
-        return _drive(RemoteBackend(url), args, Path.home() / ".streamsql_history")
+        if user is not None and password is None:
+            password = _ask_password(user)
+        return _drive(RemoteBackend(url, user, password), args, Path.home() / ".streamsql_history")
+    if user is not None or password is not None:
+        print("Error: -u/--user and -p/--password are for a server: give its URL (streamsql shell -u USER "
+              "http://host:8088)", file=sys.stderr)
+        return 2
 
     from streamsql.runtime.engine import Engine
     from streamsql.surfaces.backends import EmbeddedBackend
@@ -389,6 +427,18 @@ def run_shell(args: object) -> int:
             return _drive(backend, args, Path(config.data_dir) / "shell_history")
         finally:
             backend.close()
+
+
+def _ask_password(user: str) -> str:
+    """The password for ``-u`` without ``-p``, as ksql's CLI asks for it: from the terminal,
+    not echoed (``getpass`` reads /dev/tty, so piped statements on stdin stay statements)."""
+    import getpass
+
+    try:
+        return getpass.getpass(f"Enter password for {user}: ")
+    except (EOFError, KeyboardInterrupt):
+        print(file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _interactive(args: object) -> bool:

@@ -14,7 +14,8 @@ from streamsql import entities
 from streamsql import types as t
 from streamsql.errors import ConfigError
 from streamsql.runtime import results as r
-from streamsql.server.app import client_message, load_users
+from streamsql.server.app import client_message
+from streamsql.server.authorization import Account, load_users
 from streamsql.server.errors import ServerError, statement_error
 from streamsql.server.service import normalize_overrides
 from streamsql.sql import parse
@@ -78,7 +79,7 @@ def test_client_message_never_shows_a_trace() -> None:
 def test_users_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "users"
     path.write_text("# users\nfred: letmein,admin\nann=secret\n")
-    assert load_users(str(path)) == {"fred": "letmein", "ann": "secret"}
+    assert load_users(str(path)) == {"fred": Account("letmein", ("admin",)), "ann": Account("secret")}
     path.write_text("nobody\n")
     with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}:1: expected 'user: password"):
         load_users(str(path))
