@@ -82,6 +82,9 @@ SERVER_ONLY: dict[str, str] = {
     DENYLIST_PROPERTY: "the server's override policy",
     CONNECT_FILE_DIR_PROPERTY: "where connectors may write files",
     CONNECT_URL_ALLOWLIST_PROPERTY: "where connectors may send data",
+    "ksql.max.push.queries": "the server's limit on push queries",
+    "ksql.query.persistent.active.limit": "the server's limit on persistent queries",
+    "ksql.query.pull.max.qps": "the server's limit on pull queries",
 }
 
 #: families of names that are the operator's whatever the rest of the name (prefixes)

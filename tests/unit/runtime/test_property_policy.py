@@ -55,6 +55,9 @@ EXPECTED = {
     "ksql.properties.overrides.denylist": False,
     "streamsql.connect.file.dir": False,
     "streamsql.connect.url.allowlist": False,
+    "ksql.max.push.queries": False,
+    "ksql.query.persistent.active.limit": False,
+    "ksql.query.pull.max.qps": False,
 }
 
 
