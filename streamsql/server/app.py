@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamsql import entities
+from streamsql.errors import StreamsqlError
 from streamsql.runtime import results as r
 from streamsql.server.errors import (
     BAD_REQUEST,
@@ -34,6 +35,7 @@ from streamsql.server.errors import (
     SERVER_ERROR,
     SERVER_NOT_READY,
     UNAUTHORIZED,
+    UNEXPECTED_ERRORS,
     ServerError,
     bad_request,
 )
@@ -257,6 +259,7 @@ class KsqlApp:
         except ConnectionAbortedError:
             pass
         except Exception:
+            UNEXPECTED_ERRORS.record()
             log.exception("%s %s failed", req.method, req.path)
             if not resp.started:
                 await resp.json(500, ServerError(SERVER_ERROR, SANITIZED_SERVER_ERROR).envelope())
@@ -361,7 +364,7 @@ class KsqlApp:
             self._metrics = await self.run(registry_for, self.service.engine)
         body = await self.run(generate_latest, self._metrics)
         await resp.start(200, CONTENT_TYPE_LATEST)
-        await resp.end(body)
+        await resp.end(body + UNEXPECTED_ERRORS.exposition())
 
     async def metadata(self, req: Request, resp: Response) -> None:
         await resp.json(200, {"version": KSQL_API_VERSION, "clusterId": self._cluster_id()})
@@ -510,6 +513,7 @@ class KsqlApp:
                 try:
                     item = await self.run(stream.poll, 0.5)
                 except Exception as e:
+                    UNEXPECTED_ERRORS.record()
                     log.warning("query %s failed: %s", handle.query_id, e)
                     return ServerError(SERVER_ERROR, client_message(getattr(e, "message", None) or str(e)))
                 if item is r.RowStream.TIMEOUT:
@@ -568,9 +572,12 @@ class KsqlApp:
                 ack: dict[str, Any] = {"status": "ok", "seq": seq}
             except ServerError as e:
                 ack = {"status": "error", "seq": seq, "error_code": e.error_code, "message": e.message}
-            except Exception as e:
-                message = getattr(e, "message", None) or str(e)
-                ack = {"status": "error", "seq": seq, "error_code": BAD_REQUEST, "message": message}
+            except StreamsqlError as e:
+                ack = {"status": "error", "seq": seq, "error_code": BAD_REQUEST, "message": e.message}
+            except Exception:
+                UNEXPECTED_ERRORS.record()
+                log.exception("insert into %s failed", getattr(source, "name", "?"))
+                ack = {"status": "error", "seq": seq, "error_code": SERVER_ERROR, "message": SANITIZED_SERVER_ERROR}
             await resp.write(sep + _dumps(ack) + ("" if as_json else "\n"))
             sep = "," if as_json else ""
             seq += 1

@@ -31,6 +31,7 @@ from streamsql.server.errors import (
     BAD_REQUEST,
     COMMAND_QUEUE_CATCHUP_TIMEOUT,
     QUERY_ENDPOINT,
+    UNEXPECTED_ERRORS,
     ServerError,
     bad_request,
     statement_error,
@@ -221,6 +222,7 @@ class KsqlService:
             except Exception as e:
                 if _is_analysis_error(e):
                     raise statement_error(_clean(e), _text(stmt), out) from None
+                UNEXPECTED_ERRORS.record()
                 log.exception("statement failed unexpectedly: %s", stmt.text)
                 raise statement_error("The server could not execute the statement; see the server log for "
                                       "details.", _text(stmt), out) from None

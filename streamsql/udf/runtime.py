@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ class ErrorLog:
 
 
 def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):  # as ksqlDB's JSON writes them: strict JSON
+        return "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
     if isinstance(v, (str, int, float, bool)) or v is None:
         return v
     if isinstance(v, bytes):
