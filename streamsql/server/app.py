@@ -83,6 +83,21 @@ def load_users(path: str) -> dict[str, str]:
     return users
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"'{name}' is not a JSON value")
+
+
+def parse_json(raw: bytes | str, what: str) -> Any:
+    """A client's JSON as ksqlDB's Jackson reads it: strict (``NaN``/``Infinity`` are not JSON)
+    and a 400 naming the problem for anything else, nesting too deep for the parser included."""
+    try:
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise bad_request(f"Invalid JSON in {what}: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise bad_request(f"Invalid JSON in {what}: {e}") from None
+
+
 class Request:
     def __init__(self, scope: Scope, receive: Receive, settings: ServerSettings) -> None:
         self.scope = scope
@@ -145,11 +160,7 @@ class Request:
             self.body_done = not msg.get("more_body", False)
 
     async def json(self) -> dict[str, Any]:
-        raw = await self.body()
-        try:
-            data = json.loads(raw or b"{}")
-        except (ValueError, UnicodeDecodeError) as e:
-            raise bad_request(f"Invalid JSON in request: {e}") from None
+        data = parse_json(await self.body() or b"{}", "request")
         if not isinstance(data, dict):
             raise bad_request("Invalid JSON in request: expected a JSON object")
         return data
@@ -548,10 +559,7 @@ class KsqlApp:
         first = await lines.next()
         if first is None:
             raise bad_request("Insert stream request must start with {\"target\": \"<stream>\"}")
-        try:
-            args = json.loads(first)
-        except ValueError as e:
-            raise bad_request(f"Invalid JSON in inserts stream: {e}") from None
+        args = parse_json(first, "inserts stream")
         if not isinstance(args, dict):
             raise bad_request("Invalid JSON in inserts stream: expected a JSON object")
         source = await self.run(self.service.insert_target, args.get("target"))
@@ -564,10 +572,7 @@ class KsqlApp:
             if line is None:
                 break
             try:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    raise bad_request("Invalid JSON in inserts stream") from None
+                row = parse_json(line, "inserts stream")
                 await self.run(self.service.insert_row, source, row)
                 ack: dict[str, Any] = {"status": "ok", "seq": seq}
             except ServerError as e:
