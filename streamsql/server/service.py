@@ -164,7 +164,7 @@ class KsqlService:
             return
         try:
             wanted = int(seq)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 reads as infinity
             raise bad_request(f"'commandSequenceNumber' must be a number, got {seq!r}") from None
         deadline = time.monotonic() + timeout_s
         with self._applied:
