@@ -43,7 +43,7 @@ USER, PASSWORD = "fuzzer", "fuzz-pass"
 AUTH = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 MAX_REQUEST_BYTES = 256 * 1024
 #: wall-clock budgets of the hypothesis loops (the module, server start included, stays < 90 s)
-STATEMENT_BUDGET_S, BODY_BUDGET_S = 30.0, 12.0
+STATEMENT_BUDGET_S, BODY_BUDGET_S = 24.0, 8.0
 TRACE = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+|\n\s*at [\w.$]+\(|py4j\.|"
                    r"java\.lang\.\w+Exception")
 COUNTER = re.compile(r"^streamsql_unexpected_errors_total (\d+(?:\.\d+)?)$", re.MULTILINE)
