@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import time
 import uuid
@@ -42,8 +43,10 @@ pytestmark = pytest.mark.integration
 USER, PASSWORD = "fuzzer", "fuzz-pass"
 AUTH = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
 MAX_REQUEST_BYTES = 256 * 1024
-#: wall-clock budgets of the hypothesis loops (the module, server start included, stays < 90 s)
-STATEMENT_BUDGET_S, BODY_BUDGET_S = 24.0, 8.0
+#: wall-clock budgets of the hypothesis loops (the module, server start included, stays < 90 s);
+#: STREAMSQL_FUZZ_SCALE=N fuzzes N times longer (a long run by hand: the suite keeps the default)
+SCALE = float(os.environ.get("STREAMSQL_FUZZ_SCALE", "1"))
+STATEMENT_BUDGET_S, BODY_BUDGET_S = 24.0 * SCALE, 8.0 * SCALE
 TRACE = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+|\n\s*at [\w.$]+\(|py4j\.|"
                    r"java\.lang\.\w+Exception")
 COUNTER = re.compile(r"^streamsql_unexpected_errors_total (\d+(?:\.\d+)?)$", re.MULTILINE)
@@ -264,7 +267,7 @@ def test_statements_from_a_grammar_never_fail_the_server(client: httpx.Client, c
     problems: list[str] = []
     started = time.monotonic()
 
-    @settings(max_examples=150, deadline=None, database=None, derandomize=False,
+    @settings(max_examples=int(150 * SCALE), deadline=None, database=None, derandomize=False,
               suppress_health_check=list(HealthCheck))
     @given(mutated(statements(catalog)))
     def one(case: tuple[str, str, bool]) -> None:
@@ -384,7 +387,8 @@ def test_odd_bodies_and_headers_get_clean_4xx_answers(server: ServerProcess, cli
     with httpx.Client(base_url=server.url, timeout=30) as raw, \
             httpx.Client(base_url=server.url, timeout=30, http2=True) as h2:
 
-        @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @settings(max_examples=int(200 * SCALE), deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
         @given(requests(bodies(catalog)))
         def one(case: tuple[str, str, dict[str, str], bytes, bool]) -> None:
             if time.monotonic() - started > BODY_BUDGET_S:
