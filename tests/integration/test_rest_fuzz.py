@@ -382,6 +382,7 @@ def test_odd_bodies_and_headers_get_clean_4xx_answers(server: ServerProcess, cli
     before = unexpected_errors(client)
     seen: list[int] = []
     slowest: list[tuple[float, str]] = []
+    timeouts: list[str] = []
     problems: list[str] = []
     started = time.monotonic()
     with httpx.Client(base_url=server.url, timeout=30) as raw, \
@@ -401,6 +402,12 @@ def test_odd_bodies_and_headers_get_clean_4xx_answers(server: ServerProcess, cli
                 resp = http.request(method, path, headers=headers, content=content if method == "POST" else None)
             except httpx.RemoteProtocolError:  # an over-long header line the server refused at the HTTP layer
                 return
+            except httpx.TimeoutException:  # slow on a loaded machine, or stuck: the server must still answer
+                timeouts.append(f"{method} {path} {body[:80]!r}")
+                alive = raw.get("/info", headers={"Authorization": AUTH}, timeout=60)
+                if alive.status_code != 200:
+                    problems.append(f"{method} {path} {body[:200]!r} timed out and the server stopped answering")
+                return
             slowest.append((time.monotonic() - sent, f"{method} {path} {body[:80]!r} -> {resp.status_code}"))
             problems.extend(problems_of(resp, f"{method} {path} headers={headers} body={body[:200]!r}"))
             seen.append(resp.status_code)
@@ -409,6 +416,7 @@ def test_odd_bodies_and_headers_get_clean_4xx_answers(server: ServerProcess, cli
     after = unexpected_errors(client)
     print(f"\nREST fuzz: {len(seen)} requests in {time.monotonic() - started:.1f}s, statuses {sorted(set(seen))}")
     print("slowest:", *[f"{s:.2f}s {what}" for s, what in sorted(slowest, reverse=True)[:4]], sep="\n  ")
+    print("timed out (30 s), the server answering after:", timeouts)
     assert not problems, "\n".join(problems)
     assert len(seen) >= 30
     assert after == before, f"the server counted {after - before:g} unexpected failure(s): see {server.log_path}"
