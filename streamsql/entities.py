@@ -19,6 +19,7 @@ import base64
 import datetime as dt
 import decimal
 import json
+import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -439,12 +440,31 @@ def _connector_result(kind: str, text: str, entity: dict[str, Any]) -> r.Result:
 # --- rows --------------------------------------------------------------------------------------
 
 
+def non_finite_text(v: float) -> str:
+    """NaN and the infinities as ksqlDB writes them in JSON: Jackson's default
+    (``QUOTE_NON_NUMERIC_NUMBERS``) quotes them, ``"NaN"``, ``"Infinity"``, ``"-Infinity"``, so the
+    output stays valid JSON for strict parsers (a bare ``NaN`` token is not JSON)."""
+    return "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
+
+
+def strict_json(v: Any) -> Any:
+    """``v`` with every NaN/±Infinity float replaced by its text (:func:`non_finite_text`),
+    everything else unchanged: for JSON writers that keep their own rendering of other values."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return non_finite_text(v)
+    if isinstance(v, dict):
+        return {k: strict_json(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [strict_json(x) for x in v]
+    return v
+
+
 def json_value(v: Any) -> Any:
     """A row value as ksqlDB puts it in JSON."""
     if v is None or isinstance(v, (bool, int, str)):
         return v
     if isinstance(v, float):
-        return v
+        return v if math.isfinite(v) else non_finite_text(v)
     if isinstance(v, decimal.Decimal):
         # the exponent is a letter only for NaN and infinities, which Spark's decimals cannot hold
         integral = v == v.to_integral_value() and isinstance(e := v.as_tuple().exponent, int) and e >= 0

@@ -125,7 +125,11 @@ class SparkBuilder:
     def stored_rows(self, plan: QueryPlan, schema: Any, rows: list[tuple[Any, ...]]) -> DataFrame:
         """A pull query over a table's store: the plan's filter and projection applied to the
         stored rows (``schema``: the table's columns and the source's internal columns)."""
-        return frames.select(plan, self.ctx.spark.createDataFrame(rows, schema))
+        from streamsql.udf import functions as python_functions
+
+        ctx = self.ctx
+        python_functions.install(ctx.spark, ctx.bootstrap_servers, ctx.processing_log_topic)
+        return frames.select(plan, ctx.spark.createDataFrame(rows, schema))
 
     def dataframe(self, plan: PhysicalPlan, upto: int | None = None, checkpoint: Path | None = None) -> DataFrame:
         """The streaming DataFrame of the plan's steps (all but a terminal one). ``checkpoint``: a

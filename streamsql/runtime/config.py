@@ -158,6 +158,7 @@ ENVIRONMENT_DOCS: dict[str, str] = {
     "STREAMSQL_QTT_RATCHET": "(tests) `sample` re-runs a sample of the conformance ratchet (every file's first "
                              "id, the last of the largest) instead of every id",
     "STREAMSQL_DRILL_RECORDS": "(drills) input records of the crash drills at scale (default 200000)",
+    "STREAMSQL_FUZZ_SCALE": "(tests) the REST fuzzer runs this many times longer than its suite budget (default 1)",
     "PYSPARK_PYTHON": "the Python Spark's workers run (default: the driver's, in local mode)",
     "RUST_LOG": "the embedded broker's (tansu's) log level (default warn)",
     "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION": "S3 sink connector credentials "

@@ -38,6 +38,7 @@ from streamsql.server.errors import (
     SERVER_ERROR,
     SERVER_NOT_READY,
     UNAUTHORIZED,
+    UNEXPECTED_ERRORS,
     ServerError,
     bad_request,
     statement_error,
@@ -71,6 +72,21 @@ class ServerSettings:
     command_wait_s: float = 5.0
     #: ksqlDB's query limits (``limits.py``)
     limits: LimitSettings = field(default_factory=LimitSettings)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"'{name}' is not a JSON value")
+
+
+def parse_json(raw: bytes | str, what: str) -> Any:
+    """A client's JSON as ksqlDB's Jackson reads it: strict (``NaN``/``Infinity`` are not JSON)
+    and a 400 naming the problem for anything else, nesting too deep for the parser included."""
+    try:
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise bad_request(f"Invalid JSON in {what}: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise bad_request(f"Invalid JSON in {what}: {e}") from None
 
 
 class Request:
@@ -137,11 +153,7 @@ class Request:
             self.body_done = not msg.get("more_body", False)
 
     async def json(self) -> dict[str, Any]:
-        raw = await self.body()
-        try:
-            data = json.loads(raw or b"{}")
-        except (ValueError, UnicodeDecodeError) as e:
-            raise bad_request(f"Invalid JSON in request: {e}") from None
+        data = parse_json(await self.body() or b"{}", "request")
         if not isinstance(data, dict):
             raise bad_request("Invalid JSON in request: expected a JSON object")
         return data
@@ -264,6 +276,7 @@ class KsqlApp:
             pass
         except Exception:
             self.server_metrics.count_request(self._endpoint(req.path), 500)
+            UNEXPECTED_ERRORS.record()
             log.exception("%s %s failed", req.method, req.path)
             if not resp.started:
                 await resp.json(500, ServerError(SERVER_ERROR, SANITIZED_SERVER_ERROR).envelope())
@@ -376,7 +389,7 @@ class KsqlApp:
 
         body = await self.run(generate_latest, self.server_metrics.registry)
         await resp.start(200, CONTENT_TYPE_LATEST)
-        await resp.end(body)
+        await resp.end(body + UNEXPECTED_ERRORS.exposition())
 
     async def metadata(self, req: Request, resp: Response) -> None:
         await resp.json(200, {"version": KSQL_API_VERSION, "clusterId": self._cluster_id()})
@@ -594,6 +607,7 @@ class KsqlApp:
                 try:
                     item = await self.run(stream.poll, 0.5)
                 except Exception as e:
+                    UNEXPECTED_ERRORS.record()
                     log.warning("query %s failed: %s", handle.query_id, e)
                     return ServerError(SERVER_ERROR, client_message(getattr(e, "message", None) or str(e)))
                 if item is r.RowStream.TIMEOUT:
@@ -636,10 +650,7 @@ class KsqlApp:
         first = await lines.next()
         if first is None:
             raise bad_request("Insert stream request must start with {\"target\": \"<stream>\"}")
-        try:
-            args = json.loads(first)
-        except ValueError as e:
-            raise bad_request(f"Invalid JSON in inserts stream: {e}") from None
+        args = parse_json(first, "inserts stream")
         if not isinstance(args, dict):
             raise bad_request("Invalid JSON in inserts stream: expected a JSON object")
         source = await self.run(self.service.insert_target, args.get("target"))
@@ -652,17 +663,17 @@ class KsqlApp:
             if line is None:
                 break
             try:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    raise bad_request("Invalid JSON in inserts stream") from None
+                row = parse_json(line, "inserts stream")
                 await self.run(self.service.insert_row, source, row)
                 ack: dict[str, Any] = {"status": "ok", "seq": seq}
             except ServerError as e:
                 ack = {"status": "error", "seq": seq, "error_code": e.error_code, "message": e.message}
-            except Exception as e:
-                message = getattr(e, "message", None) or str(e)
-                ack = {"status": "error", "seq": seq, "error_code": BAD_REQUEST, "message": message}
+            except StreamsqlError as e:
+                ack = {"status": "error", "seq": seq, "error_code": BAD_REQUEST, "message": e.message}
+            except Exception:
+                UNEXPECTED_ERRORS.record()
+                log.exception("insert into %s failed", getattr(source, "name", "?"))
+                ack = {"status": "error", "seq": seq, "error_code": SERVER_ERROR, "message": SANITIZED_SERVER_ERROR}
             await resp.write(sep + _dumps(ack) + ("" if as_json else "\n"))
             sep = "," if as_json else ""
             seq += 1

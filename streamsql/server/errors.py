@@ -9,6 +9,7 @@ code behave the same against streamsql.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 BAD_REQUEST = 40000
@@ -56,3 +57,34 @@ def statement_error(message: str, statement_text: str, entities: list[dict[str, 
 
 def bad_request(message: str) -> ServerError:
     return ServerError(BAD_REQUEST, message)
+
+
+class UnexpectedErrors:
+    """How many requests failed for a reason the server did not foresee: a 500 (the sanitized
+    50000 message), a statement whose execution raised something other than a statement error
+    (answered 400, but still a server bug), a push query that died mid-stream, an insert that
+    raised. Exposed as ``streamsql_unexpected_errors_total`` on ``/metrics`` so a fuzzer or an
+    operator can see failures the client-facing status hides; it should stay 0."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def record(self) -> None:
+        with self._lock:
+            self._count += 1
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return self._count
+
+    def exposition(self) -> bytes:
+        """The counter in Prometheus' text format (appended to ``/metrics``)."""
+        return (b"# HELP streamsql_unexpected_errors_total Requests that failed for an unexpected reason "
+                b"(server bugs: see the server log)\n# TYPE streamsql_unexpected_errors_total counter\n"
+                b"streamsql_unexpected_errors_total %d\n" % self.count)
+
+
+#: the process's count (one server per process)
+UNEXPECTED_ERRORS = UnexpectedErrors()

@@ -32,6 +32,7 @@ from streamsql.server.errors import (
     BAD_REQUEST,
     COMMAND_QUEUE_CATCHUP_TIMEOUT,
     QUERY_ENDPOINT,
+    UNEXPECTED_ERRORS,
     ServerError,
     bad_request,
     statement_error,
@@ -166,7 +167,7 @@ class KsqlService:
             return
         try:
             wanted = int(seq)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 reads as infinity
             raise bad_request(f"'commandSequenceNumber' must be a number, got {seq!r}") from None
         deadline = time.monotonic() + timeout_s
         with self._applied:
@@ -224,6 +225,7 @@ class KsqlService:
             except Exception as e:
                 if _is_analysis_error(e):
                     raise statement_error(_clean(e), _text(stmt), out) from None
+                UNEXPECTED_ERRORS.record()
                 log.exception("statement failed unexpectedly: %s", stmt.text)
                 raise statement_error("The server could not execute the statement; see the server log for "
                                       "details.", _text(stmt), out) from None

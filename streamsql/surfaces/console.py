@@ -146,9 +146,9 @@ class RowBoxes:
 
 
 def render_json(result: r.Result) -> str:
-    from streamsql.entities import to_entity
+    from streamsql.entities import strict_json, to_entity
 
-    return json.dumps(to_entity(result), indent=2, default=str)
+    return json.dumps(strict_json(to_entity(result)), indent=2, default=str)
 
 
 def stream_header_json(stream: r.RowStream) -> str:
@@ -157,4 +157,6 @@ def stream_header_json(stream: r.RowStream) -> str:
 
 
 def stream_row_json(row: Sequence[Any]) -> str:
-    return json.dumps(list(row), default=str)
+    from streamsql.entities import strict_json
+
+    return json.dumps(strict_json(list(row)), default=str)

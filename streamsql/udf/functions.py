@@ -62,9 +62,9 @@ def load(extension_dir: str | None) -> list[str]:
 
 
 def install(spark: SparkSession, bootstrap: str | None, processing_log_topic: str | None) -> None:
-    """Make the loaded functions callable in ``spark``'s SQL, reporting errors to the given
+    """Make the loaded functions, and the built-in functions that run in Python (the date
+    functions' pattern check), callable in ``spark``'s SQL, reporting errors to the given
     processing-log topic."""
     with _lock:
         specs, generation = _state["specs"], _state["generation"]
-    if specs:
-        runtime.install(spark, specs, generation, runtime.ErrorLog(LogTarget(bootstrap, processing_log_topic)))
+    runtime.install(spark, specs, generation, runtime.ErrorLog(LogTarget(bootstrap, processing_log_topic)))

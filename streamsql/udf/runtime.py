@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ class ErrorLog:
 
 
 def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):  # as ksqlDB's JSON writes them: strict JSON
+        return "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity"
     if isinstance(v, (str, int, float, bool)) or v is None:
         return v
     if isinstance(v, bytes):
@@ -139,6 +142,25 @@ def spark_udf(spec: FunctionSpec, errors: ErrorLog) -> Any:
     return udf(_row_function(spec.name, spec.impl, errors), t.to_spark(result), useArrow=True)
 
 
+def datetime_pattern_check(errors: ErrorLog) -> Callable[..., str | None]:
+    """The per-record check of a date function's pattern (``planner/builtins/datetime.py``):
+    the pattern when Spark accepts it; otherwise the record goes to the processing log, naming
+    the function and the problem (ksqlDB's ``KsqlFunctionException``), and the call yields NULL."""
+    from streamsql.planner.builtins.datetime_patterns import pattern_error
+
+    def check(function: str, pattern: str | None, parsing: bool, args: Sequence[Any] | None) -> str | None:
+        if pattern is None:
+            return None
+        problem = pattern_error(pattern, bool(parsing))
+        if problem is None:
+            return pattern
+        verb = "parse" if parsing else "format"
+        errors.report(function, ValueError(f"Failed to {verb} with pattern '{pattern}': {problem}"), list(args or []))
+        return None
+
+    return check
+
+
 # --- registration -------------------------------------------------------------------------------
 
 _installed: dict[int, tuple[int, ErrorLog]] = {}
@@ -154,6 +176,12 @@ def install(spark: SparkSession, specs_by_name: dict[str, list[FunctionSpec]], g
     with _install_lock:
         if _installed.get(id(spark)) == (generation, errors):
             return
+        from pyspark.sql.functions import udf
+        from pyspark.sql.types import StringType
+
+        from streamsql.planner.builtins.datetime_patterns import PATTERN_CHECK
+
+        spark.udf.register(PATTERN_CHECK, udf(datetime_pattern_check(errors), StringType(), useArrow=True))
         for name, specs in specs_by_name.items():
             for i, spec in enumerate(specs):
                 if spec.kind != AGGREGATE:  # UDAFs run in the aggregation processor, not in Spark

@@ -17,12 +17,32 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.errors import AnalysisError
 from streamsql.planner.builtins.base import add, add_raw, any_sig, c, lit, literal_text, sig
+from streamsql.planner.builtins.datetime_patterns import PATTERN_CHECK, pattern_error
 from streamsql.planner.expressions import Compiled, ExpressionCompiler
 from streamsql.planner.functions import FunctionRegistry, rejected_types
 
 CAT = "DATE / TIME"
 DAY_MS = 86_400_000
 _UNITS = {"MILLISECOND": 1, "SECOND": 1000, "MINUTE": 60_000, "HOUR": 3_600_000, "DAY": DAY_MS}
+
+
+def checked(function: str, cs: Sequence[Compiled], parsing: bool, prefix: str = "") -> list[Compiled]:
+    """The call's arguments with its pattern (the second) made safe for Spark, which fails the
+    whole task on a pattern it refuses. A literal Spark accepts stays as it is; any other
+    pattern goes through the per-record check (:data:`PATTERN_CHECK`, ``udf/runtime.py``), which
+    passes it on or, where Spark would refuse it, writes the record to the processing log and
+    yields NULL, so the function yields NULL and the query goes on, as ksqlDB's do.
+    ``prefix``: text the function puts before the pattern (PARSE_TIME's date)."""
+    pattern = cs[1]
+    text = literal_text(pattern)
+    if text is not None and pattern_error(prefix + text, parsing) is None:
+        return list(cs)
+    full = f"concat({lit(prefix)}, {pattern.sql})" if prefix else pattern.sql
+    values = ", ".join(f"CAST({x.sql} AS STRING)" for x in cs)
+    check = f"{PATTERN_CHECK}({lit(function)}, {full}, {'true' if parsing else 'false'}, array({values}))"
+    if prefix:  # the function adds the prefix itself: hand it what follows
+        check = f"substring({check}, {len(prefix) + 1})"
+    return [cs[0], c(check, t.STRING), *cs[2:]]
 
 
 def _in_zone(ts: str, tz: Compiled | None) -> str:
@@ -102,46 +122,84 @@ def _unit(node: exp.Expr, name: str) -> str:
     return unit
 
 
-def register(reg: FunctionRegistry) -> None:
-    ts3 = any_sig(sig("ts", "str"), sig("ts", "str", "str"))
-    add(reg, "FORMAT_TIMESTAMP",
-        lambda cs: c(format_in_zone(cs[0].sql, cs[1], cs[2] if len(cs) > 2 else None), t.STRING),
-        lo=2, hi=3, category=CAT, description="Formats a TIMESTAMP with a pattern, optionally in a time zone.",
-        accepts=ts3)
-    add(reg, "PARSE_TIMESTAMP", lambda cs: c(_from_zone(f"to_timestamp({cs[0].sql}, {cs[1].sql})",
-                                                        cs[2] if len(cs) > 2 else None), t.TIMESTAMP),
-        lo=2, hi=3, category=CAT, description="Parses text into a TIMESTAMP with a pattern, optionally in a zone.",
-        accepts=any_sig(sig("str", "str"), sig("str", "str", "str")))
-    add(reg, "TIMESTAMPTOSTRING",
-        lambda cs: c(format_in_zone(f"timestamp_millis({cs[0].sql})", cs[1], cs[2] if len(cs) > 2 else None), t.STRING),
-        lo=2, hi=3, category=CAT, description="Formats epoch milliseconds with a pattern (deprecated).",
-        accepts=any_sig(sig("long", "str"), sig("long", "str", "str")))
-    add(reg, "STRINGTOTIMESTAMP",
-        lambda cs: c("unix_millis("
-                     f"{_from_zone(f'to_timestamp({cs[0].sql}, {cs[1].sql})', cs[2] if len(cs) > 2 else None)})",
-                     t.BIGINT),
-        lo=2, hi=3, category=CAT, description="Parses text into epoch milliseconds (deprecated).",
-        accepts=any_sig(sig("str", "str"), sig("str", "str", "str")))
-    add(reg, "FORMAT_DATE", lambda cs: c(f"date_format({cs[0].sql}, {cs[1].sql})", t.STRING), lo=2, hi=2,
-        category=CAT, description="Formats a DATE with a pattern.", accepts=sig("date", "str"))
+def _format_timestamp(cs: list[Compiled]) -> Compiled:
+    return c(format_in_zone(cs[0].sql, cs[1], cs[2] if len(cs) > 2 else None), t.STRING)
+
+
+def _parse_timestamp(cs: list[Compiled]) -> Compiled:
+    return c(_from_zone(f"to_timestamp({cs[0].sql}, {cs[1].sql})", cs[2] if len(cs) > 2 else None), t.TIMESTAMP)
+
+
+def _timestamp_to_string(cs: list[Compiled]) -> Compiled:
+    return c(format_in_zone(f"timestamp_millis({cs[0].sql})", cs[1], cs[2] if len(cs) > 2 else None), t.STRING)
+
+
+def _string_to_timestamp(cs: list[Compiled]) -> Compiled:
+    return c(f"unix_millis({_from_zone(f'to_timestamp({cs[0].sql}, {cs[1].sql})', cs[2] if len(cs) > 2 else None)})",
+             t.BIGINT)
+
+
+def _format_date(cs: list[Compiled]) -> Compiled:
+    return c(f"date_format({cs[0].sql}, {cs[1].sql})", t.STRING)
+
+
+def _parse_date(cs: list[Compiled]) -> Compiled:
     # ksqlDB parses with commons-lang's FastDateFormat, which reads the pattern from the start of
     # the text and ignores what follows ('2003-12-24-01-01' with 'yyyy-MM-dd' is 2003-12-24):
     # a text that does not parse whole is tried again cut to the pattern's length
-    add(reg, "PARSE_DATE", lambda cs: c(f"coalesce(to_date({cs[0].sql}, {cs[1].sql}), "
-                                        f"to_date(substring({cs[0].sql}, 1, length({cs[1].sql})), {cs[1].sql}))",
-                                        t.DATE), lo=2, hi=2,
+    return c(f"coalesce(to_date({cs[0].sql}, {cs[1].sql}), "
+             f"to_date(substring({cs[0].sql}, 1, length({cs[1].sql})), {cs[1].sql}))", t.DATE)
+
+
+def _date_to_string(cs: list[Compiled]) -> Compiled:
+    return c(f"date_format(date_from_unix_date({cs[0].sql}), {cs[1].sql})", t.STRING)
+
+
+def _string_to_date(cs: list[Compiled]) -> Compiled:
+    return c(f"unix_date(to_date({cs[0].sql}, {cs[1].sql}))", t.INTEGER)
+
+
+def _format_time(cs: list[Compiled]) -> Compiled:
+    return c(f"date_format(timestamp_millis(CAST({cs[0].sql} AS BIGINT)), {cs[1].sql})", t.STRING)
+
+
+def _parse_time(cs: list[Compiled]) -> Compiled:
+    return c(f"CAST(unix_millis(to_timestamp(concat('1970-01-01 ', {cs[0].sql}), "
+             f"concat('yyyy-MM-dd ', {cs[1].sql}))) AS INT)", t.TIME)
+
+
+def register(reg: FunctionRegistry) -> None:
+    ts3 = any_sig(sig("ts", "str"), sig("ts", "str", "str"))
+    add(reg, "FORMAT_TIMESTAMP",
+        lambda cs: _format_timestamp(checked("FORMAT_TIMESTAMP", cs, parsing=False)),
+        lo=2, hi=3, category=CAT, description="Formats a TIMESTAMP with a pattern, optionally in a time zone.",
+        accepts=ts3)
+    add(reg, "PARSE_TIMESTAMP", lambda cs: _parse_timestamp(checked("PARSE_TIMESTAMP", cs, parsing=True)),
+        lo=2, hi=3, category=CAT, description="Parses text into a TIMESTAMP with a pattern, optionally in a zone.",
+        accepts=any_sig(sig("str", "str"), sig("str", "str", "str")))
+    add(reg, "TIMESTAMPTOSTRING",
+        lambda cs: _timestamp_to_string(checked("TIMESTAMPTOSTRING", cs, parsing=False)),
+        lo=2, hi=3, category=CAT, description="Formats epoch milliseconds with a pattern (deprecated).",
+        accepts=any_sig(sig("long", "str"), sig("long", "str", "str")))
+    add(reg, "STRINGTOTIMESTAMP",
+        lambda cs: _string_to_timestamp(checked("STRINGTOTIMESTAMP", cs, parsing=True)),
+        lo=2, hi=3, category=CAT, description="Parses text into epoch milliseconds (deprecated).",
+        accepts=any_sig(sig("str", "str"), sig("str", "str", "str")))
+    add(reg, "FORMAT_DATE", lambda cs: _format_date(checked("FORMAT_DATE", cs, parsing=False)), lo=2, hi=2,
+        category=CAT, description="Formats a DATE with a pattern.", accepts=sig("date", "str"))
+    add(reg, "PARSE_DATE", lambda cs: _parse_date(checked("PARSE_DATE", cs, parsing=True)), lo=2, hi=2,
         category=CAT, description="Parses text into a DATE with a pattern.", accepts=sig("str", "str"))
-    add(reg, "DATETOSTRING", lambda cs: c(f"date_format(date_from_unix_date({cs[0].sql}), {cs[1].sql})", t.STRING),
+    add(reg, "DATETOSTRING",
+        lambda cs: _date_to_string(checked("DATETOSTRING", cs, parsing=False)),
         lo=2, hi=2, category=CAT, description="Formats epoch days with a pattern (deprecated).",
         accepts=sig("int", "str"))
-    add(reg, "STRINGTODATE", lambda cs: c(f"unix_date(to_date({cs[0].sql}, {cs[1].sql}))", t.INTEGER), lo=2, hi=2,
+    add(reg, "STRINGTODATE", lambda cs: _string_to_date(checked("STRINGTODATE", cs, parsing=True)), lo=2, hi=2,
         category=CAT, description="Parses text into epoch days (deprecated).", accepts=sig("str", "str"))
     add(reg, "FORMAT_TIME",
-        lambda cs: c(f"date_format(timestamp_millis(CAST({cs[0].sql} AS BIGINT)), {cs[1].sql})", t.STRING),
+        lambda cs: _format_time(checked("FORMAT_TIME", cs, parsing=False)),
         lo=2, hi=2, category=CAT, description="Formats a TIME with a pattern.", accepts=sig("time", "str"))
     add(reg, "PARSE_TIME",
-        lambda cs: c(f"CAST(unix_millis(to_timestamp(concat('1970-01-01 ', {cs[0].sql}), "
-                     f"concat('yyyy-MM-dd ', {cs[1].sql}))) AS INT)", t.TIME),
+        lambda cs: _parse_time(checked("PARSE_TIME", cs, parsing=True, prefix="yyyy-MM-dd ")),
         lo=2, hi=2, category=CAT, description="Parses text into a TIME with a pattern.", accepts=sig("str", "str"))
     add(reg, "UNIX_TIMESTAMP",
         lambda cs: c(f"unix_millis({cs[0].sql if cs else 'current_timestamp()'})", t.BIGINT), lo=0, hi=1,

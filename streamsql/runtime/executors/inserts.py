@@ -96,6 +96,10 @@ class ValueInserts(StatementExecutor):
     def _evaluate_constants(self, items: list[tuple[str, t.SqlType]]) -> list[Any]:
         """Evaluate constant expressions in Spark, cast to the column types (so INSERT VALUES
         accepts the same expressions and coercions as queries do)."""
+        from streamsql.udf import functions as python_functions
+
+        engine = self.engine
+        python_functions.install(engine.spark, engine.bootstrap_servers, engine.processing_log_topic)
         exprs = [f"CAST({sql} AS {t.to_spark(ty).simpleString()}) AS c{i}" for i, (sql, ty) in enumerate(items)]
         try:
             table = self.engine.spark.sql("SELECT " + ", ".join(exprs)).toArrow()

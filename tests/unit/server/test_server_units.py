@@ -137,3 +137,46 @@ def test_server_limits_refuse_values_that_are_not_a_positive_whole_number(
         build_parser().parse_args(["server", flag, value])
     assert e.value.code == 2
     assert f"argument {flag}: {problem}" in capsys.readouterr().err
+
+
+def test_non_finite_doubles_are_written_as_ksqldb_writes_them_in_strict_json() -> None:
+    """Jackson (ksqlDB's REST and JSON serde) quotes NaN and the infinities; a bare ``NaN`` is
+    not JSON and strict clients refuse it (issue #52)."""
+    import json
+    import math
+
+    from streamsql.surfaces.console import stream_row_json
+
+    row = [math.nan, math.inf, -math.inf, 1.5, {"m": math.nan}, [math.inf]]
+    assert entities.json_value(row) == ["NaN", "Infinity", "-Infinity", 1.5, {"m": "NaN"}, ["Infinity"]]
+
+    def refuse(name: str) -> None:
+        raise ValueError(name)
+
+    text = stream_row_json(row)  # the shell's JSON output mode
+    assert json.loads(text, parse_constant=refuse) == ["NaN", "Infinity", "-Infinity", 1.5, {"m": "NaN"}, ["Infinity"]]
+
+
+def test_unexpected_errors_are_counted_in_prometheus_text() -> None:
+    from streamsql.server.errors import UnexpectedErrors
+
+    counter = UnexpectedErrors()
+    counter.record()
+    counter.record()
+    assert counter.count == 2
+    assert b"\nstreamsql_unexpected_errors_total 2\n" in counter.exposition()
+    assert b"# TYPE streamsql_unexpected_errors_total counter" in counter.exposition()
+
+
+@pytest.mark.parametrize("raw, problem", [
+    (b"[" * 50_000 + b"]" * 50_000, "nested too deeply"),
+    (b'{"a": NaN}', "'NaN' is not a JSON value"),
+    (b'{"a": -Infinity}', "'-Infinity' is not a JSON value"),
+    (b"\xff{", "Invalid JSON in request"),
+])
+def test_request_json_is_strict_and_never_raises_more_than_a_400(raw: bytes, problem: str) -> None:
+    from streamsql.server.app import parse_json
+
+    with pytest.raises(ServerError) as caught:
+        parse_json(raw, "request")
+    assert caught.value.status == 400 and problem in caught.value.message
