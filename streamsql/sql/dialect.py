@@ -565,4 +565,9 @@ def to_ksql(expression: exp.Expr) -> str:
             paren = exp.Paren()
             node.replace(paren)
             paren.set("this", node)
-    return tree.sql(dialect=KSQL)
+    try:
+        return tree.sql(dialect=KSQL)
+    except RecursionError:
+        # sqlglot renders a chain of one operator in a loop, but not one wrapped in parentheses
+        # at every link: a chain of thousands of terms is shown without them (issue #52)
+        return expression.sql(dialect=KSQL)

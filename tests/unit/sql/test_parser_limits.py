@@ -155,3 +155,10 @@ def test_the_default_limit_is_one_mebibyte_and_documented_as_the_setting_default
     assert PROPERTY_DOCS[MAX_STATEMENT_BYTES_PROPERTY][0] == str(MAX_STATEMENT_BYTES)
     with pytest.raises(errors.ParseError, match="Statement is too large"):
         parse("SELECT * FROM t WHERE x = '" + "a" * MAX_STATEMENT_BYTES + "';")
+
+
+def test_a_long_chain_can_be_shown() -> None:
+    chain = parse_expression(" + ".join(["x"] * TERMS))
+    assert dialect.to_ksql(parse_expression("a + b + c")) == "(A + B) + C"
+    with default_recursion_limit():
+        assert dialect.to_ksql(chain) == " + ".join(["X"] * TERMS)
