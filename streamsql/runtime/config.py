@@ -108,7 +108,7 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
     "ksql.functions.collect_set.limit": ("", "most elements COLLECT_SET keeps (none: no limit)"),
     "streamsql.aggregation.buckets": ("", "state buckets of a new aggregation (none: one per source partition; "
                                           "frozen in its checkpoint)"),
-    "streamsql.statement.max.bytes": ("1048576", "most bytes (UTF-8) one statement may have, before and after "
+    "streamsql.statement.max.bytes": ("262144", "most bytes (UTF-8) one statement may have, before and after "
                                                  "`${variable}` substitution; a longer one is refused with a "
                                                  "syntax error (config file only: a client cannot raise it)"),
     "streamsql.aggregation.operator": ("auto", "`auto` (Spark's own aggregation where it is exact, else the "

@@ -150,8 +150,8 @@ def test_variables_cannot_grow_a_statement_past_the_limit() -> None:
         parse(script, max_statement_bytes=150)
 
 
-def test_the_default_limit_is_one_mebibyte_and_documented_as_the_setting_default() -> None:
-    assert MAX_STATEMENT_BYTES == 1_048_576
+def test_the_default_limit_is_256_kib_and_documented_as_the_setting_default() -> None:
+    assert MAX_STATEMENT_BYTES == 262_144
     assert PROPERTY_DOCS[MAX_STATEMENT_BYTES_PROPERTY][0] == str(MAX_STATEMENT_BYTES)
     with pytest.raises(errors.ParseError, match="Statement is too large"):
         parse("SELECT * FROM t WHERE x = '" + "a" * MAX_STATEMENT_BYTES + "';")
