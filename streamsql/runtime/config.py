@@ -183,6 +183,18 @@ class EngineConfig:
                 return self.properties[spelling]
         return next((DEFAULT_PROPERTIES[s] for s in property_names(name) if s in DEFAULT_PROPERTIES), "")
 
+    def statement_max_bytes(self) -> int:
+        """``streamsql.statement.max.bytes`` from the config file (never a client's SET: the
+        limit guards the server against its clients), for ``sql.parse(max_statement_bytes=)``."""
+        text = self.property("streamsql.statement.max.bytes") or PROPERTY_DOCS["streamsql.statement.max.bytes"][0]
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise ConfigError(f"streamsql.statement.max.bytes must be a positive number of bytes, got '{text}'")
+        return value
+
     def client_settings(self) -> dict[str, str]:
         """The Kafka client settings: :attr:`kafka` over those among the properties (a config
         made in Python, e.g. ``streamsql.connect(properties=...)``)."""

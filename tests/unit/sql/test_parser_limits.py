@@ -162,3 +162,15 @@ def test_a_long_chain_can_be_shown() -> None:
     assert dialect.to_ksql(parse_expression("a + b + c")) == "(A + B) + C"
     with default_recursion_limit():
         assert dialect.to_ksql(chain) == " + ".join(["X"] * TERMS)
+
+
+def test_the_server_setting_is_read_from_the_config_file() -> None:
+    from pathlib import Path
+
+    from streamsql.runtime.config import EngineConfig
+
+    assert EngineConfig(data_dir=Path("d")).statement_max_bytes() == MAX_STATEMENT_BYTES
+    configured = EngineConfig(data_dir=Path("d"), properties={MAX_STATEMENT_BYTES_PROPERTY: "4096"})
+    assert configured.statement_max_bytes() == 4096
+    with pytest.raises(errors.ConfigError, match="must be a positive number of bytes, got 'lots'"):
+        EngineConfig(data_dir=Path("d"), properties={MAX_STATEMENT_BYTES_PROPERTY: "lots"}).statement_max_bytes()
