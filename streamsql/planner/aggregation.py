@@ -151,13 +151,29 @@ def _replace(node: exp.Expr, fn: Callable[[exp.Expr], exp.Expr | None]) -> exp.E
     replacement = fn(node)
     if replacement is not None:
         return replacement
-    node = node.copy()
-    for key, value in list(node.args.items()):
-        if isinstance(value, exp.Expression):
-            node.set(key, _replace(value, fn))
-        elif isinstance(value, list):
-            node.set(key, [_replace(v, fn) if isinstance(v, exp.Expression) else v for v in value])
-    return node
+    # One copy, then a loop in the same pre-order: an ``a + b + ...`` chain is a tree as deep as
+    # it is long, so neither a copy per level nor a frame per level (issue #52).
+    root = node.copy()
+    pending: list[tuple[exp.Expr, str, int | None, exp.Expr]] = []
+
+    def push_children(parent: exp.Expr) -> None:
+        children: list[tuple[exp.Expr, str, int | None, exp.Expr]] = []
+        for key, value in parent.args.items():
+            if isinstance(value, exp.Expression):
+                children.append((parent, key, None, value))
+            elif isinstance(value, list):
+                children += [(parent, key, i, v) for i, v in enumerate(value) if isinstance(v, exp.Expression)]
+        pending.extend(reversed(children))
+
+    push_children(root)
+    while pending:
+        parent, key, index, child = pending.pop()
+        replacement = fn(child)
+        if replacement is None:
+            push_children(child)
+        elif replacement is not child:
+            parent.set(key, replacement, index=index)
+    return root
 
 
 def _ident(name: str) -> exp.Column:

@@ -13,6 +13,7 @@ learns the final output types from Spark's analysis of the built DataFrame.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -96,8 +97,21 @@ _COMPARISONS = {
     exp.LT: ("<", "LESS_THAN"),
     exp.LTE: ("<=", "LESS_THAN_OR_EQUAL"),
 }
-_ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+_ARITHMETIC: dict[type[exp.Expr], str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
 _TIME_COLUMNS = {t.ROWTIME, t.WINDOWSTART, t.WINDOWEND}
+
+#: A chain of one operator (``a + b + c ...``, ``x AND y AND ...``) is a left-deep tree, as long
+#: as it has terms. It is compiled in a loop (never one Python frame per term), and from this many
+#: links on, when every term has the chain's type, it is written as a fold over an array,
+#: ``aggregate(array(b, c, ...), a, (acc, x) -> acc + x)``: the same left-to-right evaluation,
+#: null and overflow behaviour, but flat text. Spark's SQL parser cannot read a left-deep
+#: expression a few hundred levels deep (FAILED_TO_PARSE_TOO_COMPLEX, or a StackOverflowError
+#: in its JVM), and its optimizer recurses per level of a conjunction.
+_FOLD_FROM = 64
+#: Longest chain whose terms' types differ (so it cannot be folded) that is compiled as written;
+#: a longer one is refused with an AnalysisError rather than failing inside Spark.
+_MAX_UNFOLDED = 100
+_FOLD_ACC, _FOLD_TERM = "__chain_acc", "__chain_term"
 
 
 def generated_name(counter: int, taken: set[str]) -> tuple[str, int]:
@@ -203,8 +217,8 @@ class ExpressionCompiler:
             for cls, (op, name) in _COMPARISONS.items():
                 if isinstance(node, cls):
                     return self._comparison(node, op, name)
-            for cls, op in _ARITHMETIC.items():
-                if isinstance(node, cls):
+            for arithmetic, op in _ARITHMETIC.items():
+                if isinstance(node, arithmetic):
                     return self._arithmetic(node, op)
             raise AnalysisError(f"Unsupported expression: {node.sql()}")
         return method(node)
@@ -253,7 +267,9 @@ class ExpressionCompiler:
         return self._logical(node, "OR")
 
     def _logical(self, node: exp.Expr, op: str) -> Compiled:
-        left, right = self.compile(node.this), self.compile(node.expression)
+        return self._chain(node, type(node), lambda link, left, right: self._logical_step(op, left, right))
+
+    def _logical_step(self, op: str, left: Compiled, right: Compiled) -> Compiled:
         for side in (left, right):
             if side.type is not None and side.type != t.BOOLEAN:
                 raise AnalysisError(f"Logical operator {op} requires BOOLEAN operands, got {side.type}")
@@ -321,8 +337,48 @@ class ExpressionCompiler:
             raise AnalysisError(f"Error in WHERE expression: {message}\nStatement: {ksql_text(node)}")
         raise AnalysisError(message)
 
+    def _chain(
+        self, node: exp.Expr, kinds: type[exp.Expr] | tuple[type[exp.Expr], ...],
+        step: Callable[[exp.Expr, Compiled, Compiled], Compiled],
+    ) -> Compiled:
+        """A left-deep chain of ``kinds`` nodes, compiled link by link in a loop; ``step``
+        combines one link's compiled operands (see :data:`_FOLD_FROM`)."""
+        links: list[exp.Expr] = []
+        while isinstance(node, kinds):
+            links.append(node)
+            node = node.this
+        links.reverse()
+        first = result = self.compile(node)
+        if len(links) < _FOLD_FROM:
+            for link in links:
+                result = step(link, result, self.compile(link.expression))
+            return result
+        # a long chain: each link is typed and checked on placeholders, so the text stays linear
+        acc = Compiled(_FOLD_ACC, first.type)
+        folds = first.type is not None and len({type(link) for link in links}) == 1
+        terms = []
+        for link in links:
+            terms.append(term := self.compile(link.expression))
+            merge = step(link, acc, Compiled(_FOLD_TERM, term.type))
+            folds = folds and term.type == first.type and merge.type == first.type
+        if folds:
+            merge = step(links[-1], acc, Compiled(_FOLD_TERM, first.type))
+            array = ", ".join(term.sql for term in terms)
+            return Compiled(f"aggregate(array({array}), {first.sql}, ({_FOLD_ACC}, {_FOLD_TERM}) -> {merge.sql})",
+                            first.type)
+        if len(links) > _MAX_UNFOLDED:
+            raise AnalysisError(f"Expression is too long to run: a chain of {len(links) + 1} operands whose types "
+                                f"or operators differ (at most {_MAX_UNFOLDED + 1}; a longer chain needs all "
+                                f"operands of one type and one operator)")
+        for link, term in zip(links, terms, strict=True):
+            result = step(link, result, term)
+        return result
+
     def _arithmetic(self, node: exp.Expr, op: str) -> Compiled:
-        left, right = self.compile(node.this), self.compile(node.expression)
+        return self._chain(node, tuple(_ARITHMETIC), lambda link, left, right: self._arithmetic_step(
+            link, _ARITHMETIC[type(link)], left, right))
+
+    def _arithmetic_step(self, node: exp.Expr, op: str, left: Compiled, right: Compiled) -> Compiled:
         if isinstance(node.this, exp.Null) or isinstance(node.expression, exp.Null):
             # ksqlDB types a bare NULL as "null", with which no arithmetic is defined
             lt = "null" if isinstance(node.this, exp.Null) else str(left.type)

@@ -72,10 +72,20 @@ def exact_filter(where: exp.Expr | None, scope: Scope, columns: list[t.Column]) 
 
 
 def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
-    node = _unparen(node)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
+    return _operands(node, exp.And)
+
+
+def _operands(node: exp.Expr, kind: type[exp.Expr]) -> list[exp.Expr]:
+    """The operands of a chain of ``kind`` (AND, OR) nodes in order. A loop, not recursion: a
+    chain of thousands of conjuncts is a tree as deep (issue #52)."""
+    operands, pending = [], [node]
+    while pending:
+        current = _unparen(pending.pop())
+        if isinstance(current, kind):
+            pending += [current.expression, current.this]
+        else:
+            operands.append(current)
+    return operands
 
 
 def _unparen(node: exp.Expr) -> exp.Expr:
@@ -89,14 +99,14 @@ def _predicate(node: exp.Expr, scope: Scope, types: dict[str, t.SqlType], exact:
     """``exact``: None unless all of ``node`` translates with Spark's result for every row."""
     node = _unparen(node)
     if isinstance(node, exp.And):
-        left, right = (_predicate(node.this, scope, types, exact), _predicate(node.expression, scope, types, exact))
-        if exact and (left is None or right is None):
+        translated = [_predicate(operand, scope, types, exact) for operand in _operands(node, exp.And)]
+        if exact and None in translated:
             return None
-        parts = [p for p in (left, right) if p is not None]
+        parts = [p for p in translated if p is not None]
         return None if not parts else parts[0] if len(parts) == 1 else {"op": "and", "args": parts}
     if isinstance(node, exp.Or):
-        left, right = (_predicate(node.this, scope, types, exact), _predicate(node.expression, scope, types, exact))
-        return None if left is None or right is None else {"op": "or", "args": [left, right]}
+        translated = [_predicate(operand, scope, types, exact) for operand in _operands(node, exp.Or)]
+        return None if None in translated else {"op": "or", "args": translated}
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
         column = _column(node.this, scope, types)
         return None if column is None else {"op": "is_null", "args": [column[0]]}

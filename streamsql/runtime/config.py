@@ -114,6 +114,9 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
                                               "past it they are answered 429"),
     "streamsql.aggregation.buckets": ("", "state buckets of a new aggregation (none: one per source partition; "
                                           "frozen in its checkpoint)"),
+    "streamsql.statement.max.bytes": ("262144", "most bytes (UTF-8) one statement may have, before and after "
+                                                 "`${variable}` substitution; a longer one is refused with a "
+                                                 "syntax error (config file only: a client cannot raise it)"),
     "streamsql.aggregation.operator": ("auto", "`auto` (Spark's own aggregation where it is exact, else the "
                                                "Python operator) or `python` (always the Python operator)"),
     "ksql.properties.overrides.denylist": ("", "(server configuration only) more properties, comma-separated, that "
@@ -200,6 +203,18 @@ class EngineConfig:
             if spelling in self.properties:
                 return self.properties[spelling]
         return next((DEFAULT_PROPERTIES[s] for s in property_names(name) if s in DEFAULT_PROPERTIES), "")
+
+    def statement_max_bytes(self) -> int:
+        """``streamsql.statement.max.bytes`` from the config file (never a client's SET: the
+        limit guards the server against its clients), for ``sql.parse(max_statement_bytes=)``."""
+        text = self.property("streamsql.statement.max.bytes") or PROPERTY_DOCS["streamsql.statement.max.bytes"][0]
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise ConfigError(f"streamsql.statement.max.bytes must be a positive number of bytes, got '{text}'")
+        return value
 
     def client_settings(self) -> dict[str, str]:
         """The Kafka client settings: :attr:`kafka` over those among the properties (a config

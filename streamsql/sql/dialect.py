@@ -11,7 +11,8 @@ planner relies on (see the conventions in :mod:`streamsql.sql.ast`). Statement s
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import sqlglot.errors
@@ -53,6 +54,29 @@ ALLOWED_NODES: tuple[type[exp.Expr], ...] = (
     exp.NullSafeNEQ, exp.DPipe, exp.Lambda, exp.Literal, exp.Boolean, exp.Null, exp.Array,
     exp.PropertyEQ,
 )  # fmt: skip
+
+
+#: How deeply one statement's expressions (and types, and EXPLAIN of EXPLAIN) may nest: each
+#: parenthesis, function call, CASE, subscript, NOT or sign opens a level. sqlglot parses by
+#: recursive descent, about 20 Python frames a level, so without a limit a few dozen levels hit
+#: Python's recursion limit (1,000 frames by default) in the parser, or later in the planner.
+#: 32 levels use at most ~700 frames and leave room for the caller's stack; ksqlDB's own
+#: query-validation tests nest at most 7 levels deep. Chains of binary operators (``a + b + c``,
+#: ``x AND y AND z``) are parsed in a loop and are no depth at all.
+MAX_NESTING_DEPTH = 32
+
+
+class NestingTooDeep(Exception):
+    """A statement nested deeper than its parser's limit, at ``token``.
+
+    Deliberately not a sqlglot ParseError: sqlglot's backtracking (``_try_parse``) swallows those
+    and tries another alternative, which would only nest as deep again."""
+
+    def __init__(self, limit: int, token: Token | None) -> None:
+        self.reason = (f"Statement nesting is too deep: more than {limit} levels of nested expressions "
+                       f"(parentheses, function calls, CASE, NOT, ...; the limit is {limit})")
+        super().__init__(self.reason)
+        self.token = token
 
 
 class KsqlSyntaxError(sqlglot.errors.ParseError):
@@ -125,6 +149,38 @@ class KsqlParser(parser.Parser):
     LAMBDAS = {TokenType.FARROW: _lambda}
 
     custom_types: Mapping[str, t.SqlType] = {}
+    #: see :data:`MAX_NESTING_DEPTH`; a parser may be given a lower one
+    max_nesting_depth: int = MAX_NESTING_DEPTH
+    _nesting_depth: int = 0
+
+    @contextmanager
+    def nested(self) -> Iterator[None]:
+        """One level deeper for what is parsed inside; :class:`NestingTooDeep` past the limit.
+        Every recursive rule passes through here, so the parser's stack stays bounded."""
+        if self._nesting_depth >= self.max_nesting_depth:
+            raise NestingTooDeep(self.max_nesting_depth, self._curr or self._prev or None)
+        self._nesting_depth += 1
+        try:
+            yield
+        finally:
+            self._nesting_depth -= 1
+
+    def _parse_unary(self) -> exp.Expr | None:
+        """Every nested expression (a parenthesis, a function argument, a CASE branch, the
+        operand of NOT or of a sign) is parsed through here: one nesting level each."""
+        with self.nested():
+            return super()._parse_unary()
+
+    def _parse_in(self, this: exp.Expr | None, alias: bool = False) -> exp.In:
+        """``x IN (y IN (...))`` nests without passing :meth:`_parse_unary`: a level too."""
+        with self.nested():
+            return super()._parse_in(this, alias)
+
+    def _parse_select(self, *args: Any, **kwargs: Any) -> exp.Expr | None:
+        """A subquery (which ksqlDB does not have; :func:`finish_expression` rejects it) can
+        nest through FROM without passing :meth:`_parse_unary`: a level too."""
+        with self.nested():
+            return super()._parse_select(*args, **kwargs)
 
     def raise_error(self, message: str, token: Token | None = None) -> None:
         """Every sqlglot-detected problem becomes a ksqlDB-style syntax error at its token."""
@@ -181,6 +237,10 @@ class KsqlParser(parser.Parser):
     def parse_sql_type(self) -> t.SqlType:
         """ksqlDB's ``type`` rule: primitives and aliases, ``DECIMAL(p, s)``, ``ARRAY<t>``,
         ``MAP<k, v>``, ``STRUCT<name t, ...>`` and custom type names."""
+        with self.nested():
+            return self._parse_sql_type()
+
+    def _parse_sql_type(self) -> t.SqlType:
         token = self._curr
         if not token or not self._is_word(token) or token.token_type == TokenType.NULL:
             raise syntax_error_near(token or None)
@@ -445,18 +505,17 @@ def _wrap_in_not(node: exp.Expr, root: exp.Expr) -> exp.Expr:
 
 
 def _check_node(node: exp.Expr, struct_star_ok: bool) -> str | None:
-    """Why ``node`` is not ksqlDB syntax, or None when it is."""
-    near = f"Syntax error at or near '{_node_text(node)}'"
-    if not isinstance(node, ALLOWED_NODES):
-        return near
-    if isinstance(node, exp.Column) and (
-        node.args.get("db") or not isinstance(node.this, (exp.Identifier, exp.Star))
+    """Why ``node`` is not ksqlDB syntax, or None when it is. The node's text is rendered only
+    for a rejected node: rendering every node's subtree would make parsing quadratic in the
+    length of an ``a + b + ...`` chain."""
+    if (
+        not isinstance(node, ALLOWED_NODES)
+        or isinstance(node, exp.Column)
+        and (node.args.get("db") or not isinstance(node.this, (exp.Identifier, exp.Star)))
+        or isinstance(node, exp.Dot) and isinstance(node.expression, exp.Star) and not struct_star_ok
+        or isinstance(node, exp.In) and not node.expressions
     ):
-        return near
-    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Star) and not struct_star_ok:
-        return near
-    if isinstance(node, exp.In) and not node.expressions:
-        return near
+        return f"Syntax error at or near '{_node_text(node)}'"
     if isinstance(node, exp.Literal) and not node.is_string and _out_of_range(node):
         sign = "-" if isinstance(node.parent, exp.Neg) else ""
         return f"Invalid numeric literal: {sign}{node.this}"
@@ -506,4 +565,9 @@ def to_ksql(expression: exp.Expr) -> str:
             paren = exp.Paren()
             node.replace(paren)
             paren.set("this", node)
-    return tree.sql(dialect=KSQL)
+    try:
+        return tree.sql(dialect=KSQL)
+    except RecursionError:
+        # sqlglot renders a chain of one operator in a loop, but not one wrapped in parentheses
+        # at every link: a chain of thousands of terms is shown without them (issue #52)
+        return expression.sql(dialect=KSQL)

@@ -27,6 +27,7 @@ from streamsql.sql.dialect import (
     KSQL,
     KsqlParser,
     KsqlSyntaxError,
+    NestingTooDeep,
     datatype_to_sql_type,
     finish_expression,
     syntax_error_near,
@@ -52,6 +53,15 @@ _SHOW_TARGETS = ("STREAMS", "TABLES", "TOPICS", "QUERIES", "PROPERTIES", "FUNCTI
 _SHOW_EXTENDED = frozenset({"STREAMS", "TABLES", "TOPICS", "QUERIES"})
 _VARIABLE_RE = re.compile(r"\$(\$?)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
+#: Default of the largest statement :func:`parse` accepts, in UTF-8 bytes (256 KiB): parsing
+#: takes time linear in a statement's size, but the densest text (``x+x+x...``, a term per two
+#: bytes) costs about 20 s per MiB on this project's 2-core machine, so an untrusted client's
+#: statement is bounded to a few seconds. ksqlDB's own query-validation statements are under
+#: 1 KB. The server's setting ``streamsql.statement.max.bytes`` (runtime/config.py) overrides it.
+MAX_STATEMENT_BYTES = 262_144
+#: the setting that names the limit in its error message
+MAX_STATEMENT_BYTES_PROPERTY = "streamsql.statement.max.bytes"
+
 
 # --- public API --------------------------------------------------------------------------------
 
@@ -61,6 +71,7 @@ def parse(
     variables: Mapping[str, str] | None = None,
     *,
     custom_types: Mapping[str, t.SqlType] | None = None,
+    max_statement_bytes: int | None = MAX_STATEMENT_BYTES,
 ) -> list[ast.Statement]:
     """Parse a script of ``;``-separated statements (a missing final ``;`` is accepted).
 
@@ -68,6 +79,11 @@ def parse(
     cased names) resolve type names from earlier ``CREATE TYPE`` statements. DEFINE/UNDEFINE and
     CREATE/DROP TYPE inside the script apply to the statements after them; the arguments
     themselves are never modified.
+
+    Limits (each a ParseError naming it): a statement longer than ``max_statement_bytes`` (UTF-8,
+    before and after variable substitution; None: no limit, e.g. to replay statements accepted
+    before), and expressions nested deeper than ``dialect.MAX_NESTING_DEPTH``. Time and stack are
+    linear in the statement's size otherwise: operator chains are parsed in a loop.
     """
     script = _Script(text)
     session = _Session(
@@ -75,7 +91,7 @@ def parse(
     )
     statements = []
     for chunk in script.chunks():
-        statement = _parse_chunk(script, chunk, session)
+        statement = _parse_chunk(script, chunk, session, max_statement_bytes)
         if statement is not None:
             session.apply(statement)
             statements.append(statement)
@@ -240,9 +256,28 @@ def _substitute(text: str, variables: Mapping[str, str]) -> _Substituted:
     return _Substituted("".join(parts), tuple(edits))
 
 
-def _parse_chunk(script: _Script, chunk: _Chunk, session: _Session) -> ast.Statement | None:
+def _check_size(script: _Script, chunk: _Chunk, text: str, limit: int | None, substituted: bool) -> None:
+    """Refuse a statement whose ``text`` is longer than ``limit`` UTF-8 bytes, before anything
+    else reads it (the tokenizer, the parser)."""
+    if limit is None or len(text) * 4 <= limit:  # a character is at most 4 bytes
+        return
+    size = len(text) if len(text) > limit else len(text.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return
+    what = "after variable substitution " if substituted else ""
+    reason = (f"Statement is too large: {what}more than {limit} bytes (the limit is {limit} bytes, "
+              f"setting '{MAX_STATEMENT_BYTES_PROPERTY}')")
+    raise script.error(reason, chunk.start + len(chunk.text) - len(chunk.text.lstrip()))
+
+
+def _parse_chunk(
+    script: _Script, chunk: _Chunk, session: _Session, max_statement_bytes: int | None = MAX_STATEMENT_BYTES
+) -> ast.Statement | None:
     """Parse one statement; None for a chunk holding only whitespace and comments."""
+    _check_size(script, chunk, chunk.text, max_statement_bytes, substituted=False)
     source = _substitute(chunk.text, session.variables)
+    if source.edits:
+        _check_size(script, chunk, source.text, max_statement_bytes, substituted=True)
 
     def script_offset(offset: int) -> int:
         return chunk.start + source.original_offset(offset)
@@ -261,6 +296,11 @@ def _parse_chunk(script: _Script, chunk: _Chunk, session: _Session) -> ast.State
     parser = _StatementParser(source.text, tokens, session.custom_types, locate)
     try:
         return parser.statement()
+    except (NestingTooDeep, RecursionError) as e:
+        # RecursionError: the limit was not reached but the caller's stack was already deep
+        nesting = e if isinstance(e, NestingTooDeep) else NestingTooDeep(parser.max_nesting_depth, None)
+        offset = script_offset(nesting.token.start) if nesting.token else chunk.start
+        raise script.error(nesting.reason, offset, source.text[tokens[0].start : tokens[-1].end + 1]) from None
     except KsqlSyntaxError as e:
         statement_text = source.text[tokens[0].start : tokens[-1].end + 1]
         undefined = _undefined_variable(source.text, tokens)
@@ -298,7 +338,7 @@ def _parse_fragment(
     try:
         result = rule(parser)
         parser.expect_end()
-    except KsqlSyntaxError as e:
+    except (KsqlSyntaxError, NestingTooDeep) as e:
         raise script.error(e.reason, e.token.start if e.token else len(text), text) from None
     return result
 
@@ -579,7 +619,8 @@ class _StatementParser(KsqlParser):
     def _explain(self) -> ast.Explain:
         if self._curr and self._is_word(self._curr) and not self._next:
             return ast.Explain(query_id=self._name_as_written())
-        return ast.Explain(statement=self._statement())
+        with self.nested():  # EXPLAIN EXPLAIN ... nests statements
+            return ast.Explain(statement=self._statement())
 
     _STATEMENTS: dict[str, Callable[[_StatementParser], ast.Statement]] = {
         "CREATE": _create,
