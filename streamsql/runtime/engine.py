@@ -219,7 +219,8 @@ class Engine:
             started = len(deferred)
             try:
                 with self.session_scope(Session(dict(cmd.properties))):
-                    for stmt in parse(cmd.statement, custom_types=self.catalog.types):
+                    # accepted once: replayed whatever the size limit is now
+                    for stmt in parse(cmd.statement, custom_types=self.catalog.types, max_statement_bytes=None):
                         self._execute(stmt, replay_seq=cmd.seq, deferred=deferred)
             except StreamsqlError as e:
                 log.warning("could not replay command %s (%s): %s", cmd.seq, cmd.statement, e)
@@ -283,11 +284,16 @@ class Engine:
         (default: the running one, see :attr:`active_session`). A failing statement raises;
         statements before it have taken effect."""
         session = session or self.active_session
-        out: list[r.Result] = []
-        # each statement is parsed with the variables and types the ones before it defined
-        for stmt in parse(text, variables=session.variables, custom_types=self.catalog.types):
-            out.append(self.execute_statement(stmt, session))
-        return out
+        return [self.execute_statement(stmt, session) for stmt in self.parse(text, session)]
+
+    def parse(self, text: str, session: Session | None = None) -> list[ast.Statement]:
+        """``text``'s statements, parsed with ``session``'s variables and the catalog's types
+        (each statement with what the ones before it define) within the operator's size limit
+        (``streamsql.statement.max.bytes``). Takes no lock: parsing a huge statement costs its
+        own caller only."""
+        session = session or self.active_session
+        return parse(text, variables=session.variables, custom_types=self.catalog.types,
+                     max_statement_bytes=self.config.statement_max_bytes())
 
     def execute_statement(self, stmt: ast.Statement, session: Session | None = None) -> r.Result:
         """Execute one parsed statement under ``session`` (default: the running one). A statement
@@ -420,7 +426,7 @@ class Engine:
         session = (ast.SetProperty, ast.UnsetProperty, ast.DefineVariable, ast.UndefineVariable)
         skipped: list[str] = []
         seq = 0
-        for stmt in parse(text, variables=self.active_session.variables, custom_types=self.catalog.types):
+        for stmt in self.parse(text):
             try:
                 if isinstance(stmt, LOGGED_STATEMENTS):
                     self._execute(stmt, replay_seq=seq)  # the sequence number a fresh command log gives it

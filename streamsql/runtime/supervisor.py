@@ -74,7 +74,7 @@ class QuerySupervisor:
             if running is None or info is None:
                 return False
             reason = _reason(running.handle)
-            stmt = parse(info.statement, custom_types=engine.catalog.types)[0]
+            stmt = parse(info.statement, custom_types=engine.catalog.types, max_statement_bytes=None)[0]
             sink = engine.catalog.find(info.sink)
             query = getattr(stmt, "query", None)
             if sink is None or query is None or not isinstance(stmt, (ast.CreateAsSelect, ast.InsertInto)):

@@ -26,6 +26,7 @@ from typing import Any
 from streamsql import entities
 from streamsql.errors import StreamsqlError
 from streamsql.runtime import results as r
+from streamsql.runtime.session import Session
 from streamsql.server import authorization as authz
 from streamsql.server.authorization import Account, Principal, RolePolicy
 from streamsql.server.errors import (
@@ -45,7 +46,7 @@ from streamsql.server.errors import (
 )
 from streamsql.server.limits import DEFAULTS, PERSISTENT_ACTIVE_LIMIT, PULL_MAX_QPS, LimitSettings, QueryLimits
 from streamsql.server.service import KsqlService, QueryHandle, normalize_overrides, normalize_variables
-from streamsql.sql import ast, parse
+from streamsql.sql import ast
 
 log = logging.getLogger("streamsql.server")
 
@@ -438,7 +439,7 @@ class KsqlApp:
         """The request's statements, parsed as the service parses them, for the checks that must
         see every statement before any runs; a parse error is the service's 400 statement error."""
         try:
-            return parse(text, variables=variables, custom_types=self.service.engine.catalog.types)
+            return self.service.engine.parse(text, Session(variables=dict(variables)))
         except StreamsqlError as e:
             raise statement_error(e.message, e.statement or text.strip()) from None
 

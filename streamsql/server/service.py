@@ -128,7 +128,7 @@ class KsqlService:
             self.cluster_id = self.engine.admin.cluster_id()
             for cmd in self.command_log.read_all():
                 try:
-                    for stmt in parse(cmd.statement, custom_types=self.engine.catalog.types):
+                    for stmt in parse(cmd.statement, custom_types=self.engine.catalog.types, max_statement_bytes=None):
                         cid = entities.command_id(stmt)
                         if cid:
                             self._statuses[cid] = {"status": "SUCCESS", "message": "Executed during restore"}
@@ -205,7 +205,7 @@ class KsqlService:
         engine = self.engine
         self._pin_session()
         try:
-            statements = parse(text, variables=session.variables, custom_types=engine.catalog.types)
+            statements = engine.parse(text, session)
         except ParseError as e:
             raise statement_error(e.message, e.statement or text.strip()) from None
         except StreamsqlError as e:
@@ -263,7 +263,7 @@ class KsqlService:
         with engine.session_scope(Session(dict(overrides), dict(variables))) as session:
             self._pin_session()
             try:
-                statements = parse(text, variables=session.variables, custom_types=engine.catalog.types)
+                statements = engine.parse(text, session)
             except StreamsqlError as e:
                 raise statement_error(e.message, e.statement or text.strip()) from None
             if len(statements) != 1:

@@ -613,3 +613,18 @@ def test_a_waiting_statement_does_not_hold_up_other_clients(server: ServerProces
     assert finished["reads"] < finished["assert"], "the reads waited for the other client's ASSERT"
     assert name in [s["name"] for s in shown[0]["streams"]]
     assert described[0]["sourceDescription"]["name"] == name
+
+
+@pytest.mark.parametrize("deep", [
+    "SELECT * FROM S WHERE " + "(" * 40 + "V > 0" + ")" * 40 + ";",
+    "SELECT * FROM S WHERE " + "NOT " * 300 + "V > 0;",
+    "SELECT " + "ABS(" * 60 + "V" + ")" * 60 + " FROM S;",
+])
+def test_statements_nested_past_the_limit_answer_a_statement_error(client: httpx.Client, deep: str) -> None:
+    """Nesting past the parser's limit is the client's error, named (it was a RecursionError:
+    500), and the server answers the next request as before."""
+    for endpoint, body in (("/ksql", {"ksql": deep}), ("/query", {"ksql": deep})):
+        resp = client.post(endpoint, json=body)
+        assert resp.status_code == 400, resp.text
+        assert "nesting is too deep" in resp.json()["message"] and "32" in resp.json()["message"]
+    assert ok(ksql(client, "SHOW STREAMS;"))[0]["@type"] == "streams"
