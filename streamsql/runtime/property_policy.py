@@ -85,6 +85,7 @@ SERVER_ONLY: dict[str, str] = {
     "ksql.max.push.queries": "the server's limit on push queries",
     "ksql.query.persistent.active.limit": "the server's limit on persistent queries",
     "ksql.query.pull.max.qps": "the server's limit on pull queries",
+    "streamsql.statement.max.bytes": "the server's limit on a statement's size",
 }
 
 #: families of names that are the operator's whatever the rest of the name (prefixes)

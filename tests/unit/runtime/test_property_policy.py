@@ -58,6 +58,7 @@ EXPECTED = {
     "ksql.max.push.queries": False,
     "ksql.query.persistent.active.limit": False,
     "ksql.query.pull.max.qps": False,
+    "streamsql.statement.max.bytes": False,
 }
 
 
