@@ -72,6 +72,13 @@ class TableStore:
         self._lock = threading.Lock()
         self._follow_lock = threading.Lock()
         self._ends: EndOffsets | None = None  # of a followed changelog topic
+        #: coalesced catch-ups (:meth:`catch_up`): how many were started, the highest index of
+        #: one that finished, whether one runs, and the last one that failed (index, error)
+        self._catch_ups = threading.Condition()
+        self._started = 0
+        self._finished = -1
+        self._running = False
+        self._failed: tuple[int, BaseException] | None = None
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS rows (k TEXT PRIMARY KEY, key_text TEXT, k0, key_blob BLOB, "
@@ -170,6 +177,40 @@ class TableStore:
                         applied += 1
                 self._apply_followed(partition, end, list(upserts.values()))
             return applied
+
+    def catch_up(self, bootstrap_servers: str, table: Source, read_committed: bool = False) -> None:
+        """:meth:`follow`, shared by the pull queries that arrive together: a caller sees at least
+        everything the changelog held when it called. A catch-up started after the caller
+        arrived reads the topic's end after that moment, so the caller waits for it and uses it
+        instead of starting its own; one started before may have read the end too early, so the
+        caller starts the next one (one at a time). Fifty clients querying the same table then
+        cost one Kafka round trip per catch-up, not one each behind a lock. A failed catch-up
+        fails its waiters with its error (they asked in the same outage)."""
+        with self._catch_ups:
+            mine = self._started  # the index of the next catch-up to start
+            while True:
+                if self._finished >= mine:
+                    return
+                if self._failed is not None and self._failed[0] >= mine:
+                    raise self._failed[1]
+                if not self._running:
+                    break
+                self._catch_ups.wait()
+            index = self._started
+            self._started += 1
+            self._running = True
+        try:
+            self.follow(bootstrap_servers, table, read_committed=read_committed)
+        except BaseException as e:
+            with self._catch_ups:
+                self._running = False
+                self._failed = (index, e)
+                self._catch_ups.notify_all()
+            raise
+        with self._catch_ups:
+            self._running = False
+            self._finished = index
+            self._catch_ups.notify_all()
 
     def _apply_followed(self, partition: int, end: int, changes: list[tuple[Any, ...]]) -> None:
         with self._lock:

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,11 +27,11 @@ from streamsql.errors import AnalysisError, ConfigError, KafkaError, spark_messa
 from streamsql.physical.builder import SparkBuilder
 from streamsql.physical.steps import Collect, PhysicalPlan, physical_plan
 from streamsql.planner.aggregation import AggregatePlan
-from streamsql.planner.planner import QueryPlan, source_columns
+from streamsql.planner.planner import QueryPlan, source_columns, source_scope
 from streamsql.runtime import results as r
 from streamsql.runtime import starts
 from streamsql.runtime.executors import Handler, StatementExecutor
-from streamsql.runtime.pull import check_access_path, lookup_for
+from streamsql.runtime.pull import arrow_pull, check_access_path, lookup_for
 from streamsql.runtime.queries import stop_handle
 from streamsql.sql import ast
 from streamsql.types import TOMBSTONE_COL
@@ -51,6 +52,11 @@ class TransientQueries(StatementExecutor):
         #: makes transient query ids unique within one millisecond (``next`` of a count is
         #: atomic: queries of several clients start at once)
         self._seq = itertools.count(1)
+        #: pull queries over tables answered per path: ``arrow`` (``pull.ArrowPull``, no Spark
+        #: job) or ``spark`` (a batch query over the stored rows); tests read it
+        self.pull_paths: Counter[str] = Counter()
+        #: whether a pull query may take the Arrow path (tests compare it with Spark's)
+        self.arrow_pulls = True
 
     def handlers(self) -> Mapping[type[ast.Statement], Handler]:
         return {ast.SelectStatement: self.select}
@@ -155,7 +161,9 @@ class TransientQueries(StatementExecutor):
 
     def _pull_table(self, stmt: ast.SelectStatement, plan: QueryPlan) -> r.Result:
         """A pull query over a materialized table: the store's current rows, through the
-        query's WHERE and projection (evaluated by Spark as a batch query)."""
+        query's WHERE and projection — evaluated in pyarrow by the translation a stream's
+        reader tasks use (``pull.ArrowPull``) where it covers the whole query, else by Spark
+        as a batch query over the rows."""
         from pyspark.sql import types as st
 
         engine = self.engine
@@ -166,8 +174,8 @@ class TransientQueries(StatementExecutor):
         store = engine.stores.get(table.name)
         if store is not None and table.name in engine.followed:
             try:
-                store.follow(engine.bootstrap_servers, engine.followed[table.name],
-                             read_committed=engine.exactly_once())
+                store.catch_up(engine.bootstrap_servers, engine.followed[table.name],
+                               read_committed=engine.exactly_once())
             except KafkaError as e:
                 # Kafka unreachable (an outage): answer from what the store holds, as ksqlDB
                 # answers from its local state store, if it ever caught up (an empty store that
@@ -179,6 +187,19 @@ class TransientQueries(StatementExecutor):
             raise AnalysisError(f"The `{table.name}` table isn't queryable. To derive a queryable table, you can do "
                                 f"'CREATE TABLE QUERYABLE_{table.name} AS SELECT * FROM {table.name}'. See "
                                 f"https://cnfl.io/queries for more info.")
+        key_names = [c.name for c in table.key_columns]
+        rows = store.rows(lookup_for(stmt.query.where, table))
+        fast = arrow_pull(stmt.query.where, plan, table, source_scope(table, plan.alias)) if self.arrow_pulls else None
+        if fast is not None:
+            self.pull_paths["arrow"] += 1
+            stream = r.RowStream(stmt.text, f"query_{int(time.time() * 1000)}",
+                                 [(c.name, str(c.type)) for c in fast.result], limit=plan.limit, kind="pull")
+            for values in fast.run(rows, key_names):
+                if not stream.put(values):
+                    break
+            stream.finish()
+            return stream
+        self.pull_paths["spark"] += 1
         columns = source_columns(table)
         extra = [(t.ROWTIME, st.LongType()), (t.ROWPARTITION, st.IntegerType()), (t.ROWOFFSET, st.LongType()),
                  ("__HEADERS", st.ArrayType(st.StructType([st.StructField("KEY", st.StringType()),
@@ -186,10 +207,9 @@ class TransientQueries(StatementExecutor):
                  (TOMBSTONE_COL, st.BooleanType())]
         schema = st.StructType([st.StructField(c.name, t.to_spark(c.type)) for c in columns]
                                + [st.StructField(n, ty) for n, ty in extra])
-        key_names = [c.name for c in table.key_columns]
         data = []
         types = {c.name: c.type for c in columns}
-        for key, wstart, wend, value, rowtime in store.rows(lookup_for(stmt.query.where, table)):
+        for key, wstart, wend, value, rowtime in rows:
             rec: dict[str, Any] = dict(zip(key_names, key))
             rec.update(value)
             rec = {n: _spark_value(v, types[n]) if n in types else v for n, v in rec.items()}
