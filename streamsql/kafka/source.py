@@ -713,31 +713,46 @@ def filter_expression(tree_json: str) -> pc.Expression:
     row, as SQL's WHERE does)."""
     import pyarrow.compute as pc
 
-    def build(node: dict[str, Any]) -> Any:
-        if "column" in node:
-            return pc.field(node["column"])
-        if "value" in node:
-            return pc.scalar(node["value"])
-        op, args = node["op"], [build(a) for a in node["args"]]
-        if op == "and":
-            return functools.reduce(pc.and_kleene, args)
-        if op == "or":
-            return functools.reduce(pc.or_kleene, args)
-        if op == "is_null":
-            return pc.is_null(args[0])
-        if op == "is_valid":
-            return pc.is_valid(args[0])
-        if op == "java_remainder":  # pyarrow's modulo floors; Java's remainder has the dividend's sign
-            value, divisor = args
-            floored = pc.modulo(value, divisor)
-            return pc.if_else(pc.and_kleene(pc.less(value, 0), pc.not_equal(floored, 0)),
-                              pc.subtract(floored, divisor), floored)
-        compared = getattr(pc, op)(*args)
-        if node.get("nan_kept"):  # Spark orders NaN above every number; pyarrow's comparison is false
-            compared = pc.or_kleene(compared, pc.is_nan(args[0]))
-        return compared
+    return _filter_tree(json.loads(tree_json), pc.field, pc.scalar)
 
-    return build(json.loads(tree_json))
+
+def filter_mask(tree_json: str, batch: pa.RecordBatch) -> pa.Array:
+    """The same tree evaluated now over ``batch``'s columns, by the same compute functions as
+    :func:`filter_expression`'s: which rows it keeps (true), drops (false) or nulls. For a
+    small batch (a pull query's few stored rows) this skips building an Acero plan, which
+    costs ~0.4 ms per filter."""
+    import pyarrow as pa
+
+    return _filter_tree(json.loads(tree_json), batch.column, pa.scalar)
+
+
+def _filter_tree(node: dict[str, Any], column: Any, scalar: Any) -> Any:
+    """One tree, two evaluations: ``column``/``scalar`` make its leaves (expression fields and
+    scalars, or a batch's arrays and scalars); the compute functions are the same either way."""
+    import pyarrow.compute as pc
+
+    if "column" in node:
+        return column(node["column"])
+    if "value" in node:
+        return scalar(node["value"])
+    op, args = node["op"], [_filter_tree(a, column, scalar) for a in node["args"]]
+    if op == "and":
+        return functools.reduce(pc.and_kleene, args)
+    if op == "or":
+        return functools.reduce(pc.or_kleene, args)
+    if op == "is_null":
+        return pc.is_null(args[0])
+    if op == "is_valid":
+        return pc.is_valid(args[0])
+    if op == "java_remainder":  # pyarrow's modulo floors; Java's remainder has the dividend's sign
+        value, divisor = args
+        floored = pc.modulo(value, divisor)
+        return pc.if_else(pc.and_kleene(pc.less(value, 0), pc.not_equal(floored, 0)),
+                          pc.subtract(floored, divisor), floored)
+    compared = getattr(pc, op)(*args)
+    if node.get("nan_kept"):  # Spark orders NaN above every number; pyarrow's comparison is false
+        compared = pc.or_kleene(compared, pc.is_nan(args[0]))
+    return compared
 
 
 class _BatchedRecord:

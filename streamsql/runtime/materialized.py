@@ -72,6 +72,9 @@ class TableStore:
         self._lock = threading.Lock()
         self._follow_lock = threading.Lock()
         self._ends: EndOffsets | None = None  # of a followed changelog topic
+        #: its partitions, listed once: an engine's changelog topic keeps the count it was created
+        #: with (ksqlDB's internal topics neither grow), so a catch-up needs no metadata request
+        self._partitions: list[int] | None = None
         #: coalesced catch-ups (:meth:`catch_up`): how many were started, the highest index of
         #: one that finished, whether one runs, and the last one that failed (index, error)
         self._catch_ups = threading.Condition()
@@ -156,7 +159,9 @@ class TableStore:
             schema = source_schema(opts)
             if self._ends is None:
                 self._ends = EndOffsets(bootstrap_servers, table.topic, option_settings(options))
-            ends = self._ends.ends()
+            if self._partitions is None:
+                self._partitions = self._ends.partitions()
+            ends = self._ends.ends(self._partitions)
             done = self.offsets()
             keys = [c.name for c in table.key_columns]
             values = [c.name for c in table.value_columns]
@@ -257,6 +262,7 @@ class TableStore:
             if self._ends is not None:
                 self._ends.close()
                 self._ends = None
+            self._partitions = None
 
     def close(self) -> None:
         self.stop_following()

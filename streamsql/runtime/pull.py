@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import base64
 import decimal
-import functools
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -298,7 +298,9 @@ class ArrowPull:
         batch = pa.RecordBatch.from_arrays([*arrays, pa.array(range(len(records)), pa.int64())],
                                            names=[*names, _ROW_INDEX])
         if self.where is not None:
-            batch = batch.filter(_filter(self.where))
+            from streamsql.kafka.source import filter_mask
+
+            batch = batch.filter(filter_mask(self.where, batch))
         kept = batch.column(_ROW_INDEX).to_pylist()
         out: list[list[Any]] = [[] for _ in kept]
         for _, program in self.columns:
@@ -312,6 +314,28 @@ class ArrowPull:
             for row, value in zip(out, values):
                 row.append(value)
         return out
+
+
+_CACHE_SIZE = 512
+_cache: dict[tuple[Any, ...], tuple[Source, ArrowPull | None]] = {}
+_cache_lock = threading.Lock()
+
+
+def cached_arrow_pull(where: exp.Expr | None, plan: Any, table: Source, scope: Any) -> ArrowPull | None:
+    """:func:`arrow_pull`, remembered per table and compiled query (the same pull query sent
+    again — a dashboard's — costs no translation): keyed by the table object (a catalog change
+    makes a new one), the WHERE's and the columns' compiled Spark SQL, which fix the answer."""
+    key = (id(table), plan.alias, plan.where, tuple((c.name, c.sql, c.is_key) for c in plan.columns))
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    made = arrow_pull(where, plan, table, scope)
+    with _cache_lock:
+        if len(_cache) >= _CACHE_SIZE:
+            _cache.clear()
+        _cache[key] = (table, made)
+    return made
 
 
 def arrow_pull(where: exp.Expr | None, plan: Any, table: Source, scope: Any) -> ArrowPull | None:
@@ -385,13 +409,6 @@ def _program_type(kind: str) -> t.SqlType:
         precision, scale = kind[len("decimal("):-1].split(",")
         return t.Decimal(int(precision), int(scale))
     return _PROGRAM_TYPES[kind]
-
-
-@functools.lru_cache(maxsize=256)
-def _filter(tree: str) -> Any:
-    from streamsql.kafka.source import filter_expression
-
-    return filter_expression(tree)
 
 
 def _arrow_type(kind: str) -> Any:

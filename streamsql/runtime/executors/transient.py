@@ -31,7 +31,7 @@ from streamsql.planner.planner import QueryPlan, source_columns, source_scope
 from streamsql.runtime import results as r
 from streamsql.runtime import starts
 from streamsql.runtime.executors import Handler, StatementExecutor
-from streamsql.runtime.pull import arrow_pull, check_access_path, lookup_for
+from streamsql.runtime.pull import cached_arrow_pull, check_access_path, lookup_for
 from streamsql.runtime.queries import stop_handle
 from streamsql.sql import ast
 from streamsql.types import TOMBSTONE_COL
@@ -189,7 +189,8 @@ class TransientQueries(StatementExecutor):
                                 f"https://cnfl.io/queries for more info.")
         key_names = [c.name for c in table.key_columns]
         rows = store.rows(lookup_for(stmt.query.where, table))
-        fast = arrow_pull(stmt.query.where, plan, table, source_scope(table, plan.alias)) if self.arrow_pulls else None
+        fast = (cached_arrow_pull(stmt.query.where, plan, table, source_scope(table, plan.alias))
+                if self.arrow_pulls else None)
         if fast is not None:
             self.pull_paths["arrow"] += 1
             stream = r.RowStream(stmt.text, f"query_{int(time.time() * 1000)}",
