@@ -15,7 +15,10 @@ every row:
 * ``column % n`` (an integer column, a positive integer literal) compared as above, with
   Java's remainder (the sign of the dividend) where pyarrow's ``modulo`` floors;
 * ``IS NULL``, ``IS NOT NULL``; ``AND`` (each side on its own), ``OR`` (both sides pushed),
-  parentheses.
+  parentheses;
+* ``x IN (a, b, …)`` of such comparable literals: the ``OR`` of ``x = a``, ``x = b``, … — Spark's
+  IN is that disjunction in three-valued logic (null when ``x`` is null, true on a match, false
+  otherwise: the list holds no NULL, which does not translate).
 
 Anything else (functions, casts, arithmetic besides ``%``, pseudo columns, nested types) stays
 in Spark alone. The result is a small JSON tree (it travels as a data source option) that
@@ -107,6 +110,14 @@ def _predicate(node: exp.Expr, scope: Scope, types: dict[str, t.SqlType], exact:
     if isinstance(node, exp.Or):
         translated = [_predicate(operand, scope, types, exact) for operand in _operands(node, exp.Or)]
         return None if None in translated else {"op": "or", "args": translated}
+    if isinstance(node, exp.In):
+        if node.args.get("query") or node.args.get("unnest") or node.args.get("field") or not node.expressions:
+            return None
+        equals = [_predicate(exp.EQ(this=node.this.copy(), expression=v.copy()), scope, types, exact)
+                  for v in node.expressions]
+        if any(e is None for e in equals):
+            return None
+        return equals[0] if len(equals) == 1 else {"op": "or", "args": equals}
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
         column = _column(node.this, scope, types)
         return None if column is None else {"op": "is_null", "args": [column[0]]}

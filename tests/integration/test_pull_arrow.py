@@ -28,7 +28,8 @@ TYPED_ROWS = [
 TYPED_QUERIES = [
     ("SELECT * FROM typed_mat WHERE id = 'a';", True),
     ("SELECT * FROM typed_mat;", True),
-    ("SELECT * FROM typed_mat WHERE id IN ('a', 'c', 'zz');", False),
+    ("SELECT * FROM typed_mat WHERE id IN ('a', 'c', 'zz');", True),
+    ("SELECT id, i FROM typed_mat WHERE id IN ('a', 'b', 'c') AND i IN (1, 2147483647, 5);", True),
     ("SELECT id, i, b, d, dec, s, bo, by, dt, tm, ts, arr, mp, st, da FROM typed_mat WHERE id >= 'b';", True),
     ("SELECT id, i + 1 AS i1, b * 2 AS b2, d * 2 AS d2, i * 0.5 AS half, b * 1.25 AS quarter, i - b AS diff "
      "FROM typed_mat WHERE id < 'e';", True),

@@ -53,6 +53,29 @@ def test_simple_comparisons_are_pushed_and_the_rest_stays_in_spark(catalog: Cata
         {"op": "is_valid", "args": [{"column": "ID"}]}]}
 
 
+def test_an_in_list_is_the_or_of_its_equalities(catalog: Catalog) -> None:
+    """Spark's ``x IN (a, b)`` is ``x = a OR x = b`` in three-valued logic: pushed, exact, and
+    evaluated so (a null ``x`` drops the row, NaN matches no number)."""
+    from streamsql.kafka.source import filter_expression, filter_mask
+
+    equal = {"op": "equal", "args": [{"column": "N"}, {"value": 1}], "nan_kept": False}
+    assert pushed(catalog, "n IN (1)") == equal
+    assert pushed(catalog, "n IN (1, -2) AND name = 'x'") == {"op": "and", "args": [
+        {"op": "or", "args": [equal, {"op": "equal", "args": [{"column": "N"}, {"value": -2}], "nan_kept": False}]},
+        {"op": "equal", "args": [{"column": "NAME"}, {"value": "x"}], "nan_kept": False}]}
+    assert pushed(catalog, "n IN (1, 2.5)") is None  # an integer column against a decimal
+    assert pushed(catalog, "name IN ('x', NULL)") is None
+    assert pushed(catalog, "name IN ('x', UCASE(name))") is None
+    [stmt] = parse("SELECT * FROM pay WHERE amount IN (0.5, 2) AND name IN ('a', 'ÿ') EMIT CHANGES;")
+    tree = Planner(catalog).plan_query(stmt.query, persistent=False).exact_filter
+    assert tree is not None
+    batch = pa.RecordBatch.from_pydict({"I": pa.array(range(5), pa.int64()),
+                                        "AMOUNT": pa.array([0.5, math.nan, None, 2.0, 2.0], pa.float64()),
+                                        "NAME": pa.array(["a", "a", "a", "ÿ", "b"], pa.string())})
+    assert batch.filter(filter_expression(tree)).column("I").to_pylist() == [0, 3]
+    assert batch.filter(filter_mask(tree, batch)).column("I").to_pylist() == [0, 3]
+
+
 @pytest.mark.parametrize("where", [
     "n > 0.5",              # an integer column against a decimal: Spark compares decimals
     "amount * 2 > 1",       # arithmetic besides %
