@@ -75,6 +75,8 @@ class TableStore:
         #: its partitions, listed once: an engine's changelog topic keeps the count it was created
         #: with (ksqlDB's internal topics neither grow), so a catch-up needs no metadata request
         self._partitions: list[int] | None = None
+        #: the changelog's reader options as given, parsed, and the schema they decode to
+        self._reader: tuple[dict[str, Any], Any, Any] | None = None
         #: coalesced catch-ups (:meth:`catch_up`): how many were started, the highest index of
         #: one that finished, whether one runs, and the last one that failed (index, error)
         self._catch_ups = threading.Condition()
@@ -155,8 +157,10 @@ class TableStore:
         with self._follow_lock:
             options = dict(io.kafka_options(bootstrap_servers, table), startingOffsets="earliest",
                            **(io.READ_COMMITTED if read_committed else {}))
-            opts = SourceOptions.parse(options)
-            schema = source_schema(opts)
+            if self._reader is None or self._reader[0] != options:  # parsed once (~1-3 ms a time)
+                opts = SourceOptions.parse(options)
+                self._reader = (options, opts, source_schema(opts))
+            _, opts, schema = self._reader
             if self._ends is None:
                 self._ends = EndOffsets(bootstrap_servers, table.topic, option_settings(options))
             if self._partitions is None:
