@@ -72,9 +72,6 @@ class TableStore:
         self._lock = threading.Lock()
         self._follow_lock = threading.Lock()
         self._ends: EndOffsets | None = None  # of a followed changelog topic
-        #: its partitions, listed once: an engine's changelog topic keeps the count it was created
-        #: with (ksqlDB's internal topics neither grow), so a catch-up needs no metadata request
-        self._partitions: list[int] | None = None
         #: the changelog's reader options as given, parsed, and the schema they decode to
         self._reader: tuple[dict[str, Any], Any, Any] | None = None
         #: coalesced catch-ups (:meth:`catch_up`): how many were started, the highest index of
@@ -163,9 +160,7 @@ class TableStore:
             _, opts, schema = self._reader
             if self._ends is None:
                 self._ends = EndOffsets(bootstrap_servers, table.topic, option_settings(options))
-            if self._partitions is None:
-                self._partitions = self._ends.partitions()
-            ends = self._ends.ends(self._partitions)
+            ends = self._ends.ends()
             done = self.offsets()
             keys = [c.name for c in table.key_columns]
             values = [c.name for c in table.value_columns]
@@ -266,7 +261,6 @@ class TableStore:
             if self._ends is not None:
                 self._ends.close()
                 self._ends = None
-            self._partitions = None
 
     def close(self) -> None:
         self.stop_following()
