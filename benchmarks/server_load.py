@@ -62,6 +62,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.measure import pss_bytes
+
 #: the statements of a round and the other kinds of requests, in report order
 KINDS = ("show", "pull", "push", "insert", "expression")
 KSQL_HEADERS = {"Accept": "application/vnd.ksql.v1+json", "Content-Type": "application/vnd.ksql.v1+json"}
@@ -108,16 +110,8 @@ def client_offset(index: int, clients: int, period: float) -> float:
     return period * index / max(1, clients)
 
 
-def pss_of(pid: int) -> int:
-    """A process's PSS in bytes from ``/proc/<pid>/smaps_rollup``; 0 when gone or unreadable."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
-            for line in f:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+#: a process's PSS in bytes (``/proc/<pid>/smaps_rollup``; 0 when gone): the harness's one reader
+pss_of = pss_bytes
 
 
 def tree_pids(root: int) -> list[int]:
