@@ -112,9 +112,18 @@ def test_a_launcher_killed_outright_takes_its_child_with_it(zygote) -> None:  # 
     proc.kill()
     proc.wait(10)
     deadline = time.monotonic() + 10
-    while psutil.pid_exists(child) and psutil.Process(child).status() != psutil.STATUS_ZOMBIE:
+    while _alive(child):
         assert time.monotonic() < deadline, "the child outlived its launcher"
         time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (not a zombie); a process that ends while it is asked about is gone
+    (the suite saw NoSuchProcess between ``pid_exists`` and reading its status)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_without_a_zygote_the_launcher_runs_the_module_itself(tmp_path: Path) -> None:
