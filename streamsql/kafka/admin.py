@@ -145,8 +145,8 @@ def topic_partitions(consumer: Consumer | AdminClient, topic: str, timeout_s: fl
 
 
 #: what librdkafka answers a listing of a partition its metadata cache does not know yet
-_STALE_METADATA = {_CKError._UNKNOWN_PARTITION, _CKError.UNKNOWN_TOPIC_OR_PART, _CKError._UNKNOWN_TOPIC,
-                   _CKError.LEADER_NOT_AVAILABLE, _CKError.NOT_LEADER_FOR_PARTITION}
+#: (only this: a topic that does not exist is said at once, not after a wait)
+_STALE_METADATA = {_CKError._UNKNOWN_PARTITION}
 
 
 class EndOffsets:
