@@ -66,9 +66,10 @@ def runs_in_reader(plan: QueryPlan, terminal: Step) -> bool:
     return reader_columns(plan) is not None
 
 
-def reader_columns(plan: QueryPlan) -> tuple[tuple[str, Program], ...] | None:
-    """(output name, program) per output column, or None if one does not translate."""
-    types = decoded_types(plan)
+def reader_columns(plan: QueryPlan, types: dict[str, str] | None = None) -> tuple[tuple[str, Program], ...] | None:
+    """(output name, program) per output column, or None if one does not translate; ``types``:
+    the input columns' Arrow types (default: the decoded batch's, :func:`decoded_types`)."""
+    types = decoded_types(plan) if types is None else types
     out = []
     for c in plan.columns:
         program = column_program(c.sql, types)

@@ -344,7 +344,7 @@ def arrow_pull(where: exp.Expr | None, plan: Any, table: Source, scope: Any) -> 
     whole. The columns the translation sees: the table's key and value columns, WINDOWSTART and
     WINDOWEND of a windowed table, and ROWTIME (all BIGINT, as the Spark path's rows hold them);
     ROWPARTITION and ROWOFFSET are not stored, so a query reading them keeps Spark's plan."""
-    from streamsql.physical.in_reader import column_program, decoded_types
+    from streamsql.physical.in_reader import decoded_types, reader_columns
     from streamsql.planner import pushdown
     from streamsql.planner.planner import source_columns
 
@@ -361,13 +361,12 @@ def arrow_pull(where: exp.Expr | None, plan: Any, table: Source, scope: Any) -> 
             return None
     program_types = {name: kind for name, kind in decoded_types(plan).items() if name in stored}
     program_types.update({name: "int64" for name in stored if name in (t.WINDOWSTART, t.WINDOWEND)})
-    programs = []
+    translated = reader_columns(plan, program_types)
+    if translated is None:
+        return None
+    programs = list(translated)
     result = []
-    for c in plan.columns:
-        program = column_program(c.sql, program_types)
-        if program is None:
-            return None
-        programs.append((c.name, program))
+    for c, (_, program) in zip(plan.columns, programs):
         if set(program) <= {"column", "type"}:
             sql_type = t.from_spark(t.to_spark(stored[program["column"]]))
         else:
