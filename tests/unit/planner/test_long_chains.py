@@ -5,9 +5,6 @@ whose operand types differ. No Spark here: tests/integration/test_long_expressio
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
@@ -17,18 +14,11 @@ from streamsql.errors import AnalysisError
 from streamsql.planner.planner import Planner, source_scope
 from streamsql.planner.pushdown import exact_filter, source_filter
 from streamsql.sql import parse, parse_expression
+from tests.support.recursion import default_recursion_limit
 
 TERMS = 1500
 
 
-@contextmanager
-def default_recursion_limit() -> Iterator[None]:
-    before = sys.getrecursionlimit()
-    sys.setrecursionlimit(1000)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(before)
 
 
 @pytest.fixture

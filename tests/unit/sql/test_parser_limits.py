@@ -8,8 +8,7 @@ the quadratic parse time before)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import pytest
 from sqlglot import exp
@@ -18,19 +17,11 @@ from streamsql import errors
 from streamsql.runtime.config import PROPERTY_DOCS
 from streamsql.sql import ast, dialect, parse, parse_expression, parse_type
 from streamsql.sql.parser import MAX_STATEMENT_BYTES, MAX_STATEMENT_BYTES_PROPERTY
+from tests.support.recursion import default_recursion_limit
 
 TERMS = 5000
 
 
-@contextmanager
-def default_recursion_limit() -> Iterator[None]:
-    """Python's default limit (1,000 frames), whatever the test runner set."""
-    before = sys.getrecursionlimit()
-    sys.setrecursionlimit(1000)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(before)
 
 
 @pytest.mark.parametrize("operator", ["+", "-", "*", "AND", "OR", "||"])
