@@ -204,8 +204,9 @@ def running_query(q: r.QueryDescription, catalog: Catalog | None) -> dict[str, A
         return {"queryString": q.statement, "sinks": [q.sink] if q.sink else [], "sinkKafkaTopics": [],
                 "id": q.id, "statusCount": {q.state: 1}, "queryType": q.kind, "state": q.state,
                 "sources": q.sources}
-    sink = catalog.find(q.sink)
-    return {"queryString": q.statement, "sinks": [q.sink], "sinkKafkaTopics": [sink.topic] if sink else [],
+    sink = catalog.find(q.sink) if q.sink else None
+    return {"queryString": q.statement, "sinks": [q.sink] if q.sink else [],
+            "sinkKafkaTopics": [sink.topic] if sink else [],
             "id": q.id, "statusCount": {q.state: 1}, "queryType": q.kind, "state": q.state}
 
 

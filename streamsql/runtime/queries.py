@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,10 @@ class QueryRegistry:
         self.paused: set[str] = set()
         #: paused queries a replay never started: how to start them on RESUME
         self._pending: dict[str, Callable[[], None]] = {}
+        #: running push queries (SHOW QUERIES lists them, TERMINATE ends one): their description
+        #: and how to end them; registered by the clients' threads, so behind a lock of their own
+        self._push: dict[str, tuple[QueryInfo, Callable[[], None]]] = {}
+        self._push_lock = threading.Lock()
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -165,6 +170,37 @@ class QueryRegistry:
         for running in list(self._running.values()):
             stop_handle(running.handle)
         self._running.clear()
+
+    # --- push queries --------------------------------------------------------------------------
+
+    def push_started(self, info: QueryInfo, end: Callable[[], None]) -> None:
+        """A push query began streaming to a client; ``end`` closes it (TERMINATE)."""
+        with self._push_lock:
+            self._push[info.id] = (info, end)
+
+    def push_ended(self, query_id: str) -> None:
+        with self._push_lock:
+            self._push.pop(query_id, None)
+
+    def push_queries(self) -> list[QueryInfo]:
+        """The running push queries, oldest first (ksqlDB's SHOW QUERIES lists them as PUSH)."""
+        with self._push_lock:
+            return [info for info, _ in self._push.values()]
+
+    def find_push(self, query_id: str) -> str | None:
+        """The id of the running push query ``query_id`` names (ids compare case-insensitively:
+        TERMINATE's id is read in upper case, a push query's starts ``transient_``)."""
+        with self._push_lock:
+            return next((qid for qid in self._push if qid.upper() == query_id.upper()), None)
+
+    def end_push(self, query_id: str) -> bool:
+        """TERMINATE of a push query: close its stream (its client sees the end of the rows)."""
+        with self._push_lock:
+            entry = self._push.pop(query_id, None)
+        if entry is None:
+            return False
+        entry[1]()
+        return True
 
     # --- draining and failures ----------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamsql import entities
 from streamsql import types as t
+from streamsql.catalog import QueryInfo
 from streamsql.errors import AssertionFailed, ParseError, StreamsqlError
 from streamsql.formats import schema_registry
 from streamsql.runtime import internal_topics, paths
@@ -281,10 +282,14 @@ class KsqlService:
                     def start_shared() -> r.RowStream:
                         stream = engine.execute_statement(unlimited)
                         assert isinstance(stream, r.RowStream)  # a push query always streams
+                        # the shared source is the server's: SHOW QUERIES lists its subscribers
+                        engine.queries.push_ended(stream.query_id)
                         return stream
 
                     result = self.push_hub.subscribe(PushQueryHub.key(stmt.text, dict(overrides), dict(variables)),
                                                      stmt.text, stmt.query.limit, start_shared)
+                    engine.queries.push_started(QueryInfo(result.query_id, stmt.text, "", [stmt.query.source.name],
+                                                          "PUSH"), result.close)
                 else:
                     result = engine.execute_statement(stmt)
             except StreamsqlError as e:
@@ -336,6 +341,7 @@ class KsqlService:
 
     def finished(self, handle: QueryHandle) -> None:
         self._forget(handle.query_id)
+        self.engine.queries.push_ended(handle.query_id)  # no longer listed by SHOW QUERIES
 
     def close_query(self, query_id: Any) -> None:
         if not isinstance(query_id, str):

@@ -423,6 +423,51 @@ def test_identical_push_queries_share_one_spark_query(server: ServerProcess) -> 
         ids = sorted(h["queryId"] for h in heads)
         assert ids[0] != ids[1] and ids[0].rsplit("_", 1)[0] == ids[1].rsplit("_", 1)[0]
 
+def test_show_queries_lists_running_push_queries_and_terminate_ends_one(server: ServerProcess) -> None:
+    """ksqlDB lists a running push query (type PUSH, no sink) beside the persistent ones, and
+    TERMINATE <its id> ends it: its client sees the end of the rows; a finished one is unlisted."""
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=600) as client:
+        name = make_stream(client, rows=1)
+        head: dict[str, Any] = {}
+        got_head, ended = threading.Event(), threading.Event()
+        # a shared (latest, stateless) push query and one of its own (earliest: not shared)
+        for sql, props in ((f"SELECT V FROM {name} EMIT CHANGES;", {}),
+                           (f"SELECT V FROM {name} WHERE V >= 0 EMIT CHANGES;", {"auto.offset.reset": "earliest"})):
+            head.clear()
+            got_head.clear()
+            ended.clear()
+            body = {"sql": sql, "properties": props}
+            reader = threading.Thread(target=lambda b=body: _consume_body(client, b, head, got_head, ended),
+                                      daemon=True)
+            reader.start()
+            assert got_head.wait(120)
+            query_id = head["queryId"]
+            listed = ok(ksql(client, "SHOW QUERIES;"))[0]["queries"]
+            push = [q for q in listed if q["id"] == query_id]
+            assert push and push[0]["queryType"] == "PUSH" and push[0]["sinks"] == [], listed
+            assert push[0]["queryString"].rstrip(";") == sql.rstrip(";") and push[0]["state"] == "RUNNING"
+            terminated = ok(ksql(client, f"TERMINATE {query_id};"))
+            assert terminated[0]["commandStatus"]["message"] == "Query terminated."
+            assert ended.wait(60), "TERMINATE did not end the push query's rows"
+            reader.join(60)
+            deadline = time.monotonic() + 30
+            while any(q["id"] == query_id for q in ok(ksql(client, "SHOW QUERIES;"))[0]["queries"]):
+                assert time.monotonic() < deadline, "an ended push query is still listed"
+                time.sleep(0.2)
+        unknown = ksql(client, "TERMINATE transient_NO_SUCH_1;")
+        assert unknown.status_code == 400 and "Unknown queryId" in unknown.text
+
+
+def _consume_body(client: httpx.Client, body: dict[str, Any], head: dict[str, Any], got_head: threading.Event,
+                  ended: threading.Event) -> None:
+    with client.stream("POST", "/query-stream", json=body) as r:
+        for line in r.iter_lines():
+            if line and not head:
+                head.update(json.loads(line))
+                got_head.set()
+    ended.set()
+
+
 def test_inserts_stream(server: ServerProcess) -> None:
     with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), http1=False, http2=True, timeout=600) as h2:
         name = make_stream(h2, rows=0)

@@ -112,8 +112,11 @@ class Inspection(StatementExecutor):
         return stream
 
     def describe_queries(self, extended: bool = True) -> list[r.QueryDescription]:
-        """Every persistent query's state and statistics (SHOW QUERIES [EXTENDED])."""
-        return [self._describe_query(q, extended) for q in self.engine.catalog.queries.values()]
+        """Every persistent query's state and statistics, then the running push queries (SHOW
+        QUERIES [EXTENDED]; ksqlDB lists both, a push query as PUSH with no sink)."""
+        return ([self._describe_query(q, extended) for q in self.engine.catalog.queries.values()]
+                + [r.QueryDescription(q.id, q.statement, q.sink, q.sources, "RUNNING", q.kind, {})
+                   for q in self.engine.queries.push_queries()])
 
     def _describe_query(self, info: QueryInfo, extended: bool = False) -> r.QueryDescription:
         """A query's state and statistics; ``extended`` (SHOW QUERIES EXTENDED) adds its consumer

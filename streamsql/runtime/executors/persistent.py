@@ -162,6 +162,10 @@ class PersistentQueries(StatementExecutor):
 
     def terminate_statement(self, stmt: ast.Terminate, replay_seq: int | None = None,
                             deferred: Deferred | None = None) -> r.Result:
+        push = self.engine.queries.find_push(stmt.query_id) if stmt.query_id and replay_seq is None else None
+        if push is not None:  # a push query: ended, not logged (nothing of it outlives the server)
+            self.engine.queries.end_push(push)
+            return r.CommandStatus(stmt.text, "Query terminated.")
         for qid in self._query_ids(stmt.query_id):
             self.terminate(qid)
         self.engine.log_command(stmt, replay_seq)

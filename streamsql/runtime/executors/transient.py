@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from streamsql import types as t
+from streamsql.catalog import QueryInfo
 from streamsql.errors import AnalysisError, ConfigError, KafkaError, spark_message
 from streamsql.physical.builder import SparkBuilder
 from streamsql.physical.steps import Collect, PhysicalPlan, physical_plan
@@ -119,6 +120,9 @@ class TransientQueries(StatementExecutor):
         checkpoint = Path(tempfile.mkdtemp(prefix="streamsql-transient-"))
         handle = builder.start(physical, checkpoint, df=df)
 
+        if push:  # listed by SHOW QUERIES until it ends; TERMINATE <id> ends it
+            engine.queries.push_started(QueryInfo(query_id, stmt.text, "", [plan.source.name], "PUSH"), stream.close)
+
         def watch() -> None:
             try:
                 while handle.isActive and not stream.closed:
@@ -129,6 +133,7 @@ class TransientQueries(StatementExecutor):
             except Exception as e:  # the query died: surface it to the reader
                 stream.finish(e)
             finally:
+                engine.queries.push_ended(query_id)
                 stop_handle(handle)
                 shutil.rmtree(checkpoint, ignore_errors=True)
 
