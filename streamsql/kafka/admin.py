@@ -204,7 +204,7 @@ class EndOffsets:
                 pass
             time.sleep(0.05)
 
-    def earliest(self, parts: Iterable[int]) -> dict[int, int]:
+    def earliest(self, parts: Iterable[int], exact_within_s: float | None = None) -> dict[int, int]:
         """Oldest offset still in each partition (0 unless retention deleted records).
 
         A listed start above 0 is checked by fetching from offset 0: tansu sometimes lists a
@@ -212,22 +212,34 @@ class EndOffsets:
         by several producers at once (records below it are still there and fetchable), and a
         reader starting there silently skips them. On Kafka, offset 0 below the log start is
         out of range and the consumer resets to the log start, so the check agrees with the
-        listing; a partition that does not answer in time keeps its listed start."""
+        listing. A partition that does not answer in time keeps its listed start, unless
+        ``exact_within_s`` is given: then the check is repeated, with longer waits, until every
+        partition answered, and a partition still silent after that many seconds raises (a reader
+        that must not skip records would rather fail than start late)."""
         listed = self._list(parts, OffsetSpec.earliest())
         doubtful = [p for p, off in listed.items() if off > 0]
-        if doubtful:
-            fetched = self._first_offsets(doubtful)
+        deadline = None if exact_within_s is None else time.monotonic() + exact_within_s
+        wait = self.probe_timeout_s
+        while doubtful:
+            fetched = self._first_offsets(doubtful, wait)
             listed.update({p: min(listed[p], off) for p, off in fetched.items()})
+            doubtful = [p for p in doubtful if p not in fetched]
+            if not doubtful or deadline is None:
+                break
+            if time.monotonic() >= deadline:
+                raise KafkaError(f"cannot read the first offsets of topic '{self.topic}' partitions {doubtful}: "
+                                 f"no answer within {exact_within_s:.0f}s")
+            wait = min(max(wait * 2, 0.1), max(deadline - time.monotonic(), 0.05))
         return listed
 
-    def _first_offsets(self, parts: Iterable[int]) -> dict[int, int]:
+    def _first_offsets(self, parts: Iterable[int], wait_s: float) -> dict[int, int]:
         """The offset of the first record (or of the end, if none) a fetch from offset 0 of
         every partition in ``parts`` returns."""
         tps = [TopicPartition(self.topic, p, 0) for p in parts]
         self._consumer.assign(tps)
         pending = {tp.partition for tp in tps}
         first: dict[int, int] = {}
-        deadline = time.monotonic() + self.probe_timeout_s
+        deadline = time.monotonic() + wait_s
         try:
             while pending and time.monotonic() < deadline:
                 for m in self._consumer.consume(1000, 0.005):
@@ -241,9 +253,14 @@ class EndOffsets:
             self._consumer.unassign()
         return first
 
-    def ends(self, parts: Iterable[int] | None = None) -> dict[int, int]:
+    def ends(self, parts: Iterable[int] | None = None, exact_within_s: float | None = None) -> dict[int, int]:
         """End offset of every partition (all current ones when ``parts`` is None), never lower
-        than a value this object returned before."""
+        than a value this object returned before.
+
+        A partition whose probe is not answered in time keeps its listed end (on tansu possibly
+        short of the true end: fine for a trigger, which asks again). With ``exact_within_s``
+        the probe is repeated, with longer waits, until every partition answered, and raises
+        after that many seconds: a reader that stops at the end must not stop short of it."""
         parts = sorted(self.partitions() if parts is None else parts)
         listed = self._list(parts, OffsetSpec.latest())
         # Probe only partitions whose listed end moved since their last probe. On tansu the
@@ -251,14 +268,27 @@ class EndOffsets:
         # an unchanged value means an unchanged true end; on Kafka it is the true end itself.
         # An idle query thus costs one ListOffsets request per trigger, no fetches.
         stale = {p: off for p, off in listed.items() if self._probed.get(p) != off}
-        learned, answered = self._probe(stale) if stale else ({}, set())
-        for p in answered:
-            self._probed[p] = stale[p]
+        learned: dict[int, int] = {}
+        deadline = None if exact_within_s is None else time.monotonic() + exact_within_s
+        wait = self.probe_timeout_s
+        while stale:
+            found, answered = self._probe(stale, wait)
+            for p, off in found.items():
+                learned[p] = max(learned.get(p, 0), off)
+            for p in answered:
+                self._probed[p] = stale[p]
+            stale = {p: off for p, off in stale.items() if p not in answered}
+            if not stale or deadline is None:
+                break
+            if time.monotonic() >= deadline:
+                raise KafkaError(f"cannot read the end offsets of topic '{self.topic}' partitions {sorted(stale)}: "
+                                 f"no answer within {exact_within_s:.0f}s")
+            wait = min(max(wait * 2, 0.1), max(deadline - time.monotonic(), 0.05))
         out = {p: max(listed.get(p, 0), learned.get(p, 0), self._known.get(p, 0)) for p in parts}
         self._known.update(out)
         return out
 
-    def _probe(self, listed: Mapping[int, int]) -> tuple[dict[int, int], set[int]]:
+    def _probe(self, listed: Mapping[int, int], wait_s: float) -> tuple[dict[int, int], set[int]]:
         """Fetch once from ``end - 1`` on every partition in ``listed``. Returns what the fetch
         responses say each end is (the cached high watermark, or offset+1 of the last record
         seen if higher) and the partitions that answered before the timeout."""
@@ -267,7 +297,7 @@ class EndOffsets:
         self._consumer.assign(tps)
         pending = set(start)
         learned: dict[int, int] = {}
-        deadline = time.monotonic() + self.probe_timeout_s
+        deadline = time.monotonic() + wait_s
         try:
             while pending and time.monotonic() < deadline:
                 for m in self._consumer.consume(1000, 0.005):
@@ -519,8 +549,11 @@ class KafkaAdmin:
         consumer = Consumer(consumer_config(self.bootstrap_servers, self._extra))
         try:
             parts = ends_probe.partitions()
-            ends = ends_probe.ends(parts)
-            starts = ends_probe.earliest(parts) if from_beginning else dict(ends)
+            # exact, or an error: a reader that stops at the end must neither stop short of it
+            # nor start past a partition's first records
+            exact = None if follow else timeout_s
+            ends = ends_probe.ends(parts, exact_within_s=exact)
+            starts = ends_probe.earliest(parts, exact_within_s=exact) if from_beginning else dict(ends)
             consumer.assign([TopicPartition(topic, p, starts[p]) for p in parts])
             pending = {p for p in parts if starts[p] < ends[p]}
             count = 0
