@@ -19,11 +19,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
 
 from streamsql.errors import DataDirError
+from streamsql.runtime import paths
 
 LOCK_FILE = "engine.lock"
 CLUSTER_FILE = "cluster.json"
@@ -102,9 +104,17 @@ def check_cluster(data_dir: Path, cluster_id: str, bootstrap_servers: str) -> st
             f"the data directory {data_dir} holds the catalog and query checkpoints of Kafka cluster "
             f"{known['cluster_id']}{was}, and {bootstrap_servers} is cluster {cluster_id}; nothing was changed. "
             f"Use another --data-dir for this cluster, or, to start this one afresh here, delete "
-            f"{data_dir / 'commands.jsonl'}, {data_dir / 'checkpoints'} and {path}.")
+            f"{data_dir / 'commands.jsonl'}, {data_dir / paths.CHECKPOINTS}, {data_dir / paths.TABLES} and {path}.")
     return (f"new Kafka cluster {cluster_id} (was {known['cluster_id']}: its topics are gone, as when the "
-            f"local broker was stopped): reset the catalog and checkpoints in {data_dir}")
+            f"local broker was stopped): reset the catalog, checkpoints and table stores in {data_dir}")
+
+
+def reset_state(data_dir: Path) -> None:
+    """Delete what the data directory keeps per query and table (checkpoints, table stores): a
+    new cluster's catalog starts empty, and a table store left from the old one would answer
+    pull queries with another cluster's rows. The command log is reset by its owner."""
+    for area in (paths.CHECKPOINTS, paths.TABLES):
+        shutil.rmtree(data_dir / area, ignore_errors=True)
 
 
 def record_cluster(data_dir: Path, cluster_id: str, bootstrap_servers: str, ephemeral: bool) -> None:

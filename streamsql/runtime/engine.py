@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,7 +43,7 @@ from streamsql.planner.planner import Planner, QueryPlan
 from streamsql.runtime import query_settings as qs
 from streamsql.runtime import results as r
 from streamsql.runtime.config import VALID_OFFSET_RESETS, EngineConfig, property_names
-from streamsql.runtime.data_dir import DataDirLock, check_cluster, record_cluster
+from streamsql.runtime.data_dir import DataDirLock, check_cluster, record_cluster, reset_state
 from streamsql.runtime.executors import (
     LOGGED_STATEMENTS,
     Deferred,
@@ -207,7 +206,7 @@ class Engine:
     def _reset_state(self) -> None:
         if isinstance(self.command_log, FileCommandLog):
             self.command_log.reset()
-        shutil.rmtree(self.data_dir / "checkpoints", ignore_errors=True)
+        reset_state(self.data_dir)
 
     def _replay(self) -> int:
         commands = self.command_log.read_all()

@@ -141,7 +141,7 @@ def test_produce_then_run_then_shell_see_the_same_topics(tmp_path: Path) -> None
         after = _cli("shell", "-e", "SHOW STREAMS;", cwd=tmp_path)
         assert after.returncode == 0, after.stderr
         assert f"(was {record.cluster_id}: its topics are gone, as when the local broker was stopped): reset the " \
-               f"catalog and checkpoints in {tmp_path / '.streamsql'}" in after.stderr
+               f"catalog, checkpoints and table stores in {tmp_path / '.streamsql'}" in after.stderr
         assert "FRAUDULENT_PAYMENTS" not in after.stdout and "PAYMENTS" not in after.stdout
     finally:
         local.stop()
