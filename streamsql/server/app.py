@@ -421,6 +421,7 @@ class KsqlApp:
             await self.run(self.service.wait_for_seq, data["commandSequenceNumber"], self.settings.command_wait_s)
         text = data.get("ksql")
         gated = False
+        statements: list[ast.Statement] | None = None
         restricted = req.principal.role != authz.ADMIN
         persistent_limited = self.limits.settings.persistent_active_limit < DEFAULTS[PERSISTENT_ACTIVE_LIMIT]
         if isinstance(text, str) and text.strip() and (restricted or persistent_limited):
@@ -432,7 +433,7 @@ class KsqlApp:
                 result = await self.run(self._execute_within_persistent_limit, statements, text, overrides, variables)
                 await resp.json(200, result, self._json_type(req))
                 return
-        result = await self.run(self.service.execute_statements, text, overrides, variables)
+        result = await self.run(self.service.execute_statements, text, overrides, variables, statements)
         await resp.json(200, result, self._json_type(req))
 
     def _parse(self, text: str, variables: dict[str, str]) -> list[ast.Statement]:
@@ -447,7 +448,7 @@ class KsqlApp:
                                          overrides: dict[str, str], variables: dict[str, str]) -> Any:
         with self._persistent_gate:
             self.limits.check_persistent(statements, set(self.service.engine.catalog.queries), text)
-            return self.service.execute_statements(text, overrides, variables)
+            return self.service.execute_statements(text, overrides, variables, statements)
 
     async def terminate(self, req: Request, resp: Response) -> None:
         data = await req.json()  # read before a refusal: an HTTP/1.1 connection with its body unread closes

@@ -181,14 +181,16 @@ class KsqlService:
 
     # --- /ksql ---------------------------------------------------------------------------------
 
-    def execute_statements(self, text: Any, overrides: dict[str, str],
-                           variables: dict[str, str]) -> list[dict[str, Any]]:
+    def execute_statements(self, text: Any, overrides: dict[str, str], variables: dict[str, str],
+                           parsed: list[ast.Statement] | None = None) -> list[dict[str, Any]]:
+        """Run a /ksql request's statements; ``parsed``: the caller's parse of ``text`` (the
+        role check's), so a request is parsed once."""
         if not isinstance(text, str) or not text.strip():
             raise bad_request("'ksql' must be a non-empty string of statements")
         engine = self.engine
         try:
             with engine.session_scope(Session(dict(overrides), dict(variables))) as session:
-                return self._execute_all(text, session)
+                return self._execute_all(text, session, parsed)
         finally:
             with self._applied:
                 self._applied.notify_all()
@@ -202,11 +204,12 @@ class KsqlService:
 
             activate(spark)
 
-    def _execute_all(self, text: str, session: Session) -> list[dict[str, Any]]:
+    def _execute_all(self, text: str, session: Session,
+                     parsed: list[ast.Statement] | None = None) -> list[dict[str, Any]]:
         engine = self.engine
         self._pin_session()
         try:
-            statements = engine.parse(text, session)
+            statements = parsed if parsed is not None else engine.parse(text, session)
         except ParseError as e:
             raise statement_error(e.message, e.statement or text.strip()) from None
         except StreamsqlError as e:
