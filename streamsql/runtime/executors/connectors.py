@@ -9,9 +9,11 @@ written. The statement is durable in the command log like a query's, and replaye
 
 from __future__ import annotations
 
+import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from streamsql.catalog import ConnectorInfo, QueryInfo
 from streamsql.connectors.config import ConnectorError, parse_sink, shown_config, shown_statement
@@ -30,8 +32,28 @@ RUNNING, FAILED, UNASSIGNED = "RUNNING", "FAILED", "UNASSIGNED"
 
 
 def query_id(name: str) -> str:
-    """The id of a connector's Spark query (and its checkpoint directory's name)."""
+    """The id of a connector's Spark query: ``CONNECTOR_`` and the name as it is, so distinct
+    connectors have distinct ids (and checkpoints: ``paths.checkpoint_dir`` encodes the id)."""
+    return "CONNECTOR_" + name
+
+
+def _former_query_id(name: str) -> str:
+    """The id an earlier streamsql gave a connector: every character but ``[A-Za-z0-9_]`` as
+    ``_`` (``a.b`` and ``a_b`` shared one)."""
     return "CONNECTOR_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def adopt_former_checkpoint(data_dir: Path, name: str, connectors: Iterable[str]) -> None:
+    """Move connector ``name``'s checkpoint from its former id's directory to its id's, so it
+    resumes where it was: only when the two ids differ, the new directory does not exist yet,
+    and no connector of ``connectors`` (the catalog's) owns the former id as its own id."""
+    former = _former_query_id(name)
+    if former == query_id(name) or any(query_id(c) == former for c in connectors):
+        return
+    new = paths.checkpoint_dir(data_dir, query_id(name))
+    old = paths.checkpoint_dir(data_dir, former)
+    if not new.exists() and old.is_dir() and not old.is_symlink():
+        os.rename(old, new)
 
 
 class ConnectorStatements(StatementExecutor):
@@ -74,6 +96,7 @@ class ConnectorStatements(StatementExecutor):
         cls, config = parse_sink(info.name, info.kind, info.config)
         config = self.policy().apply(config)  # a command logged by an earlier version is held to it too
         qid = query_id(info.name)
+        adopt_former_checkpoint(engine.data_dir, info.name, engine.catalog.connectors)
         checkpoint = paths.checkpoint_dir(engine.data_dir, qid)
         plan = connector_plan(ConnectorSink(info.name, cls.name, config), tuple(config.topics))
         engine.queries.plans[qid] = plan
@@ -102,7 +125,8 @@ class ConnectorStatements(StatementExecutor):
         qid = query_id(stmt.name)
         engine.queries.stop(qid)
         # a connector created again under this name starts afresh (its documents are rewritten
-        # with the same ids, so nothing is duplicated)
+        # with the same ids, so nothing is duplicated); a checkpoint under its former id too
+        adopt_former_checkpoint(engine.data_dir, stmt.name, engine.catalog.connectors)
         paths.remove_tree(engine.data_dir, paths.checkpoint_dir(engine.data_dir, qid))
         engine.log_command(stmt, replay_seq)
         return r.ConnectorDropped(stmt.text, stmt.name)

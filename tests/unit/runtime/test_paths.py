@@ -208,3 +208,28 @@ def test_query_id_rules_in_ksqldbs_order() -> None:
     with pytest.raises(CatalogError, match=r"^Query ID 'MY_QUERY' already exists\.$"):
         check_query_id("MY_QUERY", {"MY_QUERY": object()}, new=True)  # type: ignore[dict-item]
     check_query_id("../../EVIL", {}, new=False)  # a replayed one was accepted by an earlier version
+
+
+def test_connectors_differing_in_punctuation_have_their_own_query_and_checkpoint(tmp_path: Path) -> None:
+    """``a.b``, ``a_b`` and ``a-b`` were one query id (``CONNECTOR_a_b``): one checkpoint shared
+    by three connectors. Each is now its own; a plain name's id is what it always was."""
+    from streamsql.runtime.executors.connectors import query_id
+
+    names = ["a.b", "a_b", "a-b", "a b", "a/b", "A_B"]
+    ids = [query_id(n) for n in names]
+    assert len(set(ids)) == len(names) and query_id("ES_SINK") == "CONNECTOR_ES_SINK"
+    dirs = {paths.checkpoint_dir(tmp_path, i) for i in ids}
+    assert len(dirs) == len(names) and all(d.parent == tmp_path / paths.CHECKPOINTS for d in dirs)
+
+
+def test_a_connector_resumes_from_the_checkpoint_its_former_id_kept(tmp_path: Path) -> None:
+    from streamsql.runtime.executors.connectors import adopt_former_checkpoint, query_id
+
+    former = paths.checkpoint_dir(tmp_path, "CONNECTOR_my_sink")
+    (former / "offsets").mkdir(parents=True)
+    # another connector owns the former id as its own: its checkpoint is never taken
+    adopt_former_checkpoint(tmp_path, "my.sink", ["my.sink", "my_sink"])
+    assert (former / "offsets").is_dir()
+    adopt_former_checkpoint(tmp_path, "my.sink", ["my.sink"])
+    assert not former.exists()
+    assert (paths.checkpoint_dir(tmp_path, query_id("my.sink")) / "offsets").is_dir()
