@@ -62,7 +62,8 @@ def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, d
     the reference's work)."""
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import KafkaAdmin, client_config, produce_waiting
+    from streamsql.kafka.admin import KafkaAdmin
+    from streamsql.kafka.clients import client_config, produce_waiting
 
     admin = KafkaAdmin(bootstrap)
     # explicit retention: Quix Streams derives its window state's changelog config from the input

@@ -66,7 +66,8 @@ def produce(bootstrap: str, topic: str, count: int, bad_percent: float, seed: in
     bad record by key and the bytes of the values written."""
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import KafkaAdmin, client_config, produce_waiting
+    from streamsql.kafka.admin import KafkaAdmin
+    from streamsql.kafka.clients import client_config, produce_waiting
 
     admin = KafkaAdmin(bootstrap)
     admin.create_topic(topic, 2)

@@ -70,7 +70,8 @@ def _done(watcher: OutputWatcher, t0: float) -> dict[str, Any]:
 def _consume_loop(args: argparse.Namespace, work: Any) -> dict[str, Any]:
     from confluent_kafka import Consumer, TopicPartition
 
-    from streamsql.kafka.admin import consumer_config, topic_partitions
+    from streamsql.kafka.admin import topic_partitions
+    from streamsql.kafka.clients import consumer_config
 
     t0 = time.monotonic()
     consumer = Consumer(consumer_config(args.bootstrap, {"group.id": f"bench-{args.system}",
@@ -220,7 +221,7 @@ def _streamsql_latency(args: argparse.Namespace, w: Workload, engine: Any, query
     the output consumer's receive time minus the producer's send time (same clock)."""
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import client_config
+    from streamsql.kafka.clients import client_config
 
     engine.execute(f"TERMINATE {query_id};")
     for src in reversed(list(engine.catalog.sources.values())):  # the workload's SQL runs again on new topics

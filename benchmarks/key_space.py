@@ -50,7 +50,7 @@ def produce_keys(bootstrap: str, topic: str, count: int, start: int = 0) -> floa
     the seconds taken. Batches of records per request (linger 50 ms, 1 MB batches)."""
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import client_config, produce_waiting
+    from streamsql.kafka.clients import client_config, produce_waiting
 
     producer = Producer(client_config(bootstrap, {"linger.ms": 50, "batch.size": 1_000_000,
                                                   "queue.buffering.max.messages": 1_000_000,

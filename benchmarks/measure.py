@@ -275,7 +275,8 @@ class OutputWatcher:
     def _run(self) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
-        from streamsql.kafka.admin import consumer_config, topic_partitions
+        from streamsql.kafka.admin import topic_partitions
+        from streamsql.kafka.clients import consumer_config
 
         try:
             consumer = Consumer(consumer_config(self.bootstrap, {"group.id": "bench-watch", "fetch.wait.max.ms": 10,
@@ -341,7 +342,7 @@ class OutputWatcher:
         what it lost. Returns whether the recount completed the expectation."""
         from confluent_kafka import Consumer, TopicPartition
 
-        from streamsql.kafka.admin import consumer_config
+        from streamsql.kafka.clients import consumer_config
 
         consumer = Consumer(consumer_config(self.bootstrap, {"group.id": "bench-recount"}))
         try:

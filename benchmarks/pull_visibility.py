@@ -139,7 +139,7 @@ def _store_read(engine: Any, key: str) -> tuple[float, float, list[Any] | None]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import client_config
+    from streamsql.kafka.clients import client_config
     from streamsql.kafka.broker import EmbeddedBroker
     from streamsql.runtime.config import EngineConfig
     from streamsql.runtime.engine import Engine

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import client_config
+    from streamsql.kafka.clients import client_config
 
     broker = EmbeddedBroker().start()
     server = ServerProcess(broker.bootstrap_servers, Path(tempfile.mkdtemp()) / "data", service_id="pushlat_")

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from opensearchpy import OpenSearch, helpers
     from osmem_server import OsmemServer
 
-    from streamsql.kafka.admin import client_config
+    from streamsql.kafka.clients import client_config
     from streamsql.kafka.broker import EmbeddedBroker
     from streamsql.runtime.config import EngineConfig
     from streamsql.runtime.engine import Engine

@@ -33,7 +33,8 @@ from benchmarks.workloads import W3, W3_WINDOW_MS, w3_keys
 def _produce(bootstrap: str, topic: str, output_topics: list[str], count: int) -> None:
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import KafkaAdmin, client_config, produce_waiting
+    from streamsql.kafka.admin import KafkaAdmin
+    from streamsql.kafka.clients import client_config, produce_waiting
 
     admin = KafkaAdmin(bootstrap)
     admin.create_topic(topic, W3.partitions)

@@ -59,7 +59,8 @@ def expected(count: int, keys: int) -> tuple[int, int]:
 def _produce(bootstrap: str, topic: str, outputs: list[str], count: int, keys: int) -> None:
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import KafkaAdmin, client_config, produce_waiting
+    from streamsql.kafka.admin import KafkaAdmin
+    from streamsql.kafka.clients import client_config, produce_waiting
 
     admin = KafkaAdmin(bootstrap)
     for name in [topic, *outputs]:

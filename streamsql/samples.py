@@ -82,7 +82,8 @@ def produce(bootstrap_servers: str, sample: str, topic: str, count: int, partiti
     """Create ``topic`` if needed and write ``count`` records of ``sample`` to it."""
     from confluent_kafka import Producer
 
-    from streamsql.kafka.admin import KafkaAdmin, client_config, produce_waiting
+    from streamsql.kafka.admin import KafkaAdmin
+    from streamsql.kafka.clients import client_config, produce_waiting
 
     gen = SAMPLES[sample]
     admin = KafkaAdmin(bootstrap_servers)

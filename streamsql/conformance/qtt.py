@@ -627,7 +627,7 @@ class QttRunner:
             pass
 
     def _delete_topics(self, prefix: str) -> None:
-        from streamsql.kafka.admin import client_config
+        from streamsql.kafka.clients import client_config
 
         if self._admin_client is None:
             self._admin_client = admin_client(client_config(self.bootstrap))

@@ -1,15 +1,12 @@
 """Kafka administration and small synchronous helpers: topics, one-off produce, read-to-end.
 
-Two things here are shared with the streaming source (``source.py``):
-
-* :func:`client_config` – how streamsql turns its options into librdkafka settings (quiet logs,
-  no fetch back-off; research/spark.md §3.4).
-* :class:`EndOffsets` – the *true* end offset of each partition. Kafka's ListOffsets(LATEST) is
-  the end offset on Apache Kafka, but the embedded broker (tansu 0.6) answers with the base offset
-  of the last record batch + 1, so 5 records produced in one batch look like end offset 1. Fetch
-  responses carry the correct high watermark, so a long-lived consumer that fetches at the tail of
-  every partition learns the real end; the answer is the maximum of both, which is right on both
-  brokers.
+Every client here takes its settings from ``clients.py``. Shared with the streaming source
+(``offsets.py``): :class:`EndOffsets` – the *true* end offset of each partition. Kafka's
+ListOffsets(LATEST) is the end offset on Apache Kafka, but the embedded broker (tansu 0.6)
+answers with the base offset of the last record batch + 1, so 5 records produced in one batch
+look like end offset 1. Fetch responses carry the correct high watermark, so a long-lived
+consumer that fetches at the tail of every partition learns the real end; the answer is the
+maximum of both, which is right on both brokers.
 
 Every confluent-kafka failure is re-raised as :class:`streamsql.errors.KafkaError` with text a
 user can act on.
@@ -28,74 +25,10 @@ from confluent_kafka import KafkaError as _CKError
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
 
 from streamsql.errors import KafkaError
+from streamsql.kafka.clients import client_config, common_settings, consumer_config
 from streamsql.kafka.collector import admin_client, shared_admin_client
 
-#: librdkafka log level for every client we create: warnings and worse. Level 6 (info) prints a
-#: "Disconnected" line for every idle connection the broker closes.
-LOG_LEVEL = 4
 DEFAULT_TIMEOUT_S = 15.0
-
-
-def client_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The base librdkafka settings for any client, with ``extra`` (user settings) on top."""
-    # Never create topics as a side effect of a metadata request: tansu does so by default,
-    # which would turn a misspelt topic into a new empty one instead of an error.
-    from streamsql.kafka import settings
-
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "log_level": LOG_LEVEL,
-                            "allow.auto.create.topics": False}
-    conf.update(settings.of(bootstrap_servers))  # the cluster's security settings (kafka/settings.py)
-    conf.update(extra or {})
-    return conf
-
-
-def common_settings(extra: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The subset of user settings every kind of client shares (security, client id): what a
-    producer or admin client may take from a consumer's pass-through settings."""
-    from streamsql.kafka import settings
-
-    return {k: v for k, v in (extra or {}).items()
-            if settings.is_client_setting(k) or k.startswith(("client.", "broker.", "metadata."))}
-
-
-def consumer_config(bootstrap_servers: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Settings for an assign()-only consumer that reads exact offset ranges.
-
-    * ``fetch.queue.backoff.ms=1``: librdkafka 2.x otherwise waits 1 s whenever its local queue
-      is "full", which made large backlogs 4× slower (research/spark.md §3.4). Not 0: at 0 the
-      broker thread re-checks a full queue without pause, spinning while the caller decodes
-      what it consumed — in a range reader's task that thread burnt 0.7-1.4 CPU-s per 500k
-      records against 0.1 at 1 ms, with the same wall time (docs/performance.md, session 38).
-    * ``enable.partition.eof``: reaching the end is an event, so a range that ends at the log
-      end (or on a transaction marker) terminates without a timeout.
-    * ``auto.offset.reset=earliest``: a start offset that retention already deleted resumes at
-      the oldest record still there instead of jumping to the end.
-    """
-    base = {
-        "group.id": "streamsql-reader",  # required by librdkafka; never joined (assign() only)
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": True,
-        "auto.offset.reset": "earliest",
-        "fetch.queue.backoff.ms": 1,
-        "queued.min.messages": 200000,
-        "fetch.wait.max.ms": 100,
-    }
-    base.update(extra or {})
-    return client_config(bootstrap_servers, base)
-
-
-def produce_waiting(producer: Any, topic: str, kwargs: dict[str, Any]) -> None:
-    """``produce`` with back-pressure: wait for deliveries when the local queue is full (the one
-    copy of this loop: the sink, the sample producer and the benchmarks use it)."""
-    while True:
-        try:
-            producer.produce(topic, **kwargs)
-            return
-        except BufferError:
-            producer.poll(0.05)
-        except KafkaException as e:
-            raise KafkaError(f"cannot write to topic '{topic}': {e.args[0].str()}") from None
 
 
 #: librdkafka's errors for a TLS handshake or a SASL login that failed (each retry fails alike)
@@ -443,10 +376,10 @@ class KafkaAdmin:
     def delete_topic(self, name: str) -> None:
         """Delete ``name``; KafkaError if it does not exist.
 
-        This process's cached readers are closed first (:func:`streamsql.kafka.source.close_consumers`):
+        This process's cached readers are closed first (:func:`streamsql.kafka.reading.close_consumers`):
         a consumer that fetched the topic moments before it is deleted can take the whole process
         down on tansu (docs/reliability.md, "A deleted topic and a reading consumer")."""
-        from streamsql.kafka.source import close_consumers
+        from streamsql.kafka.reading import close_consumers  # its decoding brings PySpark: on use
 
         close_consumers(self.bootstrap_servers)
         future = self._admin.delete_topics([name], operation_timeout=self.timeout_s)[name]
@@ -486,8 +419,10 @@ class KafkaAdmin:
         """Write one record (INSERT INTO ... VALUES). Key → partition like the Java client
         (murmur2). Waits for the acknowledgement unless ``flush=False`` (then call :meth:`flush`)."""
         if timestamp_ms == 0 and partition is None:
-            # librdkafka reads timestamp 0 as "now"; the sink's exact-timestamp path writes it
-            from streamsql.kafka.sink import SinkOptions, write_exact_timestamps
+            # librdkafka reads timestamp 0 as "now"; the exact-timestamp path writes it (imported
+            # here: its options bring the formats' descriptions, which administration needs not)
+            from streamsql.kafka.exact_timestamps import write_exact_timestamps
+            from streamsql.kafka.options import SinkOptions
 
             self.flush()
             write_exact_timestamps(SinkOptions(self.bootstrap_servers, topic), [key], [value], [0],

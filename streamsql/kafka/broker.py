@@ -159,9 +159,9 @@ class EmbeddedBroker:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
-        source = sys.modules.get("streamsql.kafka.source")
-        if source is not None:  # this process's cached readers of it would retry it forever
-            source.close_consumers(self.bootstrap_servers)
+        reading = sys.modules.get("streamsql.kafka.reading")
+        if reading is not None:  # this process's cached readers of it would retry it forever
+            reading.close_consumers(self.bootstrap_servers)
         collector = sys.modules.get("streamsql.kafka.collector")
         if collector is not None:  # and so would its shared admin clients
             collector.forget_shared_admin_clients(self.bootstrap_servers)

@@ -2,7 +2,8 @@
 registered under the short name ``streamsql_kafka`` (see ``streamsql.runtime.spark``).
 
 This class only parses options and hands out readers and writers; the work is in
-``source.py`` (reading, decoding, processing log) and ``sink.py`` (encoding, producing).
+``source.py`` (the readers; reading ranges, decoding and offsets beside it) and ``sink.py``
+(encoding, producing); options in ``options.py``.
 Topic existence is checked here, on the driver, so a missing topic fails ``load()`` /
 ``start()`` with ``Topic 'x' does not exist`` instead of a task failure deep in a worker.
 
@@ -32,7 +33,8 @@ WARM_UP_OPTION = "streamsqlWarmUp"
 def check_topic(bootstrap: str, topic: str, settings: dict[str, str] | None = None) -> None:
     """Raise KafkaError ``Topic 'x' does not exist`` unless ``topic`` is in the cluster."""
 
-    from streamsql.kafka.admin import client_config, common_settings, topic_partitions
+    from streamsql.kafka.admin import topic_partitions
+    from streamsql.kafka.clients import client_config, common_settings
 
     topic_partitions(shared_admin_client(client_config(bootstrap, common_settings(settings))), topic)
 
@@ -51,7 +53,7 @@ def read_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     """``spark.readStream.format("streamsql_kafka")...load()``, but a missing topic or a bad
     option raises streamsql's own error here, on the driver (inside ``load()`` Spark would wrap
     it in an AnalysisException with a worker traceback)."""
-    from streamsql.kafka.source import SourceOptions
+    from streamsql.kafka.options import SourceOptions
 
     opts = SourceOptions.parse(options)
     check_topic(opts.bootstrap, opts.topic, opts.kafka)
@@ -59,14 +61,15 @@ def read_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
 
 
 class KafkaDataSource(DataSource):
-    """Options are documented in ``source.SourceOptions`` and ``sink.SinkOptions``."""
+    """Options are documented in ``options.SourceOptions`` and ``options.SinkOptions``."""
 
     @classmethod
     def name(cls) -> str:
         return SHORT_NAME
 
     def schema(self) -> StructType:
-        from streamsql.kafka.source import SourceOptions, source_schema
+        from streamsql.kafka.decoding import source_schema
+        from streamsql.kafka.options import SourceOptions
 
         opts = SourceOptions.parse(self.options)
         if self.options.get(WARM_UP_OPTION) != "true":
@@ -76,18 +79,21 @@ class KafkaDataSource(DataSource):
         return source_schema(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from streamsql.kafka.source import KafkaStreamReader, SourceOptions
+        from streamsql.kafka.options import SourceOptions
+        from streamsql.kafka.source import KafkaStreamReader
 
         return KafkaStreamReader(SourceOptions.parse(self.options), schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from streamsql.kafka.source import KafkaBatchReader, SourceOptions
+        from streamsql.kafka.options import SourceOptions
+        from streamsql.kafka.source import KafkaBatchReader
 
         opts = SourceOptions.parse({"startingOffsets": "earliest", **dict(self.options)})
         return KafkaBatchReader(opts, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from streamsql.kafka.sink import KafkaStreamWriter, SinkOptions
+        from streamsql.kafka.options import SinkOptions
+        from streamsql.kafka.sink import KafkaStreamWriter
 
         opts = SinkOptions.parse(self.options)
         check_topic(opts.bootstrap, opts.topic, opts.kafka)

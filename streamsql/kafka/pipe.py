@@ -33,9 +33,6 @@ import pyarrow as pa
 from streamsql import types as T
 from streamsql.types import HEADERS_COL, TOMBSTONE_COL
 
-#: the data source option that carries a :class:`ReaderPipe` (JSON)
-OPTION = "pipe"
-
 
 @dataclass(frozen=True)
 class ReaderPipe:
@@ -64,7 +61,7 @@ class ReaderPipe:
         """SQL's WHERE over a stream: a null-valued record never passes one."""
         import pyarrow.compute as pc
 
-        from streamsql.kafka.source import filter_expression
+        from streamsql.kafka.filters import filter_expression
 
         assert self.where is not None
         return pc.and_kleene(pc.invert(pc.field(TOMBSTONE_COL)), filter_expression(self.where))

@@ -63,7 +63,7 @@ class LogTarget:
             processing_log.error("%s: dropped a record%s: %s", e["logger"], where, body.get("errorMessage"))
         if not (entries and self.bootstrap and self.topic):
             return
-        from streamsql.kafka.sink import cached_producer
+        from streamsql.kafka.clients import cached_producer
 
         try:
             producer = cached_producer(self.bootstrap, {**dict(self.settings), **dict(settings or {})})

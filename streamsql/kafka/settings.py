@@ -9,7 +9,7 @@ librdkafka's names, translating the Java client's forms ksqlDB users have
 (``sasl.jaas.config``, a PEM trust store, an empty endpoint-identification algorithm).
 
 In this process the settings are registered per bootstrap address (:func:`register`) and every
-client config built by :func:`streamsql.kafka.admin.client_config` carries them, so no driver
+client config built by :func:`streamsql.kafka.clients.client_config` carries them, so no driver
 side client can miss them. Executors are other processes: what runs there gets the settings
 explicitly — the Kafka source's and sink's ``kafka.*`` options (:func:`as_options`) and the
 processing log's target.

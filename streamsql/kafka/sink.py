@@ -9,7 +9,8 @@ One code path, two entry points:
 
 Producers are idempotent (no duplicates from the client's own retries), partition keys like the
 Java client (``murmur2_random``, so ksqlDB and Java producers agree on partitions) and are cached
-per worker process: an idempotent producer's start-up costs ~0.5 s (research/spark.md §3.3).
+per worker process (``kafka/clients.py``); records at timestamp 0 are written by
+``kafka/exact_timestamps.py``. Options: ``kafka/options.SinkOptions``.
 Delivery is at-least-once by default (a replayed micro-batch is written again); with
 ``processing.guarantee=exactly_once_v2`` each task's rows are one transaction that a replay does
 not repeat (kafka/transactions.py).
@@ -19,22 +20,19 @@ from __future__ import annotations
 
 import functools
 import struct
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from streamsql.errors import ConfigError, KafkaError
+from streamsql.errors import KafkaError
 from streamsql.formats import schema_registry_settings as registry_settings
-from streamsql.kafka import settings as kafka_settings
-from streamsql.kafka.admin import produce_waiting
-from streamsql.kafka.source import _opt
-from streamsql.kafka.source import kafka_settings as option_settings
-from streamsql.kafka.transactions import OPTION as EXACTLY_ONCE_OPTION
+from streamsql.kafka.clients import FLUSH_TIMEOUT_S, cached_producer, drop_producer, produce_waiting
+from streamsql.kafka.exact_timestamps import require_topic, write_exact_timestamps
+from streamsql.kafka.options import SinkOptions
 from streamsql.types import HEADERS_COL, ROWTIME, TOMBSTONE_COL
 
 if TYPE_CHECKING:
@@ -44,10 +42,7 @@ if TYPE_CHECKING:
 
     from streamsql.formats import FormatSpec, Serde
 
-_PRODUCERS: dict[tuple[str, tuple[tuple[str, str], ...]], Producer] = {}
-_PRODUCERS_LOCK = threading.Lock()
-FLUSH_TIMEOUT_S = 120.0
-#: the settings of the sink's producers (besides :func:`producer_config`'s):
+#: the settings of the sink's producers (besides :func:`~streamsql.kafka.clients.producer_config`'s):
 #:
 #: * ``delivery.report.only.error``: only failed deliveries are reported; a Python callback per
 #:   acknowledged record cost ~0.5 µs of a record's ~3 µs in the sink (docs/performance.md).
@@ -56,78 +51,6 @@ FLUSH_TIMEOUT_S = 120.0
 #:   only by its first ``produce``, its first flush waited ~0.5 s for the id, once per Python
 #:   worker process — in each of a new query's first two micro-batches (docs/performance.md).
 SINK_PRODUCER_SETTINGS = {"delivery.report.only.error": True, "enable.sparse.connections": False}
-
-
-def producer_config(bootstrap: str, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    from streamsql.kafka.admin import client_config
-
-    conf: dict[str, Any] = {
-        "enable.idempotence": True,
-        "acks": "all",
-        "partitioner": "murmur2_random",
-        "linger.ms": 5,
-        "batch.num.messages": 10000,
-        "queue.buffering.max.messages": 500000,
-        "compression.type": "none",
-    }
-    conf.update(extra or {})
-    return client_config(bootstrap, conf)
-
-
-def cached_producer(bootstrap: str, extra: Mapping[str, Any] | None = None) -> Producer:
-    """This process's producer for ``bootstrap`` and ``extra`` librdkafka settings."""
-    from confluent_kafka import Producer
-
-    settings = dict(extra or {})
-    key = (bootstrap, tuple(sorted((k, str(v)) for k, v in settings.items())))
-    with _PRODUCERS_LOCK:
-        p = _PRODUCERS.get(key)
-        if p is None:
-            p = Producer(producer_config(bootstrap, settings))
-            _PRODUCERS[key] = p
-        return p
-
-
-def _drop_producer(p: Producer) -> None:
-    """Forget a producer after a fatal error (e.g. idempotence state lost); the next write
-    starts a fresh one."""
-    with _PRODUCERS_LOCK:
-        for k, v in list(_PRODUCERS.items()):
-            if v is p:
-                del _PRODUCERS[k]
-
-
-@dataclass(frozen=True)
-class SinkOptions:
-    bootstrap: str
-    topic: str
-    key_spec: str | None = None
-    value_spec: str | None = None
-    kafka: dict[str, str] = field(default_factory=dict)
-    #: TUMBLING/HOPPING/SESSION: keys are windowed (bounds in ``__WINDOWSTART``/``__WINDOWEND``)
-    window_type: str | None = None
-    #: the key is computed by the query (PARTITION BY): a multi-column key whose columns are all
-    #: null is still an object of nulls; a key passed through from the source that was null stays null
-    computed_key: bool = False
-    #: the Schema Registry client configurations the formats need (formats/schema_registry_settings.py)
-    registry_clients: str | None = None
-    #: ``processing.guarantee=exactly_once_v2``: each task's rows are one Kafka transaction
-    exactly_once: bool = False
-
-    @staticmethod
-    def parse(options: Mapping[str, str]) -> SinkOptions:
-        bootstrap = _opt(options, "kafka.bootstrap.servers")
-        topic = _opt(options, "topic")
-        if not bootstrap:
-            raise ConfigError("the Kafka sink needs option 'kafka.bootstrap.servers'")
-        if not topic:
-            raise ConfigError("the Kafka sink needs option 'topic'")
-        window = _opt(options, "windowType")
-        return SinkOptions(bootstrap, topic, _opt(options, "keySpec"), _opt(options, "valueSpec"),
-                           option_settings(options), window.upper() if window else None,
-                           (_opt(options, "computedKey") or "").lower() == "true",
-                           _opt(options, registry_settings.OPTION),
-                           (_opt(options, EXACTLY_ONCE_OPTION) or "").lower() == "true")
 
 
 def _column(batch: pa.RecordBatch, name: str) -> pa.Array | None:
@@ -273,7 +196,7 @@ def _produce_all(producer: Producer, batches: Iterable[pa.RecordBatch], encoder:
             # librdkafka cannot write timestamp 0 (it means "now" there); ksqlDB writes it as is.
             # Earlier records go first, so order within the partition is kept.
             _flush_or_raise(producer, opts.topic, errors)
-            _require_topic(producer, opts.topic)
+            require_topic(producer, opts.topic)
             count += write_exact_timestamps(opts, keys, values, timestamps, headers)
             continue
         count += _produce_rows(producer, opts.topic, zip(keys, values, timestamps, headers), on_delivery)
@@ -310,72 +233,9 @@ def _flush_or_raise(producer: Any, topic: str, errors: list[Any]) -> None:
     if errors or left:
         err = errors[0] if errors else None
         if err is not None and (err.fatal() if hasattr(err, "fatal") else False):
-            _drop_producer(producer)
+            drop_producer(producer)
         reason = err.str() if err is not None else f"{left} record(s) not acknowledged within {FLUSH_TIMEOUT_S:.0f}s"
         raise KafkaError(f"cannot write to topic '{topic}': {reason}")
-
-
-def _require_topic(producer: Producer, topic: str) -> None:
-    """Fail unless ``topic`` exists, asked through librdkafka (auto-creation off). kafka-python's
-    metadata requests make tansu create a missing topic whatever the client asks, so the
-    exact-timestamp path would resurrect a deleted sink topic with the broker's default
-    partition count."""
-    from confluent_kafka import KafkaException
-
-    try:
-        meta = producer.list_topics(topic, timeout=FLUSH_TIMEOUT_S).topics.get(topic)
-    except KafkaException as e:
-        raise KafkaError(f"cannot write to topic '{topic}': {e}") from None
-    if meta is None or meta.error is not None:
-        raise KafkaError(f"cannot write to topic '{topic}': "
-                         f"{meta.error.str() if meta is not None and meta.error else 'topic does not exist'}")
-
-
-#: how long a send waits for a topic's metadata before failing (kafka-python's default is 60 s)
-EXACT_MAX_BLOCK_MS = 10_000
-
-
-def write_exact_timestamps(opts: SinkOptions, keys: list[bytes | None], values: list[bytes | None],
-                            timestamps: list[int | None], headers: list[Any]) -> int:
-    """Write records through kafka-python, which sends the timestamp it is given (0 included).
-    Same guarantees as the main path: idempotent, acks=all, Java-compatible murmur2 partitioning.
-
-    One producer per call, closed after it (10-40 ms on a local broker; the path is taken only
-    for records at timestamp 0): a cached kafka-python producer keeps refreshing the metadata of
-    every topic it ever wrote to, and tansu answers such a request for a deleted topic by creating
-    it again, with its default partition count."""
-    from kafka import KafkaProducer
-    from kafka.errors import KafkaError as KPError
-
-    producer = None
-    futures = []
-    try:
-        producer = KafkaProducer(bootstrap_servers=opts.bootstrap.split(","), acks="all",
-                                 enable_idempotence=True, linger_ms=5, key_serializer=_key_bytes,
-                                 allow_auto_create_topics=False, max_block_ms=EXACT_MAX_BLOCK_MS,
-                                 **kafka_settings.kafka_python({**kafka_settings.of(opts.bootstrap), **opts.kafka}))
-        for k, v, ts, h in zip(keys, values, timestamps, headers):
-            key = _NULL_KEY if k is None and v is None else k
-            futures.append(producer.send(opts.topic, key=key, value=v, timestamp_ms=ts, headers=list(h) if h else None))
-        producer.flush(FLUSH_TIMEOUT_S)
-        for f in futures:
-            f.get(timeout=FLUSH_TIMEOUT_S)
-    except KPError as e:
-        raise KafkaError(f"cannot write to topic '{opts.topic}': {e}") from None
-    finally:
-        if producer is not None:
-            producer.close(FLUSH_TIMEOUT_S)
-    return len(futures)
-
-
-#: kafka-python refuses a record whose key and value are both null, which Kafka allows and ksqlDB
-#: writes (a stream record with a null value and no key): it is sent with this key, which the
-#: key serializer turns back into null.
-_NULL_KEY = object()
-
-
-def _key_bytes(key: Any) -> Any:
-    return None if key is _NULL_KEY else key
 
 
 def produce_dataframe(df: DataFrame, options: Mapping[str, str]) -> int:

@@ -98,7 +98,7 @@ def _marker_reader(bootstrap: str, transactional_id: str, settings: dict[str, st
     the marker and gives the transaction the group's metadata; it never joins the group)."""
     from confluent_kafka import Consumer
 
-    from streamsql.kafka.admin import client_config
+    from streamsql.kafka.clients import client_config
 
     with _MARKER_READERS_LOCK:
         reader = _MARKER_READERS.get(transactional_id)
@@ -116,7 +116,7 @@ def _producer(bootstrap: str, transactional_id: str, settings: dict[str, str]) -
     is free, so a producer kept per worker would be fenced by the other workers' in turn."""
     from confluent_kafka import Producer
 
-    from streamsql.kafka.sink import producer_config
+    from streamsql.kafka.clients import producer_config
 
     producer = Producer(producer_config(bootstrap, {**settings, "transactional.id": transactional_id,
                                                     "transaction.timeout.ms": int(TIMEOUT_S * 1000)}))

@@ -320,7 +320,7 @@ def check_delimiters(props: dict[str, Any], key_format: str, value_format: str) 
 def check_header_type(column: t.Column) -> None:
     """A HEADER('k') column is BYTES and a HEADERS column ARRAY<STRUCT<KEY STRING, VALUE BYTES>>:
     the types Kafka's headers have (ksqlDB's messages)."""
-    from streamsql.kafka.source import header_type
+    from streamsql.kafka.decoding import header_type
 
     if column.role not in ("headers", "header"):
         return

@@ -22,7 +22,7 @@ every row:
 
 Anything else (functions, casts, arithmetic besides ``%``, pseudo columns, nested types) stays
 in Spark alone. The result is a small JSON tree (it travels as a data source option) that
-:func:`streamsql.kafka.source.compile_filter` turns into a pyarrow expression.
+:func:`streamsql.kafka.filters.compile_filter` turns into a pyarrow expression.
 
 :func:`exact_filter` is the stricter question — does the *whole* WHERE translate, giving
 Spark's answer for every row? — asked when the reader may run the query's whole stateless step

@@ -16,7 +16,7 @@ from streamsql.catalog import Source
 from streamsql.formats import FormatSpec
 from streamsql.formats import schema_registry_settings as registry_settings
 from streamsql.kafka import settings as kafka_settings
-from streamsql.kafka.pipe import OPTION as PIPE_OPTION
+from streamsql.kafka.options import PIPE_OPTION
 from streamsql.kafka.processing_log import LogTarget as PLogTarget
 from streamsql.planner.expressions import quote, string_literal
 

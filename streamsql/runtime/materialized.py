@@ -147,8 +147,9 @@ class TableStore:
         ``read_committed`` (``exactly_once_v2``): records of aborted transactions are skipped, and
         a batch is seen once its transaction commits."""
         from streamsql.kafka.admin import EndOffsets
-        from streamsql.kafka.source import SourceOptions, read_range, source_schema
-        from streamsql.kafka.source import kafka_settings as option_settings
+        from streamsql.kafka.decoding import source_schema
+        from streamsql.kafka.options import SourceOptions, librdkafka_settings
+        from streamsql.kafka.reading import read_range
         from streamsql.runtime import io
 
         with self._follow_lock:
@@ -159,7 +160,7 @@ class TableStore:
                 self._reader = (options, opts, source_schema(opts))
             _, opts, schema = self._reader
             if self._ends is None:
-                self._ends = EndOffsets(bootstrap_servers, table.topic, option_settings(options))
+                self._ends = EndOffsets(bootstrap_servers, table.topic, librdkafka_settings(options))
             ends = self._ends.ends()
             done = self.offsets()
             keys = [c.name for c in table.key_columns]

@@ -272,7 +272,7 @@ StoredRow = tuple[list[Any], "int | None", "int | None", dict[str, Any], int]
 class ArrowPull:
     """A pull query's WHERE and projection as the programs a stream's reader task runs over its
     decoded batches (``planner/pushdown.exact_filter``, ``physical/in_reader.column_program``,
-    evaluated by ``kafka/source.filter_expression`` and ``kafka/pipe.evaluate``), applied to
+    evaluated by ``kafka/filters.filter_expression`` and ``kafka/pipe.evaluate``), applied to
     the store's rows: the same translation, so the same answer as Spark's for every row, and no
     Spark job (tens of milliseconds each) per query. Made only when the whole WHERE and every
     output column translate (:func:`arrow_pull`); otherwise the query keeps Spark's plan.
@@ -298,7 +298,7 @@ class ArrowPull:
         batch = pa.RecordBatch.from_arrays([*arrays, pa.array(range(len(records)), pa.int64())],
                                            names=[*names, _ROW_INDEX])
         if self.where is not None:
-            from streamsql.kafka.source import filter_mask
+            from streamsql.kafka.filters import filter_mask
 
             batch = batch.filter(filter_mask(self.where, batch))
         kept = batch.column(_ROW_INDEX).to_pylist()

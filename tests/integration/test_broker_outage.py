@@ -31,9 +31,9 @@ def own_broker() -> Iterator[EmbeddedBroker]:
     broker.stop()
     # the pull queries' cached reader of it is closed with it (it used to retry the gone broker,
     # and log each failure, for the rest of the test session)
-    from streamsql.kafka import source
+    from streamsql.kafka import reading
 
-    assert not [key for key, idle in source._IDLE.items() if key[0] == broker.bootstrap_servers and idle]
+    assert not [key for key, idle in reading._IDLE.items() if key[0] == broker.bootstrap_servers and idle]
 
 
 def _pull(engine: Engine, text: str, expected: list[list[object]], timeout_s: float = 60) -> list[list[object]]:

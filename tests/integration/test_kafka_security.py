@@ -20,7 +20,7 @@ import pytest
 from streamsql.errors import StreamsqlError
 from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka.broker import EmbeddedBroker, free_port
-from streamsql.kafka.source import close_consumers
+from streamsql.kafka.reading import close_consumers
 from streamsql.runtime.config import EngineConfig
 from streamsql.runtime.engine import Engine
 from tests.support.proxies import SaslPlainTerminator, TlsTerminator, self_signed

@@ -136,7 +136,9 @@ class GrowingTopic:
 
 
 def test_new_partition_is_picked_up_from_earliest(admin, bootstrap, topic_name) -> None:  # type: ignore[no-untyped-def]
-    from streamsql.kafka.source import KafkaStreamReader, SourceOptions, source_schema
+    from streamsql.kafka.decoding import source_schema
+    from streamsql.kafka.options import SourceOptions
+    from streamsql.kafka.source import KafkaStreamReader
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     t = topic_name("grow")
@@ -229,7 +231,9 @@ def test_read_range_ends_on_transaction_marker_and_replays_identically(admin, bo
     """A range whose last offset is a transaction commit marker (never delivered as a record)
     must still end, by position; reading the same range again yields the same rows."""
     from streamsql.kafka.admin import EndOffsets
-    from streamsql.kafka.source import SourceOptions, read_range, source_schema
+    from streamsql.kafka.decoding import source_schema
+    from streamsql.kafka.options import SourceOptions
+    from streamsql.kafka.reading import read_range
 
     t = topic_name("txn")
     admin.create_topic(t)
@@ -255,7 +259,7 @@ def test_read_range_ends_on_transaction_marker_and_replays_identically(admin, bo
 
 
 def test_rate_limit_is_exact_proportional_and_never_stalls() -> None:
-    from streamsql.kafka.source import rate_limit
+    from streamsql.kafka.offsets import rate_limit
 
     assert rate_limit({0: 0, 1: 0}, {0: 6, 1: 4}, 4) == {0: 2, 1: 2}  # 2.4 + 1.6 -> remainder to p1
     assert rate_limit({0: 0, 1: 0}, {0: 6, 1: 4}, 100) == {0: 6, 1: 4}
@@ -268,8 +272,10 @@ def test_a_reused_consumer_learns_a_new_topic_at_its_first_read(admin, bootstrap
     """Python workers keep one consumer across tasks; a topic created after it started is looked
     up when first read (librdkafka would otherwise learn it at its next periodic metadata scan,
     about a second later, stalling the micro-batch)."""
-    from streamsql.kafka import source
-    from streamsql.kafka.source import SourceOptions, read_range, source_schema
+    from streamsql.kafka import reading
+    from streamsql.kafka.decoding import source_schema
+    from streamsql.kafka.options import SourceOptions
+    from streamsql.kafka.reading import read_range
 
     first, second = topic_name("reuse1"), topic_name("reuse2")
     admin.create_topic(first)
@@ -280,10 +286,10 @@ def test_a_reused_consumer_learns_a_new_topic_at_its_first_read(admin, bootstrap
     admin.produce(second, None, b"y")
     admin.produce(second, None, b"z")
     opts2 = SourceOptions.parse(options(bootstrap, second))
-    (idle,) = source._IDLE[source._reader_key(opts)]
-    consumer = source._checkout(opts2)
+    (idle,) = reading._IDLE[reading._reader_key(opts)]
+    consumer = reading._checkout(opts2)
     assert consumer is idle  # the same cached consumer, taken out while it reads
-    assert second in source._KNOWN_TOPICS[id(consumer)] and not source._IDLE[source._reader_key(opts)]
-    source._checkin(opts2, consumer)
+    assert second in reading._KNOWN_TOPICS[id(consumer)] and not reading._IDLE[reading._reader_key(opts)]
+    reading._checkin(opts2, consumer)
     rows = [r["value"] for b in read_range(opts2, source_schema(opts2), 0, 0, 2) for r in b.to_pylist()]
     assert rows == [b"y", b"z"]

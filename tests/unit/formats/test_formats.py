@@ -735,7 +735,8 @@ def test_compression_option_is_checked_at_statement_time(codec: str, fmt: str, s
 def test_a_multi_column_key_of_nulls_is_null_when_passed_through_and_an_object_when_computed() -> None:
     """ksqlDB writes a source's null key through as null, but a PARTITION BY key whose columns are
     all null as an object of nulls (partition-by 'multiple columns' cases)."""
-    from streamsql.kafka.sink import RecordEncoder, SinkOptions
+    from streamsql.kafka.options import SinkOptions
+    from streamsql.kafka.sink import RecordEncoder
 
     key = FormatSpec("JSON", (Column("ID", T.INTEGER, "key"), Column("AGE", T.INTEGER, "key")))
     value = FormatSpec("JSON", (Column("NAME", T.STRING),))

@@ -8,7 +8,7 @@ import pytest
 
 from streamsql.errors import ConfigError
 from streamsql.kafka import settings
-from streamsql.kafka.admin import client_config
+from streamsql.kafka.clients import client_config
 from streamsql.runtime.config import resolve_config
 
 
@@ -116,7 +116,8 @@ def test_a_command_without_an_engine_gives_its_clients_the_settings(tmp_path) ->
 def test_a_range_reader_prefetches_one_batch_and_the_querys_settings_win() -> None:
     """A range read unassigns at its end and drops what was fetched past it: librdkafka's default
     prefetch (200,000 records or 64 MB) made the broker serve up to twice the records read."""
-    from streamsql.kafka.source import SourceOptions, reader_config
+    from streamsql.kafka.options import SourceOptions
+    from streamsql.kafka.reading import reader_config
 
     opts = SourceOptions.parse({"kafka.bootstrap.servers": "b:9092", "topic": "t", "arrowBatchRows": "5000"})
     got = reader_config(opts)
@@ -132,8 +133,9 @@ def test_a_full_prefetch_queue_backs_off_a_millisecond_not_a_second_nor_zero() -
     whenever its local queue holds ``queued.min.messages``: backlogs read 4× slower. At 0 the
     broker thread re-checks the full queue without pause while the task decodes: in session 38
     that spin was ~1.2 of a Q0 micro-batch task's ~2.9 CPU-s per 500k records."""
-    from streamsql.kafka.admin import consumer_config
-    from streamsql.kafka.source import SourceOptions, reader_config
+    from streamsql.kafka.clients import consumer_config
+    from streamsql.kafka.options import SourceOptions
+    from streamsql.kafka.reading import reader_config
 
     opts = SourceOptions.parse({"kafka.bootstrap.servers": "b:9092", "topic": "t"})
     for config in (consumer_config("b:9092"), reader_config(opts)):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from streamsql.kafka.sink import SINK_PRODUCER_SETTINGS, producer_config
+from streamsql.kafka.clients import producer_config
+from streamsql.kafka.sink import SINK_PRODUCER_SETTINGS
 
 
 def test_the_sink_producer_connects_at_creation_and_reports_failures_only() -> None:

@@ -1,5 +1,5 @@
 """Which WHERE conjuncts a stream's reader applies before Spark (planner/pushdown.py), and that
-the reader's pyarrow expression keeps every row the WHERE keeps (kafka/source.compile_filter)."""
+the reader's pyarrow expression keeps every row the WHERE keeps (kafka/filters.compile_filter)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
-from streamsql.kafka.source import compile_filter
+from streamsql.kafka.filters import compile_filter
 from streamsql.planner.planner import Planner
 from streamsql.sql import parse
 from streamsql.types import TOMBSTONE_COL
@@ -56,7 +56,7 @@ def test_simple_comparisons_are_pushed_and_the_rest_stays_in_spark(catalog: Cata
 def test_an_in_list_is_the_or_of_its_equalities(catalog: Catalog) -> None:
     """Spark's ``x IN (a, b)`` is ``x = a OR x = b`` in three-valued logic: pushed, exact, and
     evaluated so (a null ``x`` drops the row, NaN matches no number)."""
-    from streamsql.kafka.source import filter_expression, filter_mask
+    from streamsql.kafka.filters import filter_expression, filter_mask
 
     equal = {"op": "equal", "args": [{"column": "N"}, {"value": 1}], "nan_kept": False}
     assert pushed(catalog, "n IN (1)") == equal
@@ -124,7 +124,7 @@ def test_the_readers_filter_keeps_what_spark_keeps() -> None:
 def test_an_exact_filter_is_the_whole_where_and_keeps_nan_where_spark_does(catalog: Catalog) -> None:
     """``exact_filter`` (the reader runs the whole step, kafka/pipe.py): every conjunct or none,
     and a DOUBLE comparison true for NaN exactly where Spark's is (NaN is above every number)."""
-    from streamsql.kafka.source import filter_expression
+    from streamsql.kafka.filters import filter_expression
 
     def exact(where: str) -> object:
         [stmt] = parse(f"SELECT * FROM pay WHERE {where} EMIT CHANGES;")

@@ -12,7 +12,7 @@ import pytest
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import ConfigError
-from streamsql.kafka.source import SourceOptions
+from streamsql.kafka.options import SourceOptions
 from streamsql.physical.steps import Collect, Join, PhysicalPlan, Scan, physical_plan
 from streamsql.planner.planner import Planner
 from streamsql.runtime import starts

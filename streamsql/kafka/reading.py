@@ -1,0 +1,175 @@
+"""Reading exact offset ranges on the workers: ``[start, end)`` of one partition, as Arrow
+batches (``kafka/decoding.py``), through this process's pooled consumers.
+
+A range read stops on position, not on a record count, so a range that ends on a transaction
+marker or a compaction gap still ends, and the same range always yields the same rows (replays).
+Workers keep their consumers (Spark reuses Python workers across tasks and batches); clients are
+never pickled.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.types import StructType
+
+from streamsql.errors import KafkaError
+from streamsql.kafka.clients import consumer_config
+from streamsql.kafka.decoding import BatchBuilder
+from streamsql.kafka.options import SourceOptions
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+
+#: idle readers of this process, per cluster and settings. A read takes one out and puts it back
+#: when done (:func:`_checkout`, :func:`_checkin`), so two threads of one process (concurrent pull
+#: queries in the server) never assign the same consumer at once.
+_IDLE: dict[tuple[str, tuple[tuple[str, str], ...], int], list[Consumer]] = {}
+#: idle readers kept per key; more are closed when returned
+_IDLE_PER_KEY = 2
+_CONSUMERS_LOCK = threading.Lock()
+#: topics whose metadata each cached consumer has (by ``id`` of the consumer)
+_KNOWN_TOPICS: dict[int, set[str]] = {}
+
+
+#: A range that ends at the log end leaves a fetch waiting at the broker for new data (up to
+#: ``fetch.wait.max.ms``), and the next ``assign`` of the reused consumer waits for it to return:
+#: at librdkafka's 100 ms, a micro-batch of a few records spent most of its read there. A backlog
+#: is unaffected (the broker answers as soon as it has data), and the consumer is unassigned, so
+#: not fetching at all, between ranges.
+_READER_FETCH_WAIT_MS = 5
+#: How far a reader fetches ahead of what it has consumed. librdkafka prefetches a partition up
+#: to ``queued.min.messages`` (200,000 in :func:`consumer_config`) or 64 MB, but a range read
+#: stops at its end offset and unassigns, which drops everything fetched past it: on a backlog
+#: the broker served up to twice the records a query read, and each task worker kept the 64 MB
+#: high-water mark. One Arrow batch of records (``arrowBatchRows``) or 8 MB ahead keeps the
+#: fetches overlapping the decoding (W1 at 1M records, docs/performance.md: the broker's CPU
+#: 2.8-3.6 → 1.0-1.4 s, each task worker's PSS ~170 → ~115 MB, the same records/s).
+_READER_PREFETCH_KBYTES = 8192
+
+
+def _reader_key(opts: SourceOptions) -> tuple[str, tuple[tuple[str, str], ...], int]:
+    return (opts.bootstrap, tuple(sorted(opts.kafka.items())), opts.batch_rows)
+
+
+def reader_config(opts: SourceOptions) -> dict[str, Any]:
+    """The librdkafka settings of a range reader: :func:`consumer_config`'s, a short fetch wait
+    and a bounded prefetch (see above); the query's own Kafka settings win."""
+    return consumer_config(opts.bootstrap, {
+        "fetch.wait.max.ms": _READER_FETCH_WAIT_MS, "queued.min.messages": opts.batch_rows,
+        "queued.max.messages.kbytes": _READER_PREFETCH_KBYTES, **opts.kafka})
+
+
+def _checkout(opts: SourceOptions) -> Consumer:
+    """An idle reader of ``opts``' cluster and settings, or a new one: creating one costs a
+    metadata round trip, and Spark reuses Python workers across tasks and batches. Give it back
+    with :func:`_checkin`."""
+    from confluent_kafka import Consumer
+
+    with _CONSUMERS_LOCK:
+        idle = _IDLE.get(_reader_key(opts))
+        c = idle.pop() if idle else None
+    if c is None:
+        c = Consumer(reader_config(opts))
+    with _CONSUMERS_LOCK:
+        known = _KNOWN_TOPICS.setdefault(id(c), set())
+    if opts.topic not in known:
+        # A long-lived consumer learns a topic assigned after its start only at its next
+        # periodic metadata scan (~1 s in librdkafka): ask for the topic's metadata now.
+        try:
+            c.list_topics(opts.topic, timeout=opts.poll_timeout_s)
+            known.add(opts.topic)
+        except Exception:  # noqa: BLE001 - the read itself reports an unreachable broker
+            pass
+    return c
+
+
+def _checkin(opts: SourceOptions, consumer: Consumer) -> None:
+    """Keep ``consumer`` (unassigned) for the next read of the same cluster and settings, or
+    close it when enough are kept."""
+    with _CONSUMERS_LOCK:
+        idle = _IDLE.setdefault(_reader_key(opts), [])
+        if len(idle) < _IDLE_PER_KEY:
+            idle.append(consumer)
+            return
+        _KNOWN_TOPICS.pop(id(consumer), None)
+    consumer.close()
+
+
+def close_consumers(bootstrap: str) -> None:
+    """Close this process's idle readers of the cluster at ``bootstrap``.
+
+    For a cluster that is gone while the process lives on (an embedded broker stopped):
+    librdkafka would otherwise try to reconnect to it, and log each failure, until the process
+    ends. And before this process deletes a topic (:meth:`KafkaAdmin.delete_topic`): on tansu, a
+    consumer that fetched a topic in the last few tens of milliseconds before its deletion gets
+    a fetch answer that crashes librdkafka, and with it the process (docs/reliability.md)."""
+    with _CONSUMERS_LOCK:
+        closing = [c for key in [k for k in _IDLE if k[0] == bootstrap] for c in _IDLE.pop(key)]
+        for consumer in closing:
+            _KNOWN_TOPICS.pop(id(consumer), None)
+    for consumer in closing:
+        consumer.close()
+
+
+def read_range(opts: SourceOptions, schema: StructType, partition: int, start: int, end: int
+               ) -> Iterator[pa.RecordBatch]:
+    """Yield Arrow batches holding exactly the records with ``start <= offset < end``.
+
+    Stops on position, not on a record count, so a range that ends on a transaction marker or
+    a compaction gap still ends. The same range always yields the same rows (replays)."""
+    from confluent_kafka import KafkaError as CKError
+    from confluent_kafka import TopicPartition
+
+    if end <= start:
+        return
+    builder = BatchBuilder(opts, schema, partition)
+    consumer = _checkout(opts)
+    pos = start
+    last_progress = time.monotonic()
+    try:
+        consumer.assign([TopicPartition(opts.topic, partition, start)])
+        while pos < end:
+            want = min(opts.batch_rows, end - pos)
+            msgs = consumer.consume(want, 0.2)
+            rows = []
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == CKError._PARTITION_EOF:
+                        eof = m.offset()
+                        assert eof is not None  # an EOF event carries the end offset
+                        pos = max(pos, eof)
+                        continue
+                    if err.retriable() or err.code() == CKError._TRANSPORT:
+                        continue
+                    raise KafkaError(f"cannot read topic '{opts.topic}' partition {partition}: {err.str()}")
+                off = m.offset()
+                assert off is not None  # a record always has one (the stubs allow None for error events)
+                if off < end:
+                    rows.append(m)
+                pos = max(pos, off + 1)
+            if rows:
+                last_progress = time.monotonic()
+                yield from builder.build(rows)
+            elif pos < end:
+                # gaps (transaction markers, compaction) advance the position without records
+                (cur,) = consumer.position([TopicPartition(opts.topic, partition)])
+                if cur.offset is not None and cur.offset >= 0:
+                    if cur.offset > pos:
+                        last_progress = time.monotonic()
+                    pos = max(pos, cur.offset)
+                if time.monotonic() - last_progress > opts.poll_timeout_s:
+                    raise KafkaError(
+                        f"timed out reading topic '{opts.topic}' partition {partition}: stuck at offset {pos}, "
+                        f"expected records up to {end} (were they deleted by retention?)")
+    finally:
+        try:
+            consumer.unassign()
+        except Exception:  # noqa: BLE001 - the next assign() resets anyway
+            pass
+        _checkin(opts, consumer)
