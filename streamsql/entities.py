@@ -126,6 +126,9 @@ def to_entity(result: r.Result, stmt: ast.Statement | None = None, catalog: Cata
         kind = result.kind.lower()
         return {"@type": kind, **base, kind: [_source_summary(s) for s in result.sources], "warnings": []}
     if isinstance(result, r.QueryList):
+        if isinstance(stmt, ast.Show) and stmt.extended:
+            return {"@type": "query_descriptions", **base,
+                    "queryDescriptions": [query_description(q, catalog) for q in result.queries], "warnings": []}
         return {"@type": "queries", **base, "queries": [running_query(q, catalog) for q in result.queries],
                 "warnings": []}
     if isinstance(result, r.TopicList):
@@ -164,11 +167,8 @@ def to_entity(result: r.Result, stmt: ast.Statement | None = None, catalog: Cata
     if isinstance(result, r.Explanation):
         query_id = getattr(stmt, "query_id", None) or ""
         return {"@type": "queryDescription", **base,
-                "queryDescription": {"id": query_id.upper(), "statementText": base["statementText"],
-                                     "windowType": None, "fields": [], "sources": [], "sinks": [],
-                                     "topology": "", "executionPlan": result.text, "overriddenProperties": {},
-                                     "ksqlHostQueryStatus": {}, "queryType": "PERSISTENT", "queryErrors": [],
-                                     "tasksMetadata": [], "state": "RUNNING"},
+                "queryDescription": _query_description_fields(query_id.upper(), base["statementText"],
+                                                              execution_plan=result.text),
                 "warnings": []}
     return {"@type": "currentStatus", **base, "commandId": "", "warnings": [],
             "commandStatus": {"status": "SUCCESS", "message": str(result)}, "commandSequenceNumber": -1}
@@ -208,6 +208,32 @@ def running_query(q: r.QueryDescription, catalog: Catalog | None) -> dict[str, A
     return {"queryString": q.statement, "sinks": [q.sink] if q.sink else [],
             "sinkKafkaTopics": [sink.topic] if sink else [],
             "id": q.id, "statusCount": {q.state: 1}, "queryType": q.kind, "state": q.state}
+
+
+def _query_description_fields(query_id: str, statement: str, *, window_type: str | None = None,
+                               fields: list[dict[str, Any]] | None = None, sources: list[str] | None = None,
+                               sinks: list[str] | None = None, execution_plan: str = "",
+                               query_type: str = "PERSISTENT", state: str = "RUNNING",
+                               errors: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """ksqlDB's ``QueryDescription`` (EXPLAIN's ``queryDescription`` and each of SHOW QUERIES
+    EXTENDED's ``queryDescriptions``): every field ksqlDB writes, so its clients parse it."""
+    return {"id": query_id, "statementText": statement, "windowType": window_type, "fields": fields or [],
+            "sources": sources or [], "sinks": sinks or [], "topology": "", "executionPlan": execution_plan,
+            "overriddenProperties": {}, "ksqlHostQueryStatus": {}, "queryType": query_type,
+            "queryErrors": errors or [], "tasksMetadata": [], "state": state}
+
+
+def query_description(q: r.QueryDescription, catalog: Catalog | None) -> dict[str, Any]:
+    """One query of SHOW QUERIES EXTENDED as ksqlDB's ``QueryDescription``: the sink's columns
+    and window type from the catalog (when at hand), a failed query's error as a ``QueryError``."""
+    sink = catalog.find(q.sink) if catalog is not None and q.sink else None
+    error = q.stats.get("error")
+    return _query_description_fields(
+        q.id, q.statement, window_type=sink.window_type if sink else None,
+        fields=[field_info(c) for c in sink.columns] if sink else [], sources=list(q.sources),
+        sinks=[q.sink] if q.sink else [], query_type=q.kind, state=q.state,
+        # ksqlDB's QueryError; the engine keeps no time of failure, so its timestamp is 0
+        errors=[{"timestamp": 0, "errorMessage": str(error), "type": "UNKNOWN"}] if error else [])
 
 
 def schema_info(ty: t.SqlType) -> dict[str, Any]:

@@ -159,6 +159,15 @@ def test_ksql_entities_status_and_sequence_numbers(client: httpx.Client) -> None
                      "function_names", "tables", "queryDescription"]
     running = next(q for q in listing[0]["queries"] if q["id"] == query_id)
     assert running["sinks"] == [sink] and running["queryType"] == "PERSISTENT" and running["state"] == "RUNNING"
+    # SHOW QUERIES EXTENDED: ksqlDB's query_descriptions, one QueryDescription per query
+    described = ok(ksql(client, "SHOW QUERIES EXTENDED;"))[0]
+    assert described["@type"] == "query_descriptions" and "queries" not in described
+    mine = next(q for q in described["queryDescriptions"] if q["id"] == query_id)
+    assert mine["sinks"] == [sink] and mine["sources"] == [name] and mine["queryType"] == "PERSISTENT"
+    assert mine["state"] == "RUNNING" and mine["statementText"].startswith(f"CREATE STREAM {sink} AS SELECT")
+    assert [f["name"] for f in mine["fields"]] == ["ID", "V2"] and mine["fields"][0]["type"] == "KEY"
+    assert {"windowType", "topology", "executionPlan", "overriddenProperties", "ksqlHostQueryStatus",
+            "queryErrors", "tasksMetadata"} <= set(mine)
     desc = listing[1]["sourceDescription"]
     assert desc["name"] == sink and desc["type"] == "STREAM" and desc["writeQueries"][0]["id"] == query_id
     assert desc["fields"] == [{"name": "ID", "schema": {"type": "STRING", "fields": None, "memberSchema": None},

@@ -24,6 +24,7 @@ from streamsql.client import (
 from streamsql.entities import result_from_entity, schema_to_sql
 from streamsql.entities import to_entity as result_to_entity
 from streamsql.runtime import results as r
+from streamsql.sql.parser import parse
 
 
 def test_current_status_from_create_as_select() -> None:
@@ -151,6 +152,23 @@ def test_query_list_round_trip() -> None:
     ql = r.QueryList("SHOW QUERIES", [r.QueryDescription("CSAS_B_1", "CREATE STREAM B AS SELECT * FROM A", "B", ["A"],
                                                          "RUNNING", "PERSISTENT")])
     assert result_from_entity(result_to_entity(ql)) == ql
+
+
+def test_show_queries_extended_answers_query_descriptions_and_reads_back() -> None:
+    """ksqlDB answers SHOW QUERIES EXTENDED with ``query_descriptions`` (QueryDescriptionList),
+    not the plain listing's ``queries``; a failed query's error is a ``QueryError``."""
+    failed = r.QueryDescription("CSAS_B_1", "CREATE STREAM B AS SELECT * FROM A;", "B", ["A"], "ERROR",
+                                "PERSISTENT", {"error": "boom"})
+    ql = r.QueryList("SHOW QUERIES EXTENDED;", [failed])
+    entity = result_to_entity(ql, parse("SHOW QUERIES EXTENDED;")[0])
+    assert entity is not None and entity["@type"] == "query_descriptions"
+    (desc,) = entity["queryDescriptions"]
+    assert (desc["id"], desc["sources"], desc["sinks"], desc["state"]) == ("CSAS_B_1", ["A"], ["B"], "ERROR")
+    assert desc["queryErrors"] == [{"timestamp": 0, "errorMessage": "boom", "type": "UNKNOWN"}]
+    assert result_from_entity(entity) == r.QueryList(ql.statement, [
+        r.QueryDescription("CSAS_B_1", failed.statement, "B", ["A"], "ERROR", "PERSISTENT")])
+    plain = result_to_entity(ql, parse("SHOW QUERIES;")[0])
+    assert plain is not None and plain["@type"] == "queries"
 
 
 def test_error_envelopes() -> None:
