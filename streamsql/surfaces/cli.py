@@ -72,8 +72,11 @@ def positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from streamsql import __version__
+
     parser = argparse.ArgumentParser(prog="streamsql",
                                      description="ksqlDB's SQL on Spark Structured Streaming over Kafka")
+    parser.add_argument("--version", action="version", version=f"streamsql {__version__}")
     sub = parser.add_subparsers(dest="command")
 
     run = sub.add_parser("run", help="run a .sql file headlessly")
@@ -216,7 +219,9 @@ def _config(args: argparse.Namespace) -> EngineConfig:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from streamsql.runtime.engine import Engine
+    from streamsql.runtime.progress import count_from_start
     from streamsql.surfaces.runner import install_interrupt, run_file
+    from streamsql.surfaces.terminal import ErrorCount, engine_logs_to_file
 
     path = Path(args.file)
     if not path.exists():
@@ -227,9 +232,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     stop = threading.Event()
     install_interrupt(stop)
-    with kafka_cluster(_config(args)) as config:
+    engine_config = _config(args)
+    log_file = engine_logs_to_file(engine_config.data_dir, "run")
+    if log_file is not None:
+        print(f"streamsql: engine logs (Spark, Kafka clients) go to {log_file}", file=sys.stderr, flush=True)
+    with kafka_cluster(engine_config) as config, ErrorCount() as errors:
         engine = Engine(config)
         engine.session.variables.update(variables)
+        count_from_start(engine)
         metrics = None
         try:
             for notice in engine.start():
@@ -249,10 +259,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             finally:
                 if progress is not None:
                     progress.stop()
+                print(f"streamsql: {run_summary(engine, errors.count, log_file)}", file=sys.stderr, flush=True)
         finally:
             if metrics is not None:
                 metrics.shutdown()
             engine.close()
+
+
+def run_summary(engine: Engine, errors_logged: int, log_file: Path | None) -> str:
+    """The line ``streamsql run`` ends with: its persistent queries, the records they read and
+    wrote, and how many errors went to the log (and where that is)."""
+    from streamsql.runtime.progress import engine_totals
+
+    totals = engine_totals(engine)
+    queries = len(engine.queries)
+    where = f" (see {log_file})" if log_file is not None and errors_logged else ""
+    return (f"done: {queries} persistent {'query' if queries == 1 else 'queries'}, {totals.input_rows:,} records in, "
+            f"{totals.output_rows:,} out; {errors_logged} error{'' if errors_logged == 1 else 's'} logged{where}")
 
 
 def _progress(engine: Engine, wanted: bool | None) -> ProgressDisplay | None:
@@ -338,8 +361,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from streamsql import samples
     from streamsql.runtime.engine import Engine
     from streamsql.surfaces.runner import run_file
+    from streamsql.surfaces.terminal import engine_logs_to_file
 
-    with kafka_cluster(_config(args)) as config:
+    engine_config = _config(args)
+    log_file = engine_logs_to_file(engine_config.data_dir, "demo")
+    if log_file is not None:
+        print(f"streamsql: engine logs (Spark, Kafka clients) go to {log_file}", file=sys.stderr, flush=True)
+    with kafka_cluster(engine_config) as config:
         assert config.bootstrap_servers
         engine = Engine(config)
         held = _records_in(engine, "payments")
@@ -475,11 +503,15 @@ def cmd_server(args: argparse.Namespace) -> int:
     from streamsql.server.authorization import load_users
     from streamsql.server.limits import LimitSettings
     from streamsql.server.main import ListenOptions, serve
+    from streamsql.surfaces.terminal import engine_logs_to_file
 
     if bool(args.tls_cert) != bool(args.tls_key):
         print("Error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
     engine_config = _config(args)
+    log_file = engine_logs_to_file(engine_config.data_dir, "server")
+    if log_file is not None:
+        print(f"streamsql: engine logs (Spark, Kafka clients, requests) go to {log_file}", file=sys.stderr, flush=True)
     settings = ServerSettings(max_request_bytes=args.max_request_bytes, command_wait_s=args.command_timeout_ms / 1000,
                               users=load_users(args.auth_file) if args.auth_file else {},
                               limits=LimitSettings.from_config(engine_config))
@@ -542,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
     except StreamsqlError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # a second Ctrl-C while a command stops: it stopped what it could
+        print("streamsql: interrupted", file=sys.stderr, flush=True)
+        return 130
 
 
 if __name__ == "__main__":

@@ -413,16 +413,20 @@ def run_shell(args: object) -> int:
     from streamsql.runtime.engine import Engine
     from streamsql.surfaces.backends import EmbeddedBackend
     from streamsql.surfaces.cli import _config, kafka_cluster
+    from streamsql.surfaces.terminal import engine_logs_to_file
 
-    with kafka_cluster(_config(args)) as config:  # type: ignore[arg-type]
+    engine_config = _config(args)  # type: ignore[arg-type]
+    log_file = engine_logs_to_file(engine_config.data_dir, "shell")
+    with kafka_cluster(engine_config) as config:
         engine = Engine(config)
         backend = EmbeddedBackend(engine, f"the embedded engine (Kafka at {config.bootstrap_servers}, "
                                           f"data in {config.data_dir})")
+        if log_file is not None:
+            backend.description += f"\nEngine logs (Spark, Kafka clients, processing log) go to {log_file}"
         try:
             for notice in engine.start():
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)
             if _interactive(args):
-                backend.description += f"\nEngine logs (Spark, processing log) go to {_logs_to_file(config.data_dir)}"
                 engine.warm_up_in_background()  # while the user types the first statement
             return _drive(backend, args, Path(config.data_dir) / "shell_history")
         finally:
@@ -443,18 +447,6 @@ def _ask_password(user: str) -> str:
 
 def _interactive(args: object) -> bool:
     return not (getattr(args, "execute", None) or getattr(args, "file", None)) and sys.stdin.isatty()
-
-
-def _logs_to_file(data_dir: Path) -> Path:
-    """Send this process's stderr (Python logging, and the Spark JVM started later, which
-    inherits it) to a file, so engine logs do not interleave with the prompt."""
-    path = Path(data_dir) / "shell.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 2)
-    os.close(fd)
-    return path
 
 
 def _drive(backend: Backend, args: object, history_file: Path) -> int:
