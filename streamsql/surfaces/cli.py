@@ -1,13 +1,14 @@
 """The ``streamsql`` command.
 
-    streamsql                              the interactive shell on the embedded default
+    streamsql                              the interactive shell on the data directory's local server
     streamsql shell [URL] [-e SQL | -f F]  the shell, on a ksqlDB-compatible server when given its URL
     streamsql demo [--count N]             run the seed pipeline on sample data (embedded default)
-    streamsql run FILE.sql [--until-idle]  headless runner
+    streamsql run FILE.sql [--until-idle]  headless runner (sent to the local server while it runs)
     streamsql broker [--port N]            the data directory's local broker, in the foreground
     streamsql broker start|status|stop     the data directory's local broker, in the background
     streamsql produce SAMPLE --topic T     write deterministic sample records
     streamsql server [--port 8088]         ksqlDB-compatible REST server (command log in Kafka)
+    streamsql server start|status|stop     the data directory's local server, in the background
     streamsql topology FILE.sql [--format F]  the file's pipeline as text, JSON, DOT, Mermaid, SVG or PNG
     streamsql seeds [--copy DIR]           the seed pipelines shipped in the package (copied to DIR to run or edit)
 
@@ -15,6 +16,8 @@ Every command that needs Kafka and is given no bootstrap servers (flag, environm
 ``STREAMSQL_BOOTSTRAP_SERVERS``, or config file) uses the local broker of its data directory
 (``kafka/broker.LocalBroker``): the one already running, or one it starts in the background and
 leaves running for the next command, saying so in one line. ``streamsql broker stop`` stops it.
+The shell given no URL talks to the data directory's local server the same way
+(``surfaces/local_server.LocalServer``), started in the background by the first shell.
 """
 
 from __future__ import annotations
@@ -36,10 +39,12 @@ from streamsql.seeds import PIPELINES_DIR
 
 if TYPE_CHECKING:
     from streamsql.runtime.engine import Engine
+    from streamsql.surfaces.local_server import LocalServer
     from streamsql.surfaces.progress import ProgressDisplay
 
 TOPOLOGY_FORMATS = ("text", "json", "dot", "mermaid")
 BROKER_ACTIONS = ("start", "status", "stop")
+SERVER_ACTIONS = ("start", "status", "stop")
 #: drawn by Graphviz's ``dot`` from the DOT text
 RENDERED_FORMATS = ("svg", "png")
 
@@ -114,7 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     shell = sub.add_parser("shell", help="the interactive shell (the default command)")
     shell.add_argument("url", nargs="?", help="a ksqlDB-compatible server, e.g. http://localhost:8088 "
-                                               "(default: the embedded engine)")
+                                               "(default: the data directory's local server, started in the "
+                                               "background if none runs)")
+    shell.add_argument("--embedded", action="store_true",
+                       help="run the engine in this shell's process instead of the local server (its queries "
+                            "stop when the shell ends)")
     shell.add_argument("-e", "--execute", help="run these statements, print their results and exit")
     shell.add_argument("-f", "--file", help="run this file's statements, print their results and exit")
     shell.add_argument("-d", "--define", action="append", default=[], metavar="NAME=VALUE",
@@ -125,8 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     shell.add_argument("-p", "--password", help="password for --user (prefer the prompt: a password on the "
                                                 "command line is seen by other users of the machine)")
     _common(shell)
-    server = sub.add_parser("server", help="serve ksqlDB's REST API (statements durable in a Kafka command topic)")
-    server.add_argument("--port", type=int, default=8088)
+    server = sub.add_parser("server", help="serve ksqlDB's REST API (statements durable in a Kafka command topic): "
+                                           "in the foreground, or the data directory's local server with "
+                                           "start/status/stop")
+    server.add_argument("action", nargs="?", choices=SERVER_ACTIONS,
+                        help="the data directory's local server (the one `streamsql shell` uses): start it in the "
+                             "background, show it, or stop it (default: serve in the foreground)")
+    server.add_argument("--port", type=int, help="port (default 8088 in the foreground, a free one with start)")
     server.add_argument("--host", default="127.0.0.1",
                         help="interface to listen on: this machine only unless told (0.0.0.0: every interface, "
                              "as ksqlDB; pair it with --auth-file)")
@@ -230,9 +244,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     variables = _variables(args.define)
     if variables is None:
         return 2
+    engine_config = _config(args)
+    from streamsql.surfaces.local_server import LocalServer
+
+    server = LocalServer(engine_config.data_dir)
+    running = server.find()
+    if running is not None:
+        if args.until_idle:
+            print(f"Error: the local server of {server.data_dir} (pid {running.pid}) runs the queries of this data "
+                  f"directory, and `--until-idle` runs an engine of its own on it: stop the server first "
+                  f"(`streamsql server stop`), or run the file on the server without --until-idle",
+                  file=sys.stderr)
+            return 1
+        return _submit_to_local_server(server, path, args)
     stop = threading.Event()
     install_interrupt(stop)
-    engine_config = _config(args)
     log_file = engine_logs_to_file(engine_config.data_dir, "run")
     if log_file is not None:
         print(f"streamsql: engine logs (Spark, Kafka clients) go to {log_file}", file=sys.stderr, flush=True)
@@ -264,6 +290,31 @@ def cmd_run(args: argparse.Namespace) -> int:
             if metrics is not None:
                 metrics.shutdown()
             engine.close()
+
+
+def _submit_to_local_server(server: LocalServer, path: Path, args: argparse.Namespace) -> int:
+    """``streamsql run FILE`` while the data directory's local server runs: its statements go to
+    that server, in order, as the shell's ``--file`` sends them; the persistent queries they
+    start run there, and the command ends (ksqlDB's ``RUN SCRIPT``)."""
+    import types
+
+    from streamsql.surfaces.backends import RemoteBackend
+    from streamsql.surfaces.shell import drive
+
+    record = server.find()
+    if record is None:
+        raise StreamsqlError(f"the local server of {server.data_dir} stopped")
+    url, user, password = server.client(record)
+    print(f"streamsql: the local server of {server.data_dir} runs (pid {record.pid}): sending {path} to it; its "
+          f"queries keep running there (`streamsql shell` shows them, `streamsql server stop` stops them)",
+          file=sys.stderr, flush=True)
+    ignored = [flag for flag, given in (("--progress", args.progress), ("--metrics-port", args.metrics_port),
+                                        ("--bootstrap-servers", args.bootstrap_servers)) if given]
+    if ignored:
+        print(f"streamsql: {', '.join(ignored)} apply to an engine this command runs, not to the server's",
+              file=sys.stderr, flush=True)
+    options = types.SimpleNamespace(file=str(path), define=args.define, output="TABULAR")
+    return drive(RemoteBackend(url, user, password), options, server.data_dir / "shell_history")
 
 
 def run_summary(engine: Engine, errors_logged: int, log_file: Path | None) -> str:
@@ -495,6 +546,8 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
+    if args.action is not None:
+        return local_server_action(args)
     from streamsql.extras import require
 
     for module in ("hypercorn", "prometheus_client"):
@@ -516,9 +569,51 @@ def cmd_server(args: argparse.Namespace) -> int:
                               users=load_users(args.auth_file) if args.auth_file else {},
                               limits=LimitSettings.from_config(engine_config))
     with kafka_cluster(engine_config) as config:
-        listen = ListenOptions(args.host, args.port, args.tls_cert, args.tls_key, args.max_connections,
+        listen = ListenOptions(args.host, args.port or 8088, args.tls_cert, args.tls_key, args.max_connections,
                                args.request_header_timeout_ms / 1000)
         return serve(config, listen, settings)
+
+
+def local_server_action(args: argparse.Namespace) -> int:
+    """``streamsql server start|status|stop``: the data directory's local server."""
+    import datetime
+
+    from streamsql.surfaces.local_server import LocalServer, engine_args
+
+    data_dir = resolve_config(None, args.data_dir, args.config).data_dir
+    local = LocalServer(data_dir)
+    if args.action == "status":
+        record = local.find()
+        if record is None:
+            print(f"no local server runs for {local.data_dir}")
+            return 1
+        since = datetime.datetime.fromtimestamp(record.started_at).isoformat(timespec="seconds")
+        flags = f", started with {' '.join(record.engine_args)}" if record.engine_args else ""
+        print(f"local server of {local.data_dir}: {record.url}, pid {record.pid}, running since {since}{flags}; "
+              f"log {local.log_path}")
+        return 0
+    if args.action == "stop":
+        stopped = local.stop()
+        if stopped is None:
+            print(f"no local server runs for {local.data_dir}")
+            return 1
+        print(f"stopped the local server of {local.data_dir} (pid {stopped.pid}); its persistent queries resume "
+              f"when it starts again")
+        return 0
+    from streamsql.extras import require
+
+    for module in ("hypercorn", "prometheus_client"):
+        require(module, "server", "streamsql server")
+    record, started = local.ensure(engine_args(args), args.port, notify=False)
+    if started:
+        print(f"started the local server of {local.data_dir} at {record.url} in the background (pid {record.pid}, "
+              f"log {local.log_path}); `streamsql shell` connects to it, `streamsql server stop` stops it")
+    else:
+        print(f"the local server of {local.data_dir} already runs at {record.url} (pid {record.pid})")
+        if args.port is not None and args.port != record.port:
+            print(f"Error: it listens on {record.port}, not {args.port}; stop it first", file=sys.stderr)
+            return 1
+    return 0
 
 
 def cmd_seeds(args: argparse.Namespace) -> int:

@@ -38,7 +38,7 @@ class Terminal:
         env = {k: v for k, v in os.environ.items() if k != "STREAMSQL_BOOTSTRAP_SERVERS"}
         env["PYSPARK_PYTHON"] = sys.executable
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
-        env["COLUMNS"] = str(columns)
+        env.update(COLUMNS=str(columns), TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1")
         self.proc = subprocess.Popen([sys.executable, "-m", "streamsql", *args], cwd=cwd, env=env,
                                      stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
         os.close(slave)
