@@ -279,12 +279,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 metrics = serve(engine, args.metrics_port)
                 print(f"streamsql: Prometheus metrics on http://0.0.0.0:{args.metrics_port}/metrics",
                       file=sys.stderr, flush=True)
-            progress = _progress(engine, args.progress)
+            progress = LiveProgress(engine, args.progress)
             try:
-                return run_file(engine, path, args.until_idle, stop=stop)
+                return run_file(engine, path, args.until_idle, stop=stop, statements_done=progress.start)
             finally:
-                if progress is not None:
-                    progress.stop()
+                progress.stop()
                 print(f"streamsql: {run_summary(engine, errors.count, log_file)}", file=sys.stderr, flush=True)
         finally:
             if metrics is not None:
@@ -329,14 +328,24 @@ def run_summary(engine: Engine, errors_logged: int, log_file: Path | None) -> st
             f"{totals.output_rows:,} out; {errors_logged} error{'' if errors_logged == 1 else 's'} logged{where}")
 
 
-def _progress(engine: Engine, wanted: bool | None) -> ProgressDisplay | None:
-    """The live progress display: on with ``--progress``, off with ``--no-progress``, else on
-    when standard error is a terminal."""
-    from streamsql.surfaces.progress import ProgressDisplay
+class LiveProgress:
+    """The progress display of a run: on with ``--progress``, off with ``--no-progress``, else on
+    when standard error is a terminal; started once the file's statements have run."""
 
-    if wanted is False or (wanted is None and not sys.stderr.isatty()):
-        return None
-    return ProgressDisplay(engine).start()
+    def __init__(self, engine: Engine, wanted: bool | None) -> None:
+        self.engine = engine
+        self.wanted = wanted is True or (wanted is None and sys.stderr.isatty())
+        self.display: ProgressDisplay | None = None
+
+    def start(self) -> None:
+        from streamsql.surfaces.progress import ProgressDisplay
+
+        if self.wanted and self.display is None:
+            self.display = ProgressDisplay(self.engine).start()
+
+    def stop(self) -> None:
+        if self.display is not None:
+            self.display.stop()
 
 
 def _variables(definitions: list[str]) -> dict[str, str] | None:
@@ -431,12 +440,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         try:
             for notice in engine.start():
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)
-            progress = _progress(engine, None)
+            progress = LiveProgress(engine, None)
             try:
-                code = run_file(engine, PIPELINES_DIR / "fraud_filter.sql", until_idle=True)
+                code = run_file(engine, PIPELINES_DIR / "fraud_filter.sql", until_idle=True,
+                                statements_done=progress.start)
             finally:
-                if progress is not None:
-                    progress.stop()
+                progress.stop()
             if code != 0:
                 return code
             records = engine.admin.read_all("FRAUDULENT_PAYMENTS")
