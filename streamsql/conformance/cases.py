@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: seconds a case may run before it fails as timed out (``streamsql test --timeout``)
+DEFAULT_TIMEOUT_S = 120.0
+
 
 def strip_json_comments(text: str) -> str:
     """Remove ``//`` and ``/* */`` comments outside strings (Jackson's ALLOW_COMMENTS)."""

@@ -11,10 +11,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from streamsql.conformance.cases import QttCase, collect_files, load_file, load_test_runner_case
-from streamsql.conformance.qtt import DEFAULT_TIMEOUT_S, QttRunner, runner_settings
+# the runners (Spark, the engine) are imported when a run starts: every command's parser holds
+# this one's arguments, and the shell must start in well under a second
+from streamsql.conformance.cases import (
+    DEFAULT_TIMEOUT_S,
+    QttCase,
+    collect_files,
+    load_file,
+    load_test_runner_case,
+)
 from streamsql.conformance.results import CaseResult, file_line, summary_line, top_failures, write_report
-from streamsql.conformance.rqtt import is_rqtt_path
 
 #: 2 × cores: a case's time is mostly CPU (query start, micro-batches), plus waits on the broker and
 #: on Spark's trigger loop that more cases in flight fill (corpus sample on 2 cores: 2 → 3 cut 13%;
@@ -66,6 +72,8 @@ def select(cases: list[QttCase], filters: list[str], ids: list[str] | None) -> l
 
 def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out if out is not None else sys.stdout  # as it is now, not as it was at import
+    from streamsql.conformance.rqtt import is_rqtt_path
+
     trio = args.sql_file is not None
     if not trio and args.paths and all(is_rqtt_path(Path(p)) for p in args.paths):
         from streamsql.conformance.rqtt import run_rqtt_command  # REST tests: through a real server
@@ -105,6 +113,7 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def run_cases(cases_by_file: Mapping[str, Sequence[QttCase | CaseResult]], args: argparse.Namespace,
               out: TextIO) -> list[CaseResult]:
+    from streamsql.conformance.qtt import QttRunner, runner_settings
     from streamsql.runtime.spark import get_spark
 
     started = time.monotonic()

@@ -50,7 +50,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamsql.conformance.cases import QttCase
+from streamsql.conformance.cases import DEFAULT_TIMEOUT_S, QttCase
 from streamsql.conformance.compare import ActualRecord, SideFormat, compare_topic, describe_record
 from streamsql.conformance.expectations import check_post, expected_failure_kind, message_matches
 from streamsql.conformance.rawproduce import partition_for
@@ -70,7 +70,6 @@ if TYPE_CHECKING:
     from streamsql.formats import FormatSpec
     from streamsql.runtime.engine import Engine
 
-DEFAULT_TIMEOUT_S = 120.0
 
 #: Spark settings while cases run: a case's data is a few records, so the per-batch fixed costs
 #: are what a case pays for (measured on every 8th ratchet id, 2 cores, -j 3: 125 → 103 s with one

@@ -52,9 +52,10 @@ class DataDirLock:
             os.close(fd)
             raise DataDirError(
                 f"the data directory {self.data_dir} is in use by another streamsql engine ({holder}); one "
-                f"engine per data directory, or each would undo the other's queries. Give this command its own "
-                f"--data-dir, or run `streamsql server --data-dir {self.data_dir}` once and connect to it with "
-                f"`streamsql shell http://127.0.0.1:8088`.") from None
+                f"engine per data directory, or each would undo the other's queries. To work beside a running "
+                f"pipeline, run it on the data directory's local server (`streamsql server start`, then `streamsql "
+                f"run FILE` sends the file to it) and watch it with `streamsql shell`, which connects to that "
+                f"server; or stop the other command first.") from None
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "command": " ".join(sys.argv),
                                  "since": time.strftime("%Y-%m-%d %H:%M:%S")}).encode())

@@ -2,7 +2,7 @@
 ``streamsql run --metrics-port N``.
 
 Two sources. Spark reports every micro-batch of every query to a ``StreamingQueryListener`` in
-the driver (:class:`ProgressTotals`): the totals over the query's life — batches, input rows,
+the driver (``runtime/progress.ProgressTotals``): the totals over the query's life — batches, input rows,
 output rows where the sink counts them, late rows Spark's aggregation dropped — are summed
 there, since a query's own ``recentProgress`` keeps only its last 100 batches. The rest is read
 from the engine when Prometheus scrapes (:class:`EngineCollector`): whether each query runs,
@@ -14,85 +14,19 @@ query of the service; ksqlDB's ``ksql_processing_log``).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from pyspark.sql.streaming import StreamingQueryListener
 
 from streamsql.errors import ConfigError, StreamsqlError
-from streamsql.runtime.progress import consumed_records
+from streamsql.runtime.progress import QueryTotals, count_from_start, listener_of
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
     from streamsql.runtime.engine import Engine
-
-
-@dataclass
-class QueryTotals:
-    batches: int = 0
-    input_rows: int = 0
-    #: -1 while the query's sink does not count its rows (``foreachBatch``, Python sinks)
-    output_rows: int = -1
-    dropped_by_watermark: int = 0
-
-
-class ProgressTotals(StreamingQueryListener):
-    """Per query name (streamsql's query id), the totals of every micro-batch Spark reported."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.totals: dict[str, QueryTotals] = {}
-
-    def onQueryStarted(self, event: Any) -> None:
-        pass
-
-    def onQueryProgress(self, event: Any) -> None:
-        progress = event.progress
-        name = progress.name
-        if not name:
-            return
-        with self.lock:
-            t = self.totals.setdefault(name, QueryTotals())
-            t.batches += 1
-            t.input_rows += sum(consumed_records({"startOffset": source.startOffset, "endOffset": source.endOffset,
-                                                  "numInputRows": source.numInputRows})
-                                for source in progress.sources or [])
-            out = getattr(getattr(progress, "sink", None), "numOutputRows", -1)
-            if out is not None and out >= 0:
-                t.output_rows = max(t.output_rows, 0) + int(out)
-            t.dropped_by_watermark += sum(int(op.numRowsDroppedByWatermark or 0)
-                                          for op in progress.stateOperators or [])
-
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
-    def onQueryTerminated(self, event: Any) -> None:
-        pass
-
-    def snapshot(self, name: str) -> QueryTotals:
-        with self.lock:
-            t = self.totals.get(name)
-            return QueryTotals(t.batches, t.input_rows, t.output_rows, t.dropped_by_watermark) if t else QueryTotals()
-
-
-_LISTENERS: dict[int, ProgressTotals] = {}
-_LISTENERS_LOCK = threading.Lock()
-
-
-def progress_totals(spark: SparkSession) -> ProgressTotals:
-    """The session's listener, added once (queries of every engine on the session report to it)."""
-    with _LISTENERS_LOCK:
-        listener = _LISTENERS.get(id(spark))
-        if listener is None:
-            listener = _LISTENERS[id(spark)] = ProgressTotals()
-            spark.streams.addListener(listener)
-        return listener
 
 
 class EngineCollector(Collector):
@@ -129,7 +63,7 @@ class EngineCollector(Collector):
         lag = GaugeMetricFamily("streamsql_query_consumer_lag",
                                 "Records of an input partition the query has not committed yet",
                                 labels=["query", "topic", "partition"])
-        listener = _LISTENERS.get(id(engine.started_spark)) if engine.started_spark is not None else None
+        listener = listener_of(engine)
         for qid, running in list(engine.queries.items()):
             handle = running.handle
             up.add_metric([qid], 1.0 if handle.isActive else 0.0)
@@ -162,15 +96,6 @@ class EngineCollector(Collector):
         except StreamsqlError:
             pass
         yield logged
-
-
-def count_from_start(engine: Engine) -> None:
-    """Sum the engine's query progress from when its SparkSession starts (or now, if it runs
-    already), so the first scrape shows every batch since then, without starting Spark itself."""
-    if progress_totals not in engine.on_spark_start:
-        engine.on_spark_start.append(progress_totals)
-    if engine.started_spark is not None:
-        progress_totals(engine.started_spark)
 
 
 def registry_for(engine: Engine) -> CollectorRegistry:

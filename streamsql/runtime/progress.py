@@ -12,12 +12,18 @@ query's progress in the order its plan reads them: a join's left side, then its 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql.streaming import StreamingQueryListener
+
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from streamsql.physical.steps import PhysicalPlan
+    from streamsql.runtime.engine import Engine
 
 
 @dataclass
@@ -110,3 +116,98 @@ def lag_stats(rows: list[PartitionLag]) -> dict[str, Any]:
     return {"consumerTotalLag": sum(r.lag for r in rows),
             "consumerLag": {f"{r.topic}/{r.partition}": r.lag for r in rows},
             "committedOffsets": {f"{r.topic}/{r.partition}": r.committed for r in rows}}
+
+
+@dataclass
+class QueryTotals:
+    batches: int = 0
+    input_rows: int = 0
+    #: -1 while the query's sink does not count its rows (``foreachBatch``, Python sinks)
+    output_rows: int = -1
+    dropped_by_watermark: int = 0
+
+
+class ProgressTotals(StreamingQueryListener):
+    """Spark reports every micro-batch of every query to this listener in the driver: the totals
+    over each query's life, since a query's own ``recentProgress`` keeps only its last 100
+    batches (``/metrics`` and ``streamsql run``'s closing summary read them). Keyed by query
+    name (streamsql's query id)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.totals: dict[str, QueryTotals] = {}
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = event.progress
+        name = progress.name
+        if not name:
+            return
+        with self.lock:
+            t = self.totals.setdefault(name, QueryTotals())
+            t.batches += 1
+            t.input_rows += sum(consumed_records({"startOffset": source.startOffset, "endOffset": source.endOffset,
+                                                  "numInputRows": source.numInputRows})
+                                for source in progress.sources or [])
+            out = getattr(getattr(progress, "sink", None), "numOutputRows", -1)
+            if out is not None and out >= 0:
+                t.output_rows = max(t.output_rows, 0) + int(out)
+            t.dropped_by_watermark += sum(int(op.numRowsDroppedByWatermark or 0)
+                                          for op in progress.stateOperators or [])
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        pass
+
+    def snapshot(self, name: str) -> QueryTotals:
+        with self.lock:
+            t = self.totals.get(name)
+            return QueryTotals(t.batches, t.input_rows, t.output_rows, t.dropped_by_watermark) if t else QueryTotals()
+
+
+_LISTENERS: dict[int, ProgressTotals] = {}
+_LISTENERS_LOCK = threading.Lock()
+
+
+def progress_totals(spark: SparkSession) -> ProgressTotals:
+    """The session's listener, added once (queries of every engine on the session report to it)."""
+    with _LISTENERS_LOCK:
+        listener = _LISTENERS.get(id(spark))
+        if listener is None:
+            listener = _LISTENERS[id(spark)] = ProgressTotals()
+            spark.streams.addListener(listener)
+        return listener
+
+
+def count_from_start(engine: Engine) -> None:
+    """Sum the engine's query progress from when its SparkSession starts (or now, if it runs
+    already), so the first scrape shows every batch since then, without starting Spark itself."""
+    if progress_totals not in engine.on_spark_start:
+        engine.on_spark_start.append(progress_totals)
+    if engine.started_spark is not None:
+        progress_totals(engine.started_spark)
+
+
+def listener_of(engine: Engine) -> ProgressTotals | None:
+    """The totals of the engine's SparkSession, if it started and counts (:func:`count_from_start`)."""
+    spark = engine.started_spark
+    return _LISTENERS.get(id(spark)) if spark is not None else None
+
+
+def engine_totals(engine: Engine) -> QueryTotals:
+    """The sum over the engine's persistent queries (output rows: of those whose sink counts them)."""
+    listener = listener_of(engine)
+    total = QueryTotals(output_rows=0)
+    if listener is None:
+        return total
+    for qid in list(engine.queries):
+        t = listener.snapshot(qid)
+        total.batches += t.batches
+        total.input_rows += t.input_rows
+        total.output_rows += max(t.output_rows, 0)
+        total.dropped_by_watermark += t.dropped_by_watermark
+    return total

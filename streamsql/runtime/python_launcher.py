@@ -10,8 +10,8 @@ interpreter with ``-I -S``: nothing but the standard library, a few milliseconds
 request to the zygote — argv, environment, working directory, and its standard descriptors over
 ``SCM_RIGHTS`` — and the zygote forks a child with all of that already imported. The launcher
 stays as the process Spark knows: it forwards the signals Spark sends (``destroy()`` is SIGTERM)
-to the child and exits with the child's status; if it is killed outright, the zygote sees its
-connection close and kills the child.
+to the child, ignores a terminal's Ctrl-C (the driver's to act on), and exits with the child's
+status; if it is killed outright, the zygote sees its connection close and kills the child.
 
 Anything that is not ``-m module``, or a zygote that cannot be reached before the fork, makes
 the launcher ``exec`` the real interpreter with the same arguments: the same process Spark would
@@ -79,8 +79,11 @@ def main(args: list[str]) -> None:
     os.dup2(devnull, 1)
     os.close(devnull)
     child = pid
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, lambda signum, _frame: os.kill(child, signum))
+    # SIGINT comes from a terminal's Ctrl-C, sent to the driver's whole process group (Spark
+    # never sends it): the driver stops its queries; a worker killed first only fails them
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         status = _read_int(conn)
     except OSError:

@@ -69,6 +69,7 @@ import os
 import re
 import selectors
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -231,11 +232,12 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> 
         builder = SparkSession.builder.appName("streamsql").master(master)
         for k, v in settings.items():
             builder = builder.config(k, v)
-        if local or SparkContext._active_spark_context is not None:  # the JVM runs already
-            spark = builder.getOrCreate()
-        else:
-            with _driver_python_path():
+        with _command_keeps_its_interrupt_handler():
+            if local or SparkContext._active_spark_context is not None:  # the JVM runs already
                 spark = builder.getOrCreate()
+            else:
+                with _driver_python_path():
+                    spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("STREAMSQL_SPARK_LOG_LEVEL", "ERROR"))
         if id(spark) not in _registered:
             master = spark.sparkContext.master
@@ -330,6 +332,22 @@ def _add_py_file(spark: SparkSession, path: Path) -> None:
     before = list(sys.path)
     spark.sparkContext.addPyFile(str(path))
     sys.path[:] = [p for p in sys.path if p in before]
+
+
+@contextlib.contextmanager
+def _command_keeps_its_interrupt_handler() -> Iterator[None]:
+    """A command that handles Ctrl-C itself keeps its handler when the SparkContext starts.
+    PySpark installs its own SIGINT handler there (cancel every job, then raise
+    ``KeyboardInterrupt`` wherever the main thread is), which turned ``streamsql run``'s clean
+    stop on Ctrl-C into a traceback. Python's default handler (a notebook, a script) is replaced
+    as PySpark intends."""
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if on_main_thread else None
+    try:
+        yield
+    finally:
+        if on_main_thread and callable(before) and before is not signal.default_int_handler:
+            signal.signal(signal.SIGINT, before)
 
 
 @contextlib.contextmanager

@@ -1,13 +1,14 @@
 """The ``streamsql`` command.
 
-    streamsql                              the interactive shell on the embedded default
+    streamsql                              the interactive shell on the data directory's local server
     streamsql shell [URL] [-e SQL | -f F]  the shell, on a ksqlDB-compatible server when given its URL
     streamsql demo [--count N]             run the seed pipeline on sample data (embedded default)
-    streamsql run FILE.sql [--until-idle]  headless runner
+    streamsql run FILE.sql [--until-idle]  headless runner (sent to the local server while it runs)
     streamsql broker [--port N]            the data directory's local broker, in the foreground
     streamsql broker start|status|stop     the data directory's local broker, in the background
     streamsql produce SAMPLE --topic T     write deterministic sample records
     streamsql server [--port 8088]         ksqlDB-compatible REST server (command log in Kafka)
+    streamsql server start|status|stop     the data directory's local server, in the background
     streamsql topology FILE.sql [--format F]  the file's pipeline as text, JSON, DOT, Mermaid, SVG or PNG
     streamsql seeds [--copy DIR]           the seed pipelines shipped in the package (copied to DIR to run or edit)
 
@@ -15,6 +16,8 @@ Every command that needs Kafka and is given no bootstrap servers (flag, environm
 ``STREAMSQL_BOOTSTRAP_SERVERS``, or config file) uses the local broker of its data directory
 (``kafka/broker.LocalBroker``): the one already running, or one it starts in the background and
 leaves running for the next command, saying so in one line. ``streamsql broker stop`` stops it.
+The shell given no URL talks to the data directory's local server the same way
+(``surfaces/local_server.LocalServer``), started in the background by the first shell.
 """
 
 from __future__ import annotations
@@ -36,10 +39,12 @@ from streamsql.seeds import PIPELINES_DIR
 
 if TYPE_CHECKING:
     from streamsql.runtime.engine import Engine
+    from streamsql.surfaces.local_server import LocalServer
     from streamsql.surfaces.progress import ProgressDisplay
 
 TOPOLOGY_FORMATS = ("text", "json", "dot", "mermaid")
 BROKER_ACTIONS = ("start", "status", "stop")
+SERVER_ACTIONS = ("start", "status", "stop")
 #: drawn by Graphviz's ``dot`` from the DOT text
 RENDERED_FORMATS = ("svg", "png")
 
@@ -72,8 +77,11 @@ def positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from streamsql import __version__
+
     parser = argparse.ArgumentParser(prog="streamsql",
                                      description="ksqlDB's SQL on Spark Structured Streaming over Kafka")
+    parser.add_argument("--version", action="version", version=f"streamsql {__version__}")
     sub = parser.add_subparsers(dest="command")
 
     run = sub.add_parser("run", help="run a .sql file headlessly")
@@ -111,7 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     shell = sub.add_parser("shell", help="the interactive shell (the default command)")
     shell.add_argument("url", nargs="?", help="a ksqlDB-compatible server, e.g. http://localhost:8088 "
-                                               "(default: the embedded engine)")
+                                               "(default: the data directory's local server, started in the "
+                                               "background if none runs)")
+    shell.add_argument("--embedded", action="store_true",
+                       help="run the engine in this shell's process instead of the local server (its queries "
+                            "stop when the shell ends)")
     shell.add_argument("-e", "--execute", help="run these statements, print their results and exit")
     shell.add_argument("-f", "--file", help="run this file's statements, print their results and exit")
     shell.add_argument("-d", "--define", action="append", default=[], metavar="NAME=VALUE",
@@ -122,8 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     shell.add_argument("-p", "--password", help="password for --user (prefer the prompt: a password on the "
                                                 "command line is seen by other users of the machine)")
     _common(shell)
-    server = sub.add_parser("server", help="serve ksqlDB's REST API (statements durable in a Kafka command topic)")
-    server.add_argument("--port", type=int, default=8088)
+    server = sub.add_parser("server", help="serve ksqlDB's REST API (statements durable in a Kafka command topic): "
+                                           "in the foreground, or the data directory's local server with "
+                                           "start/status/stop")
+    server.add_argument("action", nargs="?", choices=SERVER_ACTIONS,
+                        help="the data directory's local server (the one `streamsql shell` uses): start it in the "
+                             "background, show it, or stop it (default: serve in the foreground)")
+    server.add_argument("--port", type=int, help="port (default 8088 in the foreground, a free one with start)")
     server.add_argument("--host", default="127.0.0.1",
                         help="interface to listen on: this machine only unless told (0.0.0.0: every interface, "
                              "as ksqlDB; pair it with --auth-file)")
@@ -216,7 +233,9 @@ def _config(args: argparse.Namespace) -> EngineConfig:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from streamsql.runtime.engine import Engine
+    from streamsql.runtime.progress import count_from_start
     from streamsql.surfaces.runner import install_interrupt, run_file
+    from streamsql.surfaces.terminal import ErrorCount, engine_logs_to_file
 
     path = Path(args.file)
     if not path.exists():
@@ -225,11 +244,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     variables = _variables(args.define)
     if variables is None:
         return 2
+    engine_config = _config(args)
+    from streamsql.surfaces.local_server import LocalServer
+
+    server = LocalServer(engine_config.data_dir)
+    running = server.find()
+    if running is not None:
+        if args.until_idle:
+            print(f"Error: the local server of {server.data_dir} (pid {running.pid}) runs the queries of this data "
+                  f"directory, and `--until-idle` runs an engine of its own on it: stop the server first "
+                  f"(`streamsql server stop`), or run the file on the server without --until-idle",
+                  file=sys.stderr)
+            return 1
+        return _submit_to_local_server(server, path, args)
     stop = threading.Event()
     install_interrupt(stop)
-    with kafka_cluster(_config(args)) as config:
+    log_file = engine_logs_to_file(engine_config.data_dir, "run")
+    if log_file is not None:
+        print(f"streamsql: engine logs (Spark, Kafka clients) go to {log_file}", file=sys.stderr, flush=True)
+    with kafka_cluster(engine_config) as config, ErrorCount() as errors:
         engine = Engine(config)
         engine.session.variables.update(variables)
+        count_from_start(engine)
         metrics = None
         try:
             for notice in engine.start():
@@ -243,26 +279,73 @@ def cmd_run(args: argparse.Namespace) -> int:
                 metrics = serve(engine, args.metrics_port)
                 print(f"streamsql: Prometheus metrics on http://0.0.0.0:{args.metrics_port}/metrics",
                       file=sys.stderr, flush=True)
-            progress = _progress(engine, args.progress)
+            progress = LiveProgress(engine, args.progress)
             try:
-                return run_file(engine, path, args.until_idle, stop=stop)
+                return run_file(engine, path, args.until_idle, stop=stop, statements_done=progress.start)
             finally:
-                if progress is not None:
-                    progress.stop()
+                progress.stop()
+                print(f"streamsql: {run_summary(engine, errors.count, log_file)}", file=sys.stderr, flush=True)
         finally:
             if metrics is not None:
                 metrics.shutdown()
             engine.close()
 
 
-def _progress(engine: Engine, wanted: bool | None) -> ProgressDisplay | None:
-    """The live progress display: on with ``--progress``, off with ``--no-progress``, else on
-    when standard error is a terminal."""
-    from streamsql.surfaces.progress import ProgressDisplay
+def _submit_to_local_server(server: LocalServer, path: Path, args: argparse.Namespace) -> int:
+    """``streamsql run FILE`` while the data directory's local server runs: its statements go to
+    that server, in order, as the shell's ``--file`` sends them; the persistent queries they
+    start run there, and the command ends (ksqlDB's ``RUN SCRIPT``)."""
+    import types
 
-    if wanted is False or (wanted is None and not sys.stderr.isatty()):
-        return None
-    return ProgressDisplay(engine).start()
+    from streamsql.surfaces.backends import RemoteBackend
+    from streamsql.surfaces.shell import drive
+
+    record = server.find()
+    if record is None:
+        raise StreamsqlError(f"the local server of {server.data_dir} stopped")
+    url, user, password = server.client(record)
+    print(f"streamsql: the local server of {server.data_dir} runs (pid {record.pid}): sending {path} to it; its "
+          f"queries keep running there (`streamsql shell` shows them, `streamsql server stop` stops them)",
+          file=sys.stderr, flush=True)
+    ignored = [flag for flag, given in (("--progress", args.progress), ("--metrics-port", args.metrics_port),
+                                        ("--bootstrap-servers", args.bootstrap_servers)) if given]
+    if ignored:
+        print(f"streamsql: {', '.join(ignored)} apply to an engine this command runs, not to the server's",
+              file=sys.stderr, flush=True)
+    options = types.SimpleNamespace(file=str(path), define=args.define, output="TABULAR")
+    return drive(RemoteBackend(url, user, password), options, server.data_dir / "shell_history")
+
+
+def run_summary(engine: Engine, errors_logged: int, log_file: Path | None) -> str:
+    """The line ``streamsql run`` ends with: its persistent queries, the records they read and
+    wrote, and how many errors went to the log (and where that is)."""
+    from streamsql.runtime.progress import engine_totals
+
+    totals = engine_totals(engine)
+    queries = len(engine.queries)
+    where = f" (see {log_file})" if log_file is not None and errors_logged else ""
+    return (f"done: {queries} persistent {'query' if queries == 1 else 'queries'}, {totals.input_rows:,} records in, "
+            f"{totals.output_rows:,} out; {errors_logged} error{'' if errors_logged == 1 else 's'} logged{where}")
+
+
+class LiveProgress:
+    """The progress display of a run: on with ``--progress``, off with ``--no-progress``, else on
+    when standard error is a terminal; started once the file's statements have run."""
+
+    def __init__(self, engine: Engine, wanted: bool | None) -> None:
+        self.engine = engine
+        self.wanted = wanted is True or (wanted is None and sys.stderr.isatty())
+        self.display: ProgressDisplay | None = None
+
+    def start(self) -> None:
+        from streamsql.surfaces.progress import ProgressDisplay
+
+        if self.wanted and self.display is None:
+            self.display = ProgressDisplay(self.engine).start()
+
+    def stop(self) -> None:
+        if self.display is not None:
+            self.display.stop()
 
 
 def _variables(definitions: list[str]) -> dict[str, str] | None:
@@ -338,8 +421,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from streamsql import samples
     from streamsql.runtime.engine import Engine
     from streamsql.surfaces.runner import run_file
+    from streamsql.surfaces.terminal import engine_logs_to_file
 
-    with kafka_cluster(_config(args)) as config:
+    engine_config = _config(args)
+    log_file = engine_logs_to_file(engine_config.data_dir, "demo")
+    if log_file is not None:
+        print(f"streamsql: engine logs (Spark, Kafka clients) go to {log_file}", file=sys.stderr, flush=True)
+    with kafka_cluster(engine_config) as config:
         assert config.bootstrap_servers
         engine = Engine(config)
         held = _records_in(engine, "payments")
@@ -352,12 +440,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         try:
             for notice in engine.start():
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)
-            progress = _progress(engine, None)
+            progress = LiveProgress(engine, None)
             try:
-                code = run_file(engine, PIPELINES_DIR / "fraud_filter.sql", until_idle=True)
+                code = run_file(engine, PIPELINES_DIR / "fraud_filter.sql", until_idle=True,
+                                statements_done=progress.start)
             finally:
-                if progress is not None:
-                    progress.stop()
+                progress.stop()
             if code != 0:
                 return code
             records = engine.admin.read_all("FRAUDULENT_PAYMENTS")
@@ -467,6 +555,8 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
+    if args.action is not None:
+        return local_server_action(args)
     from streamsql.extras import require
 
     for module in ("hypercorn", "prometheus_client"):
@@ -475,18 +565,64 @@ def cmd_server(args: argparse.Namespace) -> int:
     from streamsql.server.authorization import load_users
     from streamsql.server.limits import LimitSettings
     from streamsql.server.main import ListenOptions, serve
+    from streamsql.surfaces.terminal import engine_logs_to_file
 
     if bool(args.tls_cert) != bool(args.tls_key):
         print("Error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
     engine_config = _config(args)
+    log_file = engine_logs_to_file(engine_config.data_dir, "server")
+    if log_file is not None:
+        print(f"streamsql: engine logs (Spark, Kafka clients, requests) go to {log_file}", file=sys.stderr, flush=True)
     settings = ServerSettings(max_request_bytes=args.max_request_bytes, command_wait_s=args.command_timeout_ms / 1000,
                               users=load_users(args.auth_file) if args.auth_file else {},
                               limits=LimitSettings.from_config(engine_config))
     with kafka_cluster(engine_config) as config:
-        listen = ListenOptions(args.host, args.port, args.tls_cert, args.tls_key, args.max_connections,
+        listen = ListenOptions(args.host, args.port or 8088, args.tls_cert, args.tls_key, args.max_connections,
                                args.request_header_timeout_ms / 1000)
         return serve(config, listen, settings)
+
+
+def local_server_action(args: argparse.Namespace) -> int:
+    """``streamsql server start|status|stop``: the data directory's local server."""
+    import datetime
+
+    from streamsql.surfaces.local_server import LocalServer, engine_args
+
+    data_dir = resolve_config(None, args.data_dir, args.config).data_dir
+    local = LocalServer(data_dir)
+    if args.action == "status":
+        record = local.find()
+        if record is None:
+            print(f"no local server runs for {local.data_dir}")
+            return 1
+        since = datetime.datetime.fromtimestamp(record.started_at).isoformat(timespec="seconds")
+        flags = f", started with {' '.join(record.engine_args)}" if record.engine_args else ""
+        print(f"local server of {local.data_dir}: {record.url}, pid {record.pid}, running since {since}{flags}; "
+              f"log {local.log_path}")
+        return 0
+    if args.action == "stop":
+        stopped = local.stop()
+        if stopped is None:
+            print(f"no local server runs for {local.data_dir}")
+            return 1
+        print(f"stopped the local server of {local.data_dir} (pid {stopped.pid}); its persistent queries resume "
+              f"when it starts again")
+        return 0
+    from streamsql.extras import require
+
+    for module in ("hypercorn", "prometheus_client"):
+        require(module, "server", "streamsql server")
+    record, started = local.ensure(engine_args(args), args.port, notify=False)
+    if started:
+        print(f"started the local server of {local.data_dir} at {record.url} in the background (pid {record.pid}, "
+              f"log {local.log_path}); `streamsql shell` connects to it, `streamsql server stop` stops it")
+    else:
+        print(f"the local server of {local.data_dir} already runs at {record.url} (pid {record.pid})")
+        if args.port is not None and args.port != record.port:
+            print(f"Error: it listens on {record.port}, not {args.port}; stop it first", file=sys.stderr)
+            return 1
+    return 0
 
 
 def cmd_seeds(args: argparse.Namespace) -> int:
@@ -542,6 +678,9 @@ def main(argv: list[str] | None = None) -> int:
     except StreamsqlError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # a second Ctrl-C while a command stops: it stopped what it could
+        print("streamsql: interrupted", file=sys.stderr, flush=True)
+        return 130
 
 
 if __name__ == "__main__":

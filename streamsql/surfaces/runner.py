@@ -15,6 +15,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -27,15 +28,17 @@ from streamsql.surfaces.render import render, row_line
 
 
 def run_file(engine: Engine, path: Path, until_idle: bool, out: TextIO | None = None,
-             stop: threading.Event | None = None) -> int:
+             stop: threading.Event | None = None, statements_done: Callable[[], object] | None = None) -> int:
     """``out``: where results go, ``sys.stdout`` as it is when called (a default bound at import
     would keep whatever stream was ``sys.stdout`` then, closed later under a test's capture)."""
     text = path.read_text(encoding="utf-8")
-    return run_script(engine, text, until_idle, out, stop)
+    return run_script(engine, text, until_idle, out, stop, statements_done)
 
 
 def run_script(engine: Engine, text: str, until_idle: bool, out: TextIO | None = None,
-               stop: threading.Event | None = None) -> int:
+               stop: threading.Event | None = None, statements_done: Callable[[], object] | None = None) -> int:
+    """``statements_done``: called once every statement has run and printed its result, while
+    the queries run on (the live progress display starts there, below the results)."""
     out = out if out is not None else sys.stdout
     stop = stop or threading.Event()
     try:
@@ -56,6 +59,8 @@ def run_script(engine: Engine, text: str, until_idle: bool, out: TextIO | None =
         else:
             print(render(result), file=out, flush=True)
     if until_idle:
+        if statements_done is not None:
+            statements_done()
         try:
             engine.wait_until_idle()
         except StreamsqlError as e:
@@ -64,6 +69,8 @@ def run_script(engine: Engine, text: str, until_idle: bool, out: TextIO | None =
         return 0
     if engine.queries:
         print(f"Running {len(engine.queries)} persistent query(ies); Ctrl-C to stop.", file=out, flush=True)
+        if statements_done is not None:
+            statements_done()
         # a query that fails (Kafka away for a while, a worker that could not start) is restarted
         # from its checkpoint with a growing back-off, as the server and ksqlDB do; each failure
         # is reported once

@@ -1,8 +1,11 @@
 """The interactive ``streamsql`` shell, modelled on ksqlDB's ``ksql`` CLI.
 
-``streamsql`` (no arguments) opens it on the embedded engine; ``streamsql shell http://host:8088``
-on a ksqlDB-compatible server. Input is edited as one multi-line buffer: Enter runs it once it ends
-with ``;`` (outside quotes and comments) or is a shell command, and starts a new line otherwise.
+``streamsql`` (no arguments) opens it on the data directory's local server, started in the
+background when none runs (``surfaces/local_server.py``; no JVM in the shell's process, and the
+queries outlive the shell); ``streamsql shell http://host:8088`` on a ksqlDB-compatible server;
+``--embedded`` with an engine in the shell's own process. Input is edited as one multi-line
+buffer: Enter runs it once it ends with ``;`` (outside quotes and comments) or is a shell
+command, and starts a new line otherwise.
 Statements run in order through the backend; each result prints as it arrives, in the ksql CLI's
 layouts (:mod:`streamsql.surfaces.console`). Query rows stream until the query ends (LIMIT, pull
 query done) or the user presses Ctrl-C, which ends the query and returns to the prompt.
@@ -397,6 +400,11 @@ def _interrupt_watch() -> Iterator[Callable[..., bool]]:
 def run_shell(args: object) -> int:
     """``streamsql shell`` (and plain ``streamsql``): connect the backend the arguments name, then
     run ``--execute`` / ``--file`` / piped input, or the interactive prompt."""
+    from streamsql.surfaces.termination import exit_on_signal
+
+    # SIGTERM (a closed terminal window's session, `kill`) leaves through the finally blocks:
+    # the terminal's modes restored, an embedded engine closed
+    exit_on_signal(signal.SIGTERM, 143)
     url = getattr(args, "url", None)
     user, password = getattr(args, "user", None), getattr(args, "password", None)
     if url:
@@ -404,27 +412,63 @@ def run_shell(args: object) -> int:
 
         if user is not None and password is None:
             password = _ask_password(user)
-        return _drive(RemoteBackend(url, user, password), args, Path.home() / ".streamsql_history")
+        return drive(RemoteBackend(url, user, password), args, Path.home() / ".streamsql_history")
     if user is not None or password is not None:
         print("Error: -u/--user and -p/--password are for a server: give its URL (streamsql shell -u USER "
               "http://host:8088)", file=sys.stderr)
         return 2
+    if not getattr(args, "embedded", False):
+        import importlib.util
 
+        if all(importlib.util.find_spec(m) is not None for m in ("hypercorn", "prometheus_client")):
+            return _on_local_server(args)
+        print("streamsql: the local server needs the optional package 'hypercorn' (pip install "
+              "'streamsql-spark[server]'); running the engine in this shell instead", file=sys.stderr, flush=True)
+    return _embedded(args)
+
+
+def _on_local_server(args: object) -> int:
+    """The shell on its data directory's local server, started in the background if none runs."""
+    from streamsql.runtime.config import resolve_config
+    from streamsql.surfaces.backends import RemoteBackend
+    from streamsql.surfaces.local_server import LocalServer, engine_args
+
+    data_dir = resolve_config(None, getattr(args, "data_dir", None), getattr(args, "config", None)).data_dir
+    local = LocalServer(data_dir)
+    wanted = engine_args(args)
+    record, started = local.ensure(wanted)
+    if not started and wanted and wanted != record.engine_args:
+        print(f"streamsql: the local server of {local.data_dir} runs with {' '.join(record.engine_args) or 'no flags'}"
+              f"; the flags given here ({' '.join(wanted)}) apply when it starts: `streamsql server stop` first",
+              file=sys.stderr, flush=True)
+    url, user, password = local.client(record)
+    backend = RemoteBackend(url, user, password)
+    backend.description = (f"the local server of {local.data_dir} at {url} (pid {record.pid}; its log: "
+                           f"{local.log_path})")
+    return drive(backend, args, local.data_dir / "shell_history")
+
+
+def _embedded(args: object) -> int:
+    """The shell with its own engine in this process (``--embedded``)."""
     from streamsql.runtime.engine import Engine
     from streamsql.surfaces.backends import EmbeddedBackend
     from streamsql.surfaces.cli import _config, kafka_cluster
+    from streamsql.surfaces.terminal import engine_logs_to_file
 
-    with kafka_cluster(_config(args)) as config:  # type: ignore[arg-type]
+    engine_config = _config(args)  # type: ignore[arg-type]
+    log_file = engine_logs_to_file(engine_config.data_dir, "shell")
+    with kafka_cluster(engine_config) as config:
         engine = Engine(config)
         backend = EmbeddedBackend(engine, f"the embedded engine (Kafka at {config.bootstrap_servers}, "
                                           f"data in {config.data_dir})")
+        if log_file is not None:
+            backend.description += f"\nEngine logs (Spark, Kafka clients, processing log) go to {log_file}"
         try:
             for notice in engine.start():
                 print(f"streamsql: {notice}", file=sys.stderr, flush=True)
             if _interactive(args):
-                backend.description += f"\nEngine logs (Spark, processing log) go to {_logs_to_file(config.data_dir)}"
                 engine.warm_up_in_background()  # while the user types the first statement
-            return _drive(backend, args, Path(config.data_dir) / "shell_history")
+            return drive(backend, args, Path(config.data_dir) / "shell_history")
         finally:
             backend.close()
 
@@ -445,19 +489,9 @@ def _interactive(args: object) -> bool:
     return not (getattr(args, "execute", None) or getattr(args, "file", None)) and sys.stdin.isatty()
 
 
-def _logs_to_file(data_dir: Path) -> Path:
-    """Send this process's stderr (Python logging, and the Spark JVM started later, which
-    inherits it) to a file, so engine logs do not interleave with the prompt."""
-    path = Path(data_dir) / "shell.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 2)
-    os.close(fd)
-    return path
-
-
-def _drive(backend: Backend, args: object, history_file: Path) -> int:
+def drive(backend: Backend, args: object, history_file: Path) -> int:
+    """Run the shell on ``backend``: ``--define`` variables first, then ``--execute``, ``--file``,
+    piped standard input, or the interactive prompt."""
     shell = Shell(backend, output_format=getattr(args, "output", "TABULAR") or "TABULAR", history_file=history_file)
     for definition in getattr(args, "define", None) or []:
         name, sep, value = definition.partition("=")

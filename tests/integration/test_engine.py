@@ -663,3 +663,18 @@ def test_a_select_spark_must_compute_keeps_spark_plan(engine, topic_name):  # ty
                    "SELECT k, auction FROM bids2 WHERE LCASE(k) = 'a'"):
         [plan] = engine.execute(f"EXPLAIN CREATE STREAM o AS {select};")
         assert "no row reaches the JVM" not in str(plan), plan
+
+
+def test_an_aggregate_pull_query_over_a_stream_is_refused_in_ksqldbs_words(engine, topic_name):  # type: ignore[no-untyped-def]
+    """ksqlDB 0.29 gives an aggregate without GROUP BY a grouping of its own (its Analyzer's
+    addDummyGroupbyForUdafs), so its PullQueryValidator answers ``SELECT COUNT(*) FROM stream;``
+    with the GROUP BY message and the push-query hint: streamsql says the same."""
+    src = topic_name("pull_agg")
+    engine.execute(f"CREATE STREAM pull_agg (k VARCHAR KEY, n INT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', "
+                   f"PARTITIONS=1);")
+    expected = ("Pull queries don't support GROUP BY clauses. See https://cnfl.io/queries for more info.\n"
+                "Add EMIT CHANGES if you intended to issue a push query.")
+    for statement in ("SELECT COUNT(*) FROM pull_agg;", "SELECT k, COUNT(*) FROM pull_agg GROUP BY k;"):
+        with pytest.raises(AnalysisError) as refused:
+            engine.execute(statement)
+        assert str(refused.value) == expected

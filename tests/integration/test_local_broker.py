@@ -122,7 +122,8 @@ def test_produce_then_run_then_shell_see_the_same_topics(tmp_path: Path) -> None
         assert f"using the local broker of {tmp_path / '.streamsql'} at {record.bootstrap_servers}" in ran.stderr
         assert len(admin.read_all("FRAUDULENT_PAYMENTS")) == expected
 
-        shell = _cli("shell", "-e", "SHOW QUERIES; PRINT 'FRAUDULENT_PAYMENTS' FROM BEGINNING LIMIT 2;", cwd=tmp_path)
+        shell = _cli("shell", "--embedded", "-e", "SHOW QUERIES; PRINT 'FRAUDULENT_PAYMENTS' FROM BEGINNING LIMIT 2;",
+                     cwd=tmp_path)
         assert shell.returncode == 0, shell.stdout + shell.stderr
         assert "CSAS_FRAUDULENT_PAYMENTS" in shell.stdout
         printed = re.findall(r"key: (pay-\d+), value: .*FRAUDPROBABILITY", shell.stdout)
@@ -138,7 +139,7 @@ def test_produce_then_run_then_shell_see_the_same_topics(tmp_path: Path) -> None
         assert _cli("broker", "status", cwd=tmp_path).returncode == 1
 
         # the next command starts a new broker: the catalog of the old one's topics is reset, saying so
-        after = _cli("shell", "-e", "SHOW STREAMS;", cwd=tmp_path)
+        after = _cli("shell", "--embedded", "-e", "SHOW STREAMS;", cwd=tmp_path)
         assert after.returncode == 0, after.stderr
         assert f"(was {record.cluster_id}: its topics are gone, as when the local broker was stopped): reset the " \
                f"catalog, checkpoints and table stores in {tmp_path / '.streamsql'}" in after.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from streamsql.kafka.broker import LocalBroker
+from streamsql.surfaces.local_server import LocalServer
 from tests.support.cli import run_streamsql
 
 pytestmark = pytest.mark.integration
@@ -39,7 +40,7 @@ def _rows(text: str) -> set[tuple[str, ...]]:
 def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:
     commands = [line.split("#")[0].split() for body in _blocks("bash") for line in body.splitlines()
                 if line.startswith(".venv/bin/streamsql")]
-    assert [c[1:] for c in commands] == [["broker", "start"], ["shell"], ["broker", "stop"]]
+    assert [c[1:] for c in commands] == [["broker", "start"], ["shell"], ["server", "stop"], ["broker", "stop"]]
     script = tmp_path / "quickstart.sql"
     script.write_text("\n".join(_blocks("sql")))
     try:
@@ -47,11 +48,14 @@ def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:
         assert "started the local broker" in started.stdout
         # the statements as typed at the shell's prompt: the same shell, reading them from a file
         shell = _streamsql([*commands[1][1:], "-f", str(script)], tmp_path)
+        assert "starting the local server" in shell.stderr
     finally:
-        stopped = subprocess.run([sys.executable, "-m", "streamsql", *commands[2][1:]], cwd=tmp_path,
-                                 capture_output=True, text=True, timeout=60,
-                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        stopped = [subprocess.run([sys.executable, "-m", "streamsql", *command[1:]], cwd=tmp_path,
+                                  capture_output=True, text=True, timeout=120,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)}) for command in commands[2:]]
+    for done in stopped:
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert LocalServer(tmp_path / ".streamsql").find() is None
     assert LocalBroker(tmp_path / ".streamsql").find() is None
     # each query's output ends with "Query terminated": the page's outputs are those, in order
     outputs = shell.stdout.split("Query terminated")[:-1]

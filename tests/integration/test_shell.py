@@ -108,7 +108,8 @@ class PtyShell:
 
 def test_interactive_session(bootstrap, topic_name, tmp_path):  # type: ignore[no-untyped-def]
     topic = topic_name("shell_orders")
-    sh = PtyShell(["shell", "--bootstrap-servers", bootstrap, "--data-dir", str(tmp_path / "state")], tmp_path)
+    sh = PtyShell(["shell", "--embedded", "--bootstrap-servers", bootstrap, "--data-dir", str(tmp_path / "state")],
+                  tmp_path)
     try:
         sh.expect(r"Connected to the embedded engine")
         sh.expect(r"streamsql>")
@@ -183,8 +184,8 @@ def test_execute_and_file_modes(bootstrap, topic_name, tmp_path):  # type: ignor
 
     def shell(*args: str) -> subprocess.CompletedProcess[str]:
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-        return subprocess.run([sys.executable, "-m", "streamsql", "shell", "--bootstrap-servers", bootstrap,
-                               "--data-dir", str(tmp_path / "state"), *args], cwd=tmp_path, env=env,
+        return subprocess.run([sys.executable, "-m", "streamsql", "shell", "--embedded", "--bootstrap-servers",
+                               bootstrap, "--data-dir", str(tmp_path / "state"), *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
 
     first = shell("--define", f"t={topic}", "--execute",

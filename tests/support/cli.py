@@ -11,9 +11,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_streamsql(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_streamsql(*args: str, cwd: Path, timeout: float = 300,
+                  input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``input``: piped to its standard input (else it inherits this process's)."""
     env = {k: v for k, v in os.environ.items() if k != "STREAMSQL_BOOTSTRAP_SERVERS"}
     env["PYSPARK_PYTHON"] = sys.executable
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])  # this checkout's code
     return subprocess.run([sys.executable, "-m", "streamsql", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, input=input)

@@ -1,0 +1,111 @@
+"""The shell on its data directory's local server (issue #55 item 1): the first shell starts the
+server in the background, the next one reuses it; a persistent query created from one shell
+keeps running after it exits and is seen from another; `streamsql run FILE` sends the file to
+the running server; `server status|stop`. One server (one JVM) for the whole module."""
+
+from __future__ import annotations
+
+import json
+import signal
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from streamsql.kafka.broker import LocalBroker
+from streamsql.surfaces.local_server import LocalServer
+from tests.support.cli import run_streamsql
+from tests.support.terminal import TRACEBACK, Terminal
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cwd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A working directory whose ./.streamsql gets the local server and broker; both stopped at the end."""
+    path = tmp_path_factory.mktemp("local_server")
+    try:
+        yield path
+    finally:
+        LocalServer(path / ".streamsql").stop(grace_s=20)
+        LocalBroker(path / ".streamsql").stop()
+
+
+def _shell(cwd: Path, statements: str) -> tuple[str, str]:
+    done = run_streamsql("shell", cwd=cwd, input=statements)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not TRACEBACK.search(done.stdout + done.stderr), done.stdout + done.stderr
+    return done.stdout, done.stderr
+
+
+@pytest.mark.timeout(600)
+def test_shells_share_the_local_server_and_its_queries_outlive_them(cwd: Path) -> None:
+    data_dir = cwd / ".streamsql"
+    out, err = _shell(cwd, """
+        SET 'auto.offset.reset' = 'earliest';
+        CREATE STREAM ls_in (k VARCHAR KEY, v INT) WITH (KAFKA_TOPIC='ls_in', VALUE_FORMAT='JSON', PARTITIONS=1);
+        INSERT INTO ls_in (k, v) VALUES ('a', 1);
+        CREATE STREAM ls_out WITH (KAFKA_TOPIC='LS_OUT') AS SELECT k, v * 10 AS v10 FROM ls_in;
+    """)
+    assert f"starting the local server of {data_dir} in the background" in err
+    assert "Created query with ID CSAS_LS_OUT_" in out
+    record = json.loads((data_dir / "server.json").read_text())
+    credentials = data_dir / "server.credentials"
+    assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+
+    # loopback only, and nothing without the credential
+    listening = {c.laddr.ip for c in psutil.Process(record["pid"]).net_connections("tcp")
+                 if c.status == psutil.CONN_LISTEN and c.laddr.port == record["port"]}
+    assert listening == {"127.0.0.1"}
+    assert httpx.get(f"http://127.0.0.1:{record['port']}/info").status_code == 401
+
+    # a second shell, after the first has exited: the same server, the query still running
+    out, err = _shell(cwd, "INSERT INTO ls_in (k, v) VALUES ('b', 2);\nSHOW QUERIES;\n"
+                           "PRINT 'LS_OUT' FROM BEGINNING LIMIT 2;\n")
+    assert "starting the local server" not in err
+    assert json.loads((data_dir / "server.json").read_text())["pid"] == record["pid"]
+    assert "CSAS_LS_OUT_" in out and "RUNNING" in out
+    assert '"V10":10' in out and '"V10":20' in out, out
+
+    # `run FILE` sends the file to the running server and returns; --until-idle is refused
+    (cwd / "more.sql").write_text("CREATE STREAM ls_more AS SELECT k, v FROM ls_in;\n")
+    sent = run_streamsql("run", "more.sql", cwd=cwd)
+    assert sent.returncode == 0, sent.stdout + sent.stderr
+    assert "Created query with ID CSAS_LS_MORE_" in sent.stdout
+    refused = run_streamsql("run", "more.sql", "--until-idle", cwd=cwd)
+    assert refused.returncode == 1
+    assert f"the local server of {data_dir} (pid {record['pid']}) runs the queries" in refused.stderr
+
+    # an interactive shell: a prompt, no JVM in its process; Ctrl-C ends a push query, Ctrl-C at
+    # the prompt (the key, or SIGINT to the terminal's process group) clears it; SIGTERM ends it
+    term = Terminal("shell", cwd=cwd)
+    try:
+        term.wait_for("streamsql>", timeout_s=60)
+        assert f"Connected to the local server of {data_dir}" in term.output
+        assert not any("java" in " ".join(p.cmdline()) for p in term.processes())
+        term.type("SHOW QUERIES;\r")
+        term.wait_for("CSAS_LS_MORE_")
+        term.type("SELECT * FROM ls_in EMIT CHANGES;\r")
+        term.wait_for("Press CTRL-C to interrupt")
+        term.type("\x03")
+        term.wait_for("Query terminated")
+        term.type("\x03")
+        time.sleep(0.5)
+        term.ctrl_c()
+        time.sleep(0.5)
+        term.proc.send_signal(signal.SIGTERM)
+        assert term.finish() == 143
+        assert not TRACEBACK.search(term.output), term.output
+    finally:
+        term.close()
+
+    status = run_streamsql("server", "status", cwd=cwd)
+    assert status.returncode == 0 and f"pid {record['pid']}" in status.stdout
+    stopped = run_streamsql("server", "stop", cwd=cwd, timeout=120)
+    assert stopped.returncode == 0 and f"pid {record['pid']}" in stopped.stdout
+    assert not psutil.pid_exists(record["pid"]) or psutil.Process(record["pid"]).status() == psutil.STATUS_ZOMBIE
+    assert run_streamsql("server", "status", cwd=cwd).returncode == 1
