@@ -409,6 +409,7 @@
     const statements = splitStatements(t.text);
     $("results").replaceChildren();
     $("run").disabled = true;
+    let failed = false;
     try {
       for (const stmt of statements) {
         const block = el("div", { className: "result" }, el("h3", {}, stmt.text.length > 200 ? stmt.text.slice(0, 200) + "…" : stmt.text));
@@ -426,10 +427,11 @@
           else renderEntities(await ksql(stmt.text), block);
         } catch (e) {
           showError(e, stmt, block);
+          failed = true;
           break;
         }
       }
-      if (!tab().error && $("status").textContent !== "stopped") setStatus(statements.length ? "done" : "nothing to run");
+      if (!failed && $("status").textContent !== "stopped") setStatus(statements.length ? "done" : "nothing to run");
     } finally {
       $("run").disabled = false;
       refreshVocabulary();
