@@ -14,7 +14,7 @@ PY="${PYTHON:-python3}"
 # downloaded at test time; without them the tests fail, they do not skip
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_="sudo"
-  $sudo_ apt-get update -qq && $sudo_ apt-get install -y -qq chromium chromium-driver \
+  $sudo_ apt-get update -qq && $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
     || { echo "could not install chromium and chromium-driver with apt-get (the web console's tests need them)" >&2; exit 1; }
 fi
 
