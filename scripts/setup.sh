@@ -10,6 +10,14 @@ PY="${PYTHON:-python3}"
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
   || { echo "streamsql needs Python >= 3.11 ($PY is $("$PY" --version 2>&1))" >&2; exit 1; }
 
+# the web console's tests drive Debian's Chromium (tests/support/browser.py): installed here, never
+# downloaded at test time; without them the tests fail, they do not skip
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_="sudo"
+  $sudo_ apt-get update -qq && $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver \
+    || { echo "could not install chromium and chromium-driver with apt-get (the web console's tests need them)" >&2; exit 1; }
+fi
+
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

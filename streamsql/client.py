@@ -217,6 +217,10 @@ class KsqlClient:
             body["sessionVariables"] = variables
         return results_from_ksql_response(self._call("POST", "/ksql", body))
 
+    def vocabulary(self) -> Any:
+        """streamsql's ``GET /vocabulary``: the names completion offers (``surfaces/vocabulary.py``)."""
+        return self._call("GET", "/vocabulary", accept="application/json")
+
     def close_query(self, query_id: str) -> None:
         self._call("POST", "/close-query", {"queryId": query_id})
 

@@ -154,6 +154,16 @@ def to_entity(result: r.Result, stmt: ast.Statement | None = None, catalog: Cata
                                 "level": "SESSION" if k in result.overridden else "SERVER"}
                                for k, v in sorted(result.properties.items())],
                 "overwrittenProperties": sorted(result.overridden), "defaultProperties": [], "warnings": []}
+    if isinstance(result, r.FunctionDescription):
+        f = result.function
+        return {"@type": "describe_function", **base, "name": f.name, "description": f.description,
+                "author": "streamsql", "version": "", "path": "internal", "type": f.kind.upper(),
+                "functions": [{"arguments": [{"name": "", "type": arg, "description": "",
+                                              "isVariadic": v.variadic and i == len(v.arguments) - 1}
+                                             for i, arg in enumerate(v.arguments)],
+                               "argumentTypes": list(v.arguments), "returnType": v.returns, "description": ""}
+                              for v in result.variants],
+                "warnings": []}
     if isinstance(result, r.FunctionList):
         # ksqlDB's FunctionType is a Java enum: SCALAR, AGGREGATE, TABLE
         if isinstance(stmt, ast.Describe) and stmt.function and result.functions:
@@ -435,8 +445,13 @@ def result_from_entity(entity: dict[str, Any]) -> r.Result:
                                                     f.get("category", ""))
                                      for f in entity.get("functions") or []])
     if kind == "describe_function":
-        return r.FunctionList(text, [r.FunctionInfo(entity.get("name", ""), str(entity.get("type", "SCALAR")).upper(),
-                                                    entity.get("category", ""), entity.get("description", ""))])
+        info = r.FunctionInfo(entity.get("name", ""), str(entity.get("type", "SCALAR")).upper(),
+                              entity.get("category", ""), entity.get("description", ""))
+        variants = [r.FunctionVariant([str(a.get("type", "")) for a in v.get("arguments") or []],
+                                      str(v.get("returnType", "")),
+                                      any(a.get("isVariadic") for a in v.get("arguments") or []))
+                    for v in entity.get("functions") or []]
+        return r.FunctionDescription(text, info, variants)
     if kind == "terminate_query":
         return r.CommandStatus(text, "Query terminated." if entity.get("wasTerminated", True)
                                else f"Query {entity.get('queryId')} was not running.")

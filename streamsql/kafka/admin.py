@@ -473,12 +473,14 @@ class KafkaAdmin:
     # -- read -----------------------------------------------------------------------------------
 
     def iter_records(self, topic: str, from_beginning: bool = True, follow: bool = False,
-                     timeout_s: float = DEFAULT_TIMEOUT_S, limit: int | None = None) -> Iterator[Record]:
+                     timeout_s: float = DEFAULT_TIMEOUT_S, limit: int | None = None,
+                     last: int | None = None) -> Iterator[Record]:
         """Records of every partition, partition by partition interleaved as Kafka returns them.
 
         Without ``follow`` it stops at the true end of every partition as of the call; with
         ``follow`` it keeps waiting for new records until the caller stops iterating (PRINT).
-        ``from_beginning=False`` starts at the end (only meaningful with ``follow``).
+        ``from_beginning=False`` starts at the end (only meaningful with ``follow``); ``last=N``
+        starts N records before each partition's end (the latest ones).
         """
         ends_probe = EndOffsets(self.bootstrap_servers, topic, self._extra)
         consumer = Consumer(consumer_config(self.bootstrap_servers, self._extra))
@@ -489,6 +491,8 @@ class KafkaAdmin:
             exact = None if follow else timeout_s
             ends = ends_probe.ends(parts, exact_within_s=exact)
             starts = ends_probe.earliest(parts, exact_within_s=exact) if from_beginning else dict(ends)
+            if last is not None:
+                starts = {p: max(starts[p], ends[p] - last) for p in parts}
             consumer.assign([TopicPartition(topic, p, starts[p]) for p in parts])
             pending = {p for p in parts if starts[p] < ends[p]}
             count = 0

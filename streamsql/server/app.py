@@ -17,6 +17,7 @@ import hmac
 import json
 import logging
 import re
+import secrets
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +29,7 @@ from streamsql.errors import StreamsqlError
 from streamsql.runtime import results as r
 from streamsql.runtime.session import Session
 from streamsql.server import authorization as authz
+from streamsql.server import web_console
 from streamsql.server.authorization import Account, Principal, RolePolicy
 from streamsql.server.errors import (
     BAD_REQUEST,
@@ -228,9 +230,16 @@ class KsqlApp:
             ("POST", "/ksql"): self.ksql, ("POST", "/ksql/terminate"): self.terminate, ("POST", "/query"): self.query,
             ("POST", "/query-stream"): self.query_stream, ("POST", "/close-query"): self.close_query,
             ("POST", "/inserts-stream"): self.inserts_stream, ("GET", "/topology"): self.topology,
-            ("GET", "/metrics"): self.metrics,
+            ("GET", "/metrics"): self.metrics, ("GET", "/vocabulary"): self.vocabulary,
+            ("GET", "/processing-log"): self.processing_log,
+            ("GET", "/console"): self.console_page, ("GET", "/console/session"): self.console_session,
+            ("POST", "/console/login"): self.console_login, ("POST", "/console/logout"): self.console_logout,
         }
-        self.open_paths = {"/healthcheck", "/chc/ready", "/chc/live"}
+        #: paths anyone may reach: health checks, and the console's page and login (its data
+        #: comes from the API behind the login)
+        self.open_paths = {"/healthcheck", "/chc/ready", "/chc/live", "/console", "/console/login",
+                           "/console/logout"}
+        self.console_sessions = web_console.ConsoleSessions()
         self.policy = RolePolicy(self.settings.users)
         self.limits = QueryLimits(self.settings.limits)
         #: requests that start persistent queries run one at a time while their limit is set, so
@@ -267,7 +276,10 @@ class KsqlApp:
         except ServerError as e:
             self.server_metrics.count_request(self._endpoint(req.path), e.status)
             if not resp.started:
-                extra = [("WWW-Authenticate", 'Basic realm="KsqlServer"')] if e.status == 401 else []
+                # a page's own fetch gets no basic auth challenge: the browser would open its
+                # login dialog over the console's login form
+                challenge = e.status == 401 and req.headers.get("sec-fetch-mode", "navigate") == "navigate"
+                extra = [("WWW-Authenticate", 'Basic realm="KsqlServer"')] if challenge else []
                 if e.error_code == SERVER_NOT_READY:
                     extra.append(("Retry-After", "10"))
                 await resp.json(e.status, e.envelope(), extra=extra)
@@ -285,9 +297,18 @@ class KsqlApp:
                 await resp.end()
 
     async def dispatch(self, req: Request, resp: Response) -> None:
-        if self.settings.users and req.path not in self.open_paths:
+        elsewhere = web_console.cross_origin(req.headers, str(req.scope.get("scheme", "http")))
+        if elsewhere is not None:
+            raise ServerError(authz.FORBIDDEN, f"Forbidden: a browser's request from another origin is refused "
+                                               f"({elsewhere}). Nothing was executed.")
+        asset = req.method == "GET" and req.path.startswith("/console/") and req.path != "/console/session"
+        # a browser opening the server's address is sent to the console's login, not challenged
+        browser_root = req.path == "/" and req.accepts("text/html") is not None
+        if self.settings.users and req.path not in self.open_paths and not asset and not browser_root:
             req.principal = self.policy.principal(self.authenticate(req))
         handler = self.routes.get((req.method, req.path))
+        if handler is None and asset:
+            handler = self.console_asset
         if handler is None and req.method == "GET" and req.path.startswith("/status/"):
             handler = self.status_one
         if handler is None and req.method == "GET" and req.path.startswith("/is_valid_property/"):
@@ -296,7 +317,7 @@ class KsqlApp:
             if any(path == req.path for _, path in self.routes):
                 raise ServerError(METHOD_NOT_ALLOWED, f"Method {req.method} is not allowed on {req.path}")
             raise ServerError(NOT_FOUND, f"Not Found: {req.path}")
-        if not self.service.ready.is_set() and req.path not in self.open_paths:
+        if not self.service.ready.is_set() and req.path not in self.open_paths and not asset:
             raise ServerError(SERVER_NOT_READY, self.service.start_error and
                               f"Server failed to start: {self.service.start_error}" or "Server initializing")
         await handler(req, resp)
@@ -307,29 +328,104 @@ class KsqlApp:
         random paths must not each make a series)."""
         if any(route == path for _, route in self.routes):
             return path
-        for prefix in ("/status/", "/is_valid_property/"):
+        for prefix in ("/status/", "/is_valid_property/", "/console/"):
             if path.startswith(prefix):
                 return prefix + "*"
         return "other"
 
     def authenticate(self, req: Request) -> str:
-        """The user of the request's basic auth credentials, or 401."""
+        """The user of the request's basic auth credentials or console session, or 401."""
         header = req.headers.get("authorization", "")
         if header[:6].lower() == "basic ":
             try:
                 user, _, password = base64.b64decode(header[6:].strip()).decode("utf-8").partition(":")
             except (binascii.Error, UnicodeDecodeError):
                 user, password = "", ""
-            account = self.settings.users.get(user)
-            if account is not None and hmac.compare_digest(account.password.encode(), password.encode()):
+            if self._password_matches(user, password):
                 return user
+            raise ServerError(UNAUTHORIZED, "Unauthorized")
+        token = web_console.cookie_token(req.headers)
+        session_user = self.console_sessions.user(token) if token is not None else None
+        if session_user is not None and session_user in self.settings.users:
+            return session_user
         raise ServerError(UNAUTHORIZED, "Unauthorized")
+
+    def _password_matches(self, user: str, password: str) -> bool:
+        account = self.settings.users.get(user)
+        # compared even for an unknown user, so the answer's time does not tell which users exist
+        expected = account.password if account is not None else secrets.token_hex(16)
+        return hmac.compare_digest(expected.encode(), password.encode()) and account is not None
 
     # --- simple endpoints ----------------------------------------------------------------------
 
     async def root(self, req: Request, resp: Response) -> None:
-        await resp.start(307, "text/plain", [("Location", "/info")])
+        """ksqlDB's redirect to ``/info``; a browser asking for a page goes to the console."""
+        target = "/console" if req.accepts("text/html") else "/info"
+        await resp.start(307, "text/plain", [("Location", target)])
         await resp.end()
+
+    # --- the web console (web_console.py) ------------------------------------------------------
+
+    async def console_page(self, req: Request, resp: Response) -> None:
+        await self._send_asset(resp, "index.html")
+
+    async def console_asset(self, req: Request, resp: Response) -> None:
+        await self._send_asset(resp, req.path[len("/console/"):])
+
+    async def _send_asset(self, resp: Response, name: str) -> None:
+        found = await self.run(web_console.asset, name)
+        if found is None:
+            raise ServerError(NOT_FOUND, f"Not Found: /console/{name}")
+        body, content_type = found
+        await resp.start(200, content_type, web_console.SECURITY_HEADERS)
+        await resp.end(body)
+
+    async def console_session(self, req: Request, resp: Response) -> None:
+        """Who the console is logged in as (401 when it is not)."""
+        await resp.json(200, {"user": req.principal.user, "role": req.principal.role,
+                              "authentication": bool(self.settings.users)})
+
+    async def console_login(self, req: Request, resp: Response) -> None:
+        """``{"user", "password"}`` checked against the users file; a session cookie on success."""
+        fields = web_console.login_fields(await req.json())
+        if fields is None:
+            raise bad_request("Expected {\"user\": \"...\", \"password\": \"...\"}")
+        user, password = fields
+        if not self.settings.users:
+            await resp.json(200, {"user": "", "role": authz.ADMIN, "authentication": False})
+            return
+        if not self._password_matches(user, password):
+            raise ServerError(UNAUTHORIZED, "Unauthorized: wrong user or password")
+        token = self.console_sessions.open(user)
+        principal = self.policy.principal(user)
+        secure = req.scope.get("scheme") == "https"
+        cookie = web_console.set_cookie(token, secure, self.console_sessions.lifetime_s)
+        await resp.json(200, {"user": user, "role": principal.role, "authentication": True},
+                        extra=[("Set-Cookie", cookie), ("Cache-Control", "no-store")])
+
+    async def console_logout(self, req: Request, resp: Response) -> None:
+        token = web_console.cookie_token(req.headers)
+        if token is not None:
+            self.console_sessions.close(token)
+        await req.body()
+        secure = req.scope.get("scheme") == "https"
+        await resp.json(200, {}, extra=[("Set-Cookie", web_console.set_cookie("", secure, 0))])
+
+    async def processing_log(self, req: Request, resp: Response) -> None:
+        """The processing log's latest records (``?limit=N``, at most 100), newest last: what the
+        console shows beside the pipeline. Anyone who may PRINT it may read it here."""
+        raw = req.params.get("limit", "20")
+        if not raw.isdigit() or not 1 <= int(raw) <= 100:
+            raise bad_request(f"'limit' must be a number from 1 to 100, not '{raw}'")
+        entries = await self.run(self.service.processing_log, int(raw))
+        await resp.json(200, {"topic": self.service.engine.processing_log_topic, "entries": entries})
+
+    async def vocabulary(self, req: Request, resp: Response) -> None:
+        """What completion offers, for the console and the remote shell (``surfaces/vocabulary.py``)."""
+        from streamsql.surfaces.vocabulary import engine_vocabulary, to_json
+
+        vocab = await self.run(engine_vocabulary, self.service.engine)
+        await resp.json(200, to_json(vocab))
 
     async def empty(self, req: Request, resp: Response) -> None:
         await resp.json(200, {})

@@ -355,6 +355,15 @@ class KsqlService:
             raise bad_request(f"No query with id {query_id}")
         handle.stream.close()
 
+    def processing_log(self, limit: int) -> list[dict[str, Any]]:
+        """The processing log's latest ``limit`` records (per partition), oldest first."""
+        topic = self.engine.processing_log_topic
+        records = self.engine.admin.iter_records(topic, from_beginning=True, last=limit, timeout_s=10)
+        latest = sorted(records, key=lambda rec: (rec.timestamp, rec.partition, rec.offset))[-limit:]
+        return [{"timestamp": rec.timestamp, "partition": rec.partition, "offset": rec.offset,
+                 "message": rec.value.decode("utf-8", "replace") if rec.value is not None else None}
+                for rec in latest]
+
     def active_queries(self) -> list[str]:
         with self._queries_lock:
             return list(self._queries)

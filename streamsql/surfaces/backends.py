@@ -9,25 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from streamsql.errors import StreamsqlError
 from streamsql.runtime import results as r
-
-
-@dataclass
-class Vocabulary:
-    """The names completion offers: sources (name -> STREAM/TABLE) with their columns, query ids,
-    functions, properties and variables."""
-
-    sources: dict[str, str] = field(default_factory=dict)
-    columns: dict[str, list[str]] = field(default_factory=dict)
-    queries: list[str] = field(default_factory=list)
-    functions: list[str] = field(default_factory=list)
-    properties: list[str] = field(default_factory=list)
-    variables: list[str] = field(default_factory=list)
-    topics: list[str] = field(default_factory=list)
+from streamsql.surfaces.vocabulary import Vocabulary, engine_vocabulary
 
 
 class Backend(Protocol):
@@ -64,15 +50,7 @@ class EmbeddedBackend:
             yield self.engine.execute_statement(stmt)
 
     def vocabulary(self) -> Vocabulary:
-        from streamsql.planner.functions import REGISTRY
-        from streamsql.runtime.config import DEFAULT_PROPERTIES
-
-        catalog = self.engine.catalog
-        sources = {s.name: ("TABLE" if s.is_table else "STREAM") for s in catalog.sources.values()}
-        columns = {s.name: [c.name for c in s.columns] for s in catalog.sources.values()}
-        return Vocabulary(sources, columns, sorted(catalog.queries), [f.name for f in REGISTRY.all()],
-                          sorted(set(DEFAULT_PROPERTIES) | set(self.engine.session.properties)),
-                          sorted(self.engine.session.variables), sorted({s.topic for s in catalog.sources.values()}))
+        return engine_vocabulary(self.engine)
 
     def close(self) -> None:
         self.engine.close()
@@ -141,32 +119,48 @@ class RemoteBackend:
     def vocabulary(self) -> Vocabulary:
         """Fetched after each input (names the server knows change only when statements run)."""
         if self._vocabulary is None:
-            vocab = Vocabulary(variables=sorted(self.variables))
-            try:
-                for what in ("STREAMS", "TABLES"):
-                    for result in self.client.ksql(f"SHOW {what};"):
-                        if isinstance(result, r.SourceList):
-                            vocab.sources.update({s.name: s.kind for s in result.sources})
-                            vocab.topics += [s.topic for s in result.sources]
-                for name in vocab.sources:
-                    for result in self.client.ksql(f"DESCRIBE `{name}`;"):
-                        if isinstance(result, r.SourceDescription):
-                            vocab.columns[name] = [f.name for f in result.fields]
-                for result in self.client.ksql("SHOW QUERIES;"):
-                    if isinstance(result, r.QueryList):
-                        vocab.queries = [q.id for q in result.queries]
-                if self._static is None:
-                    functions = [f.name for res in self.client.ksql("SHOW FUNCTIONS;")
-                                 if isinstance(res, r.FunctionList) for f in res.functions]
-                    props = [n for res in self.client.ksql("SHOW PROPERTIES;")
-                             if isinstance(res, r.Properties) for n in res.properties]
-                    self._static = (functions, props)
-            except StreamsqlError:
-                pass  # completion is best effort: offer what could be fetched
-            vocab.functions, vocab.properties = self._static or ([], [])
+            vocab = self._server_vocabulary() or self._listed_vocabulary()
+            vocab.variables = sorted(self.variables)
             vocab.properties = sorted(set(vocab.properties) | set(self.properties))
             self._vocabulary = vocab
         return self._vocabulary
+
+    def _server_vocabulary(self) -> Vocabulary | None:
+        """streamsql's ``GET /vocabulary`` (what the web console completes from); None from a
+        server without it (ksqlDB's)."""
+        from streamsql.surfaces.vocabulary import from_json
+
+        try:
+            return from_json(self.client.vocabulary())
+        except StreamsqlError:
+            return None
+
+    def _listed_vocabulary(self) -> Vocabulary:
+        """The names ksqlDB's own statements list (SHOW, DESCRIBE), for a server without ``/vocabulary``."""
+        vocab = Vocabulary()
+        try:
+            for what in ("STREAMS", "TABLES"):
+                for result in self.client.ksql(f"SHOW {what};"):
+                    if isinstance(result, r.SourceList):
+                        vocab.sources.update({s.name: s.kind for s in result.sources})
+                        vocab.topics += [s.topic for s in result.sources]
+            for name in vocab.sources:
+                for result in self.client.ksql(f"DESCRIBE `{name}`;"):
+                    if isinstance(result, r.SourceDescription):
+                        vocab.columns[name] = [f.name for f in result.fields]
+            for result in self.client.ksql("SHOW QUERIES;"):
+                if isinstance(result, r.QueryList):
+                    vocab.queries = [q.id for q in result.queries]
+            if self._static is None:
+                functions = [f.name for res in self.client.ksql("SHOW FUNCTIONS;")
+                             if isinstance(res, r.FunctionList) for f in res.functions]
+                props = [n for res in self.client.ksql("SHOW PROPERTIES;")
+                         if isinstance(res, r.Properties) for n in res.properties]
+                self._static = (functions, props)
+        except StreamsqlError:
+            pass  # completion is best effort: offer what could be fetched
+        vocab.functions, vocab.properties = self._static or ([], [])
+        return vocab
 
     def close(self) -> None:
         pass

@@ -247,3 +247,17 @@ def test_describe_extended_shows_consumer_lag_as_ksqldbs_cli_does() -> None:
     rows = [[cell.strip() for cell in line.strip(" |").split("|")] for line in text.splitlines() if line.count("|") >= 4]
     assert ["0", "0", "5", "3", "2"] in [row[-5:] for row in rows] and ["1", "2", "4", "4", "0"] in [
         row[-5:] for row in rows]
+
+
+def test_describe_function_carries_its_signatures_both_ways() -> None:
+    # it used to fall through to a currentStatus holding the result's repr: no signatures over REST
+    described = r.FunctionDescription("DESCRIBE FUNCTION CONCAT;", r.FunctionInfo("CONCAT", "scalar", "STRING", "joins"),
+                                      [r.FunctionVariant(["VARCHAR", "VARCHAR"], "VARCHAR", variadic=True)])
+    entity = result_to_entity(described)
+    assert entity["@type"] == "describe_function" and entity["name"] == "CONCAT"
+    assert entity["functions"] == [{"arguments": [{"name": "", "type": "VARCHAR", "description": "", "isVariadic": False},
+                                                  {"name": "", "type": "VARCHAR", "description": "", "isVariadic": True}],
+                                    "argumentTypes": ["VARCHAR", "VARCHAR"], "returnType": "VARCHAR", "description": ""}]
+    back = result_from_entity(entity)
+    assert isinstance(back, r.FunctionDescription) and back.variants == described.variants
+    assert back.function.name == "CONCAT" and back.function.description == "joins"
