@@ -161,6 +161,24 @@ def datetime_pattern_check(errors: ErrorLog) -> Callable[..., str | None]:
     return check
 
 
+def time_zone_check(errors: ErrorLog) -> Callable[..., str | None]:
+    """The per-record check of a date function's time zone (``planner/builtins/datetime.py``):
+    the zone when Spark accepts it; otherwise the record goes to the processing log naming the
+    function and the zone (ksqlDB's ``ZoneId.of`` failure) and the call yields NULL."""
+    from streamsql.planner.builtins.datetime_patterns import zone_error
+
+    def check(function: str, zone: str | None, args: Sequence[Any] | None) -> str | None:
+        if zone is None:
+            return None
+        problem = zone_error(zone)
+        if problem is None:
+            return zone
+        errors.report(function, ValueError(problem), list(args or []))
+        return None
+
+    return check
+
+
 # --- registration -------------------------------------------------------------------------------
 
 _installed: dict[int, tuple[int, ErrorLog]] = {}
@@ -179,9 +197,10 @@ def install(spark: SparkSession, specs_by_name: dict[str, list[FunctionSpec]], g
         from pyspark.sql.functions import udf
         from pyspark.sql.types import StringType
 
-        from streamsql.planner.builtins.datetime_patterns import PATTERN_CHECK
+        from streamsql.planner.builtins.datetime_patterns import PATTERN_CHECK, ZONE_CHECK
 
         spark.udf.register(PATTERN_CHECK, udf(datetime_pattern_check(errors), StringType(), useArrow=True))
+        spark.udf.register(ZONE_CHECK, udf(time_zone_check(errors), StringType(), useArrow=True))
         for name, specs in specs_by_name.items():
             for i, spec in enumerate(specs):
                 if spec.kind != AGGREGATE:  # UDAFs run in the aggregation processor, not in Spark

@@ -105,3 +105,56 @@ def test_datetime_pattern_rules_match_spark(spark) -> None:  # type: ignore[no-u
             (pattern, parsing, pattern_error(pattern, parsing))
 
     agrees()
+
+
+def test_an_unknown_time_zone_logs_the_record_and_yields_null(engine, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """A time zone Spark does not know failed the whole task (the query restarted in a loop); now
+    the call yields null and the record is logged, by literal and by column, as ksqlDB does."""
+    base = random.randrange(10**9, 2 * 10**9) * 1000
+    src = topic_name("zones")
+    engine.execute(f"CREATE STREAM zoned (k VARCHAR KEY, ts BIGINT, z VARCHAR) "
+                   f"WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+    produce(engine.admin, src, [
+        ("a", f'{{"ts": {base}, "z": "America/New_York"}}', 1000),
+        ("b", f'{{"ts": {base + 1}, "z": "Mars/Olympus_Mons"}}', 2000),
+        ("c", f'{{"ts": {base + 2}, "z": "+05:30"}}', 3000),
+    ])
+    engine.execute("CREATE STREAM zoned_out AS SELECT k, TIMESTAMPTOSTRING(ts, 'HH:mm', z) AS by_column, "
+                   "TIMESTAMPTOSTRING(ts, 'HH:mm', 'Nowhere/City') AS by_literal, "
+                   "CONVERT_TZ(FROM_UNIXTIME(ts), 'UTC', z) AS converted, "
+                   "TIMESTAMPTOSTRING(ts, 'HH:mm', 'UTC') AS utc FROM zoned;")
+    engine.wait_until_idle()
+
+    rows = {k: v for k, v, _ in read(engine.admin, "ZONED_OUT")}
+    assert set(rows) == {"a", "b", "c"}, rows
+    assert rows["a"]["BY_COLUMN"] is not None and rows["a"]["BY_COLUMN"] != rows["a"]["UTC"], rows
+    assert rows["b"]["BY_COLUMN"] is None and rows["b"]["CONVERTED"] is None and rows["b"]["UTC"], rows
+    assert rows["c"]["CONVERTED"] is not None, rows
+    assert all(v["BY_LITERAL"] is None for v in rows.values()), rows
+    [query] = [q for q in engine.execute("SHOW QUERIES;")[0].queries if q.sink == "ZONED_OUT"]
+    assert query.state == "RUNNING", query
+    messages = sorted(e["errorMessage"] for e in _function_errors(engine, str(base + 1)))
+    assert any("TIMESTAMPTOSTRING" in m and "Unknown time-zone ID: Mars/Olympus_Mons" in m for m in messages), messages
+    # CONVERT_TZ's record holds its arguments: the timestamp as text, not the epoch millis
+    by_zone = [e["errorMessage"] for e in _function_errors(engine, "Mars/Olympus_Mons")]
+    assert any("CONVERT_TZ" in m and "Mars/Olympus_Mons" in m for m in by_zone), by_zone
+    assert any("Nowhere/City" in m for m in messages), messages
+
+
+def test_time_zone_rules_match_spark(spark) -> None:  # type: ignore[no-untyped-def]
+    """``zone_error`` says what Spark's ``DateTimeUtils.getZoneId`` says, over regions, short ids,
+    offsets in every form and near misses."""
+    from streamsql.planner.builtins.datetime_patterns import zone_error
+
+    get_zone = spark._jvm.org.apache.spark.sql.catalyst.util.DateTimeUtils.getZoneId
+    zones = ["UTC", "GMT", "UT", "Z", "America/New_York", "Europe/London", "Asia/Kolkata", "Etc/GMT+5", "PST", "EST",
+             "IST", "+08:00", "+8:00", "-05:3", "+0530", "+05:30:15", "+18:00", "+18:01", "+19", "-1", "GMT+8",
+             "UTC-05:30", "UT+1", "GMT+", "UTC+25", "america/new_york", "Mars/Olympus_Mons", "", " UTC", "UTC ",
+             "Foo", "US/Pacific", "Etc/UTC", "+", "08:00", "CET", "EST5EDT", "Europe/Kyiv", "GMT0", "UCT"]
+    for zone in zones:
+        try:
+            get_zone(zone)
+            refused = False
+        except Exception:  # noqa: BLE001 - py4j's wrapper of Java's refusal
+            refused = True
+        assert (zone_error(zone) is not None) == refused, (zone, zone_error(zone))

@@ -17,7 +17,7 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.errors import AnalysisError
 from streamsql.planner.builtins.base import add, add_raw, any_sig, c, lit, literal_text, sig
-from streamsql.planner.builtins.datetime_patterns import PATTERN_CHECK, pattern_error
+from streamsql.planner.builtins.datetime_patterns import PATTERN_CHECK, ZONE_CHECK, pattern_error, zone_error
 from streamsql.planner.expressions import Compiled, ExpressionCompiler
 from streamsql.planner.functions import FunctionRegistry, rejected_types
 
@@ -43,6 +43,30 @@ def checked(function: str, cs: Sequence[Compiled], parsing: bool, prefix: str = 
     if prefix:  # the function adds the prefix itself: hand it what follows
         check = f"substring({check}, {len(prefix) + 1})"
     return [cs[0], c(check, t.STRING), *cs[2:]]
+
+
+def zones_checked(function: str, cs: Sequence[Compiled], *zones: int) -> list[Compiled]:
+    """The call's arguments with its time zones (at the indexes ``zones``, where given) made safe
+    for Spark, which fails the whole task on a zone it does not know: a literal it accepts stays
+    as it is; any other zone goes through the per-record check (:data:`ZONE_CHECK`,
+    ``udf/runtime.py``), which passes it on or writes the record to the processing log and
+    yields NULL (the function then yields NULL), as ksqlDB's functions do."""
+    out = list(cs)
+    values = ", ".join(f"CAST({x.sql} AS STRING)" for x in cs)
+    for i in zones:
+        if i >= len(cs):
+            continue
+        text = literal_text(cs[i])
+        if text is not None and zone_error(text) is None:
+            continue
+        out[i] = c(f"{ZONE_CHECK}({lit(function)}, {cs[i].sql}, array({values}))", t.STRING)
+    return out
+
+
+def zoned(function: str, cs: Sequence[Compiled], parsing: bool) -> list[Compiled]:
+    """A timestamp function's arguments: its pattern (the second) and its optional time zone
+    (the third) checked."""
+    return zones_checked(function, checked(function, cs, parsing=parsing), 2)
 
 
 def _in_zone(ts: str, tz: Compiled | None) -> str:
@@ -139,6 +163,10 @@ def _string_to_timestamp(cs: list[Compiled]) -> Compiled:
              t.BIGINT)
 
 
+def _convert_tz(cs: list[Compiled]) -> Compiled:
+    return c(f"from_utc_timestamp(to_utc_timestamp({cs[0].sql}, {cs[1].sql}), {cs[2].sql})", t.TIMESTAMP)
+
+
 def _format_date(cs: list[Compiled]) -> Compiled:
     return c(f"date_format({cs[0].sql}, {cs[1].sql})", t.STRING)
 
@@ -171,18 +199,18 @@ def _parse_time(cs: list[Compiled]) -> Compiled:
 def register(reg: FunctionRegistry) -> None:
     ts3 = any_sig(sig("ts", "str"), sig("ts", "str", "str"))
     add(reg, "FORMAT_TIMESTAMP",
-        lambda cs: _format_timestamp(checked("FORMAT_TIMESTAMP", cs, parsing=False)),
+        lambda cs: _format_timestamp(zoned("FORMAT_TIMESTAMP", cs, parsing=False)),
         lo=2, hi=3, category=CAT, description="Formats a TIMESTAMP with a pattern, optionally in a time zone.",
         accepts=ts3)
-    add(reg, "PARSE_TIMESTAMP", lambda cs: _parse_timestamp(checked("PARSE_TIMESTAMP", cs, parsing=True)),
+    add(reg, "PARSE_TIMESTAMP", lambda cs: _parse_timestamp(zoned("PARSE_TIMESTAMP", cs, parsing=True)),
         lo=2, hi=3, category=CAT, description="Parses text into a TIMESTAMP with a pattern, optionally in a zone.",
         accepts=any_sig(sig("str", "str"), sig("str", "str", "str")))
     add(reg, "TIMESTAMPTOSTRING",
-        lambda cs: _timestamp_to_string(checked("TIMESTAMPTOSTRING", cs, parsing=False)),
+        lambda cs: _timestamp_to_string(zoned("TIMESTAMPTOSTRING", cs, parsing=False)),
         lo=2, hi=3, category=CAT, description="Formats epoch milliseconds with a pattern (deprecated).",
         accepts=any_sig(sig("long", "str"), sig("long", "str", "str")))
     add(reg, "STRINGTOTIMESTAMP",
-        lambda cs: _string_to_timestamp(checked("STRINGTOTIMESTAMP", cs, parsing=True)),
+        lambda cs: _string_to_timestamp(zoned("STRINGTOTIMESTAMP", cs, parsing=True)),
         lo=2, hi=3, category=CAT, description="Parses text into epoch milliseconds (deprecated).",
         accepts=any_sig(sig("str", "str"), sig("str", "str", "str")))
     add(reg, "FORMAT_DATE", lambda cs: _format_date(checked("FORMAT_DATE", cs, parsing=False)), lo=2, hi=2,
@@ -211,7 +239,7 @@ def register(reg: FunctionRegistry) -> None:
     add(reg, "FROM_DAYS", lambda cs: c(f"date_from_unix_date({cs[0].sql})", t.DATE), lo=1, hi=1, category=CAT,
         description="The DATE of epoch days.", accepts=sig("long"))
     add(reg, "CONVERT_TZ",
-        lambda cs: c(f"from_utc_timestamp(to_utc_timestamp({cs[0].sql}, {cs[1].sql}), {cs[2].sql})", t.TIMESTAMP),
+        lambda cs: _convert_tz(zones_checked("CONVERT_TZ", cs, 1, 2)),
         lo=3, hi=3, category=CAT, description="Converts a TIMESTAMP from one time zone to another.",
         accepts=sig("ts", "str", "str"))
 

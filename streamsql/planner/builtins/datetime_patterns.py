@@ -137,3 +137,51 @@ def pattern_error(pattern: str, parsing: bool) -> str | None:
     if parsing and "S" in pattern:
         return _check_fraction_pattern(pattern, parsing)
     return _check_quoted(pattern, parsing)
+
+
+# --- time zones ---------------------------------------------------------------------------------
+
+#: the Spark function (a Python UDF, ``udf/runtime.py``) that checks a time zone per record
+ZONE_CHECK = "streamsql_time_zone"
+
+#: Java's ``ZoneId.SHORT_IDS``, which Spark's ``DateTimeUtils.getZoneId`` accepts beside region ids
+_SHORT_IDS = frozenset({"ACT", "AET", "AGT", "ART", "AST", "BET", "BST", "CAT", "CNT", "CST", "CTT", "EAT", "ECT",
+                        "IET", "IST", "JST", "MIT", "NET", "NST", "PLT", "PNT", "PRT", "PST", "SST", "VST",
+                        "EST", "MST", "HST"})
+#: ``ZoneOffset.of``'s forms: ±h, ±hh, ±hh:mm, ±hhmm, ±hh:mm:ss, ±hhmmss
+_OFFSET = re.compile(r"[+-](\d{1,2})(?::?(\d{2})(?::?(\d{2}))?)?")
+
+
+def _offset_error(text: str) -> bool:
+    """Whether ``text`` is not an offset ``ZoneOffset.of`` reads (hours ≤ 18, within ±18:00)."""
+    m = _OFFSET.fullmatch(text)
+    if m is None or (len(m.group(1)) == 1 and m.group(2) is not None):
+        return True
+    hours, minutes, seconds = (int(g or 0) for g in m.groups())
+    return hours > 18 or minutes > 59 or seconds > 59 or (hours == 18 and (minutes > 0 or seconds > 0))
+
+
+@lru_cache(maxsize=1)
+def _regions() -> frozenset[str]:
+    from zoneinfo import available_timezones
+
+    return frozenset(available_timezones())
+
+
+@lru_cache(maxsize=1024)
+def zone_error(zone: str) -> str | None:
+    """Why Spark would refuse ``zone`` as a time zone (its ``getZoneId``: ``ZoneId.of`` with the
+    short ids, after padding a one-digit hour), or None when it accepts it. A refused zone fails
+    Spark's whole task; ksqlDB fails the one call (``ZoneId.of`` throws) and logs the record."""
+    text = re.sub(r"^(.*[+-])(\d):", r"\g<1>0\2:", zone, count=1)
+    text = re.sub(r"([+-]\d\d):(\d)$", r"\1:0\2", text, count=1)
+    if text == "Z" or text in _SHORT_IDS or text in ("UTC", "GMT", "UT"):
+        return None
+    if text.startswith(("+", "-")):
+        return None if not _offset_error(text) else f"Invalid ID for ZoneOffset, invalid format: {zone}"
+    for prefix in ("UTC", "GMT", "UT"):
+        if text.startswith(prefix) and text[len(prefix):len(prefix) + 1] in ("+", "-"):
+            return None if not _offset_error(text[len(prefix):]) else f"Invalid ID for offset-based ZoneId: {zone}"
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9~/._+-]+", text):
+        return f"Invalid ID for region-based ZoneId, invalid format: {zone}"
+    return None if text in _regions() else f"Unknown time-zone ID: {zone}"
