@@ -331,7 +331,7 @@ def test_connector_statements_answer_with_ksqldbs_entities(client: httpx.Client)
         deadline = time.monotonic() + 120
         docs: dict[str, Any] = {}
         while time.monotonic() < deadline and len(docs) < 2:
-            with httpx.Client(base_url=search.url) as c:
+            with httpx.Client(base_url=search.url, timeout=60) as c:  # a loaded machine answers slowly
                 c.post(f"/{stream.lower()}/_refresh")
                 found = c.post(f"/{stream.lower()}/_search", json={"size": 10})
                 hits = found.json()["hits"]["hits"] if found.status_code == 200 else []
