@@ -330,7 +330,8 @@ def test_html_in_records_names_and_errors_is_text_in_every_view(server: ServerPr
     by_id(browser, "nav-pipeline").click()
     wait_for("the pipeline", lambda: browser.execute_script(
         "return [...document.querySelectorAll('svg g.node text.label')].some(t => t.textContent.startsWith('<img'))"))
-    wait_for("the processing log", lambda: by_id(browser, "processing-log-entries").text, 60)
+    wait_for("the processing log's entry", lambda: browser.execute_script(
+        "return document.querySelectorAll('#processing-log-entries li').length"), 60)
     by_id(browser, "nav-editor").click()
     assert browser.execute_script("return window.pwned") is None
     assert browser.execute_script("return document.querySelectorAll('img').length") == 0
