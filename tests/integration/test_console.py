@@ -383,3 +383,30 @@ def test_a_cross_origin_post_with_the_browsers_credentials_is_refused(server: Se
                      headers={"Cookie": f"streamsql_console={cookie['value']}", "Origin": server.url,
                               "Sec-Fetch-Site": "same-origin"}, timeout=30)
     assert own.status_code == 200  # the same cookie from the console's own page is accepted
+
+
+def test_completion_offers_the_servers_names_as_the_remote_shell_gets_them(server: ServerProcess, browser: Any,
+                                                                         orders: dict[str, str]) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    from streamsql.surfaces.backends import RemoteBackend
+
+    log_in(browser, server, "rita")
+    browser.execute_script("document.querySelector('#nav-editor').click()")
+    browser.execute_script("const e = document.getElementById('editor'); e.value = arguments[0];"
+                           "e.dispatchEvent(new Event('input')); e.focus();"
+                           "e.setSelectionRange(e.value.length, e.value.length);", "SELECT * FROM ORDERS_")
+    # the names the page knows are fetched at login and after each run: run nothing to refresh them
+    by_id(browser, "editor").send_keys(Keys.CONTROL, " ")
+    offered = wait_for("the completion list", lambda: browser.execute_script(
+        "const l = document.getElementById('completions');"
+        "return l.hidden ? null : [...l.children].map(li => li.textContent)"))
+    assert orders["stream"] in offered
+    by_id(browser, "editor").send_keys(Keys.ENTER)
+    assert by_id(browser, "editor").get_attribute("value").endswith(orders["stream"])
+    # the shell connected to this server completes from the same GET /vocabulary
+    shell = RemoteBackend(server.url, "rita", "rita-pw")
+    assert shell._server_vocabulary() is not None  # not its fallback over SHOW/DESCRIBE (for ksqlDB's servers)
+    vocab = shell.vocabulary()
+    assert vocab.sources[orders["stream"]] == "STREAM" and vocab.columns[orders["stream"]] == ["ID", "AMOUNT"]
+    assert orders["query"] in vocab.queries and "SUBSTRING" in vocab.functions
