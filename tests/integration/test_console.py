@@ -410,3 +410,19 @@ def test_completion_offers_the_servers_names_as_the_remote_shell_gets_them(serve
     vocab = shell.vocabulary()
     assert vocab.sources[orders["stream"]] == "STREAM" and vocab.columns[orders["stream"]] == ["ID", "AMOUNT"]
     assert orders["query"] in vocab.queries and "SUBSTRING" in vocab.functions
+
+
+def test_the_consoles_endpoints_over_plain_http(server: ServerProcess) -> None:
+    page = httpx.get(server.url + "/console", timeout=30)
+    assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert httpx.get(server.url + "/console/..%2Fapp.py", timeout=30).status_code == 404
+    assert httpx.get(server.url + "/console/web_console.py", timeout=30).status_code == 404
+    assert httpx.get(server.url + "/vocabulary", timeout=30).status_code == 401  # the data is behind the login
+    ana = ("ana", "ana-pw")
+    refused = httpx.get(server.url + "/processing-log?limit=500", auth=ana, timeout=30)
+    assert refused.status_code == 400 and "from 1 to 100" in refused.json()["message"]
+    log = httpx.get(server.url + "/processing-log?limit=5", auth=ana, timeout=30).json()
+    assert log["topic"].endswith("processing_log") and len(log["entries"]) <= 5
+    bad = httpx.post(server.url + "/console/login", json={"user": "ana"}, timeout=30)
+    assert bad.status_code == 400
