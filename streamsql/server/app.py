@@ -417,7 +417,10 @@ class KsqlApp:
         raw = req.params.get("limit", "20")
         if not raw.isdigit() or not 1 <= int(raw) <= 100:
             raise bad_request(f"'limit' must be a number from 1 to 100, not '{raw}'")
-        entries = await self.run(self.service.processing_log, int(raw))
+        try:
+            entries = await self.run(self.service.processing_log, int(raw))
+        except StreamsqlError as e:  # Kafka did not answer: said, not a trace
+            raise ServerError(SERVER_ERROR, f"Could not read the processing log: {e.message}") from None
         await resp.json(200, {"topic": self.service.engine.processing_log_topic, "entries": entries})
 
     async def vocabulary(self, req: Request, resp: Response) -> None:

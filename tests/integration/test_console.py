@@ -330,7 +330,8 @@ def test_html_in_records_names_and_errors_is_text_in_every_view(server: ServerPr
     by_id(browser, "nav-pipeline").click()
     wait_for("the pipeline", lambda: browser.execute_script(
         "return [...document.querySelectorAll('svg g.node text.label')].some(t => t.textContent.startsWith('<img'))"))
-    wait_for("the processing log", lambda: by_id(browser, "processing-log-entries").text, 60)
+    wait_for("the processing log's entry", lambda: browser.execute_script(
+        "return document.querySelectorAll('#processing-log-entries li').length"), 60)
     by_id(browser, "nav-editor").click()
     assert browser.execute_script("return window.pwned") is None
     assert browser.execute_script("return document.querySelectorAll('img').length") == 0
@@ -382,3 +383,46 @@ def test_a_cross_origin_post_with_the_browsers_credentials_is_refused(server: Se
                      headers={"Cookie": f"streamsql_console={cookie['value']}", "Origin": server.url,
                               "Sec-Fetch-Site": "same-origin"}, timeout=30)
     assert own.status_code == 200  # the same cookie from the console's own page is accepted
+
+
+def test_completion_offers_the_servers_names_as_the_remote_shell_gets_them(server: ServerProcess, browser: Any,
+                                                                         orders: dict[str, str]) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    from streamsql.surfaces.backends import RemoteBackend
+
+    log_in(browser, server, "rita")
+    browser.execute_script("document.querySelector('#nav-editor').click()")
+    browser.execute_script("const e = document.getElementById('editor'); e.value = arguments[0];"
+                           "e.dispatchEvent(new Event('input')); e.focus();"
+                           "e.setSelectionRange(e.value.length, e.value.length);", "SELECT * FROM ORDERS_")
+    # the names the page knows are fetched at login and after each run: run nothing to refresh them
+    by_id(browser, "editor").send_keys(Keys.CONTROL, " ")
+    offered = wait_for("the completion list", lambda: browser.execute_script(
+        "const l = document.getElementById('completions');"
+        "return l.hidden ? null : [...l.children].map(li => li.textContent)"))
+    assert orders["stream"] in offered
+    by_id(browser, "editor").send_keys(Keys.ENTER)
+    assert by_id(browser, "editor").get_attribute("value").endswith(orders["stream"])
+    # the shell connected to this server completes from the same GET /vocabulary
+    shell = RemoteBackend(server.url, "rita", "rita-pw")
+    assert shell._server_vocabulary() is not None  # not its fallback over SHOW/DESCRIBE (for ksqlDB's servers)
+    vocab = shell.vocabulary()
+    assert vocab.sources[orders["stream"]] == "STREAM" and vocab.columns[orders["stream"]] == ["ID", "AMOUNT"]
+    assert orders["query"] in vocab.queries and "SUBSTRING" in vocab.functions
+
+
+def test_the_consoles_endpoints_over_plain_http(server: ServerProcess) -> None:
+    page = httpx.get(server.url + "/console", timeout=30)
+    assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert httpx.get(server.url + "/console/..%2Fapp.py", timeout=30).status_code == 404
+    assert httpx.get(server.url + "/console/web_console.py", timeout=30).status_code == 404
+    assert httpx.get(server.url + "/vocabulary", timeout=30).status_code == 401  # the data is behind the login
+    ana = ("ana", "ana-pw")
+    refused = httpx.get(server.url + "/processing-log?limit=500", auth=ana, timeout=30)
+    assert refused.status_code == 400 and "from 1 to 100" in refused.json()["message"]
+    log = httpx.get(server.url + "/processing-log?limit=5", auth=ana, timeout=30).json()
+    assert log["topic"].endswith("processing_log") and len(log["entries"]) <= 5
+    bad = httpx.post(server.url + "/console/login", json={"user": "ana"}, timeout=30)
+    assert bad.status_code == 400

@@ -59,6 +59,9 @@ def test_the_wheel_runs_the_demo_and_a_seed_pipeline_outside_the_repository(tmp_
     work.mkdir()
     located = _run([str(venv / "bin" / "python"), "-c", "import streamsql; print(streamsql.__file__)"], cwd=work)
     assert located.stdout.strip().startswith(str(venv)), located.stdout
+    # the web console's files are package data: the server serves them from the wheel
+    console = Path(located.stdout.strip()).parent / "server" / "console"
+    assert {"index.html", "console.js", "console.css"} <= {p.name for p in console.iterdir()}, console
 
     local = LocalBroker(work / ".streamsql")
     try:

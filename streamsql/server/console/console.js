@@ -884,6 +884,7 @@
     const entries = (log && log.entries) || [];
     $("processing-log-entries").replaceChildren(...entries.slice().reverse().map((entry) =>
       el("li", {}, `${new Date(entry.timestamp).toISOString()} ${entry.message === null ? "null" : entry.message}`)));
+    if (!entries.length) $("processing-log-entries").replaceChildren(el("p", { className: "meta" }, "no records: every record so far was processed"));
   }
 
   const SVG = "http://www.w3.org/2000/svg";
@@ -923,7 +924,7 @@
       if (!changed) break;
     }
     for (const e of edges) if (e.side) column[e.target] = Math.max(column[e.target], column[e.source] + 1);
-    const W = 220, H = 62, GX = 70, GY = 22;
+    const W = 200, H = 62, GX = 48, GY = 22;
     const rows = {};
     const place = {};
     for (const n of nodes) {
@@ -953,7 +954,7 @@
       g.append(svg("title", {}, n.detail ? `${n.label}\n${n.detail}` : n.label));
       g.append(svg("rect", { width: W, height: H, rx: n.kind === "query" ? 10 : 4 }));
       g.append(svg("text", { x: 8, y: 14, class: "kind" }, n.internal ? `${n.kind} (internal)` : n.kind));
-      g.append(svg("text", { x: 8, y: 30, class: "label" }, n.label.length > 30 ? n.label.slice(0, 29) + "…" : n.label));
+      g.append(svg("text", { x: 8, y: 30, class: "label" }, n.label.length > 27 ? n.label.slice(0, 26) + "…" : n.label));
       if (n.kind === "query") {
         const m = rates[n.label] || {};
         const rate = Math.max(m.rate || 0, m.recent || 0);
@@ -962,7 +963,7 @@
         g.append(stats);
         if (m.up === 0) g.append(svg("text", { x: 8, y: 58, class: "stats errors" }, "stopped or failed"));
       } else if (n.detail && n.kind !== "topic") {
-        g.append(svg("text", { x: 8, y: 46, class: "kind" }, n.detail.length > 32 ? n.detail.slice(0, 31) + "…" : n.detail));
+        g.append(svg("text", { x: 8, y: 46, class: "kind" }, n.detail.length > 29 ? n.detail.slice(0, 28) + "…" : n.detail));
       } else if (n.detail) {
         g.append(svg("text", { x: 8, y: 46, class: "kind" }, n.detail));
       }
