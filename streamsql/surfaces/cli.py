@@ -494,6 +494,13 @@ def cmd_broker(args: argparse.Namespace) -> int:
               f"running since {since}, cluster id {record.cluster_id}; topics in memory (gone when it stops)")
         return 0
     if args.action == "stop":
+        from streamsql.surfaces.local_server import LocalServer
+
+        server = LocalServer(data_dir).find()
+        if server is not None and "--bootstrap-servers" not in server.engine_args:
+            print(f"Error: the local server of {data_dir} (pid {server.pid}) uses this broker: stop it first "
+                  f"(`streamsql server stop`)", file=sys.stderr)
+            return 1
         stopped = local.stop()
         if stopped is None:
             print(f"no local broker runs for {data_dir}")

@@ -103,6 +103,9 @@ def test_shells_share_the_local_server_and_its_queries_outlive_them(cwd: Path) -
     finally:
         term.close()
 
+    refused = run_streamsql("broker", "stop", cwd=cwd)
+    assert refused.returncode == 1 and "uses this broker: stop it first (`streamsql server stop`)" in refused.stderr
+
     status = run_streamsql("server", "status", cwd=cwd)
     assert status.returncode == 0 and f"pid {record['pid']}" in status.stdout
     stopped = run_streamsql("server", "stop", cwd=cwd, timeout=120)
