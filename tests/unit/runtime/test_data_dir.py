@@ -40,7 +40,7 @@ def test_a_second_claim_names_the_holder_and_the_way_out(tmp_path: Path) -> None
             DataDirLock(tmp_path).acquire()
         message = str(refused.value)
         assert f"the data directory {tmp_path} is in use by another streamsql engine (pid {holder.pid}, " in message
-        assert "--data-dir" in message and "streamsql shell http://127.0.0.1:8088" in message
+        assert "`streamsql server start`" in message and "watch it with `streamsql shell`" in message
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(10)
