@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from pyspark.sql import types as st
-
 if TYPE_CHECKING:
     import pyarrow as pa
+    from pyspark.sql import types as st
 
 
 class Kind(str, Enum):  # noqa: UP042 - StrEnum would change str()/format() of a member
@@ -136,7 +135,9 @@ def is_numeric(t: SqlType) -> bool:
 
 
 def to_spark(t: SqlType) -> st.DataType:
-    """The Spark type that holds values of ``t`` inside a query."""
+    """The Spark type that holds values of ``t`` inside a query. (PySpark is imported here, not
+    with the module: the shell on a server parses statements with these types and loads no Spark.)"""
+    from pyspark.sql import types as st
     if isinstance(t, Primitive):
         return {
             Kind.BOOLEAN: st.BooleanType(),
@@ -162,6 +163,7 @@ def to_spark(t: SqlType) -> st.DataType:
 
 def from_spark(dt: st.DataType) -> SqlType:
     """The SQL type of a Spark expression's result (used to type projections)."""
+    from pyspark.sql import types as st
     if isinstance(dt, st.BooleanType):
         return BOOLEAN
     if isinstance(dt, (st.IntegerType, st.ShortType, st.ByteType)):

@@ -248,14 +248,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from streamsql.surfaces.local_server import LocalServer
 
     server = LocalServer(engine_config.data_dir)
-    running = server.find()
-    if running is not None:
+    if server.find() is not None:
         if args.until_idle:
-            print(f"Error: the local server of {server.data_dir} (pid {running.pid}) runs the queries of this data "
-                  f"directory, and `--until-idle` runs an engine of its own on it: stop the server first "
-                  f"(`streamsql server stop`), or run the file on the server without --until-idle",
-                  file=sys.stderr)
-            return 1
+            return _refuse_beside_local_server(server, "`--until-idle`", "or run the file on the server without "
+                                                                          "--until-idle")
         return _submit_to_local_server(server, path, args)
     stop = threading.Event()
     install_interrupt(stop)
@@ -289,6 +285,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             if metrics is not None:
                 metrics.shutdown()
             engine.close()
+
+
+def _refuse_beside_local_server(server: LocalServer, what: str, alternative: str = "") -> int:
+    """A command that runs an engine of its own, refused while the local server holds the data
+    directory (one engine per data directory), saying how to go on."""
+    record = server.find()
+    pid = f" (pid {record.pid})" if record is not None else ""
+    print(f"Error: the local server of {server.data_dir}{pid} runs the queries of this data directory, and {what} "
+          f"runs an engine of its own on it: stop the server first (`streamsql server stop`)"
+          f"{', ' + alternative if alternative else ''}", file=sys.stderr)
+    return 1
 
 
 def _submit_to_local_server(server: LocalServer, path: Path, args: argparse.Namespace) -> int:
@@ -424,6 +431,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from streamsql.surfaces.terminal import engine_logs_to_file
 
     engine_config = _config(args)
+    from streamsql.surfaces.local_server import LocalServer
+
+    server = LocalServer(engine_config.data_dir)
+    if server.find() is not None:
+        return _refuse_beside_local_server(server, "`streamsql demo`", "or give the demo its own --data-dir")
     log_file = engine_logs_to_file(engine_config.data_dir, "demo")
     if log_file is not None:
         print(f"streamsql: engine logs (Spark, Kafka clients) go to {log_file}", file=sys.stderr, flush=True)
@@ -494,6 +506,13 @@ def cmd_broker(args: argparse.Namespace) -> int:
               f"running since {since}, cluster id {record.cluster_id}; topics in memory (gone when it stops)")
         return 0
     if args.action == "stop":
+        from streamsql.surfaces.local_server import LocalServer
+
+        server = LocalServer(data_dir).find()
+        if server is not None and "--bootstrap-servers" not in server.engine_args:
+            print(f"Error: the local server of {data_dir} (pid {server.pid}) uses this broker: stop it first "
+                  f"(`streamsql server stop`)", file=sys.stderr)
+            return 1
         stopped = local.stop()
         if stopped is None:
             print(f"no local broker runs for {data_dir}")

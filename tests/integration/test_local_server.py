@@ -79,6 +79,8 @@ def test_shells_share_the_local_server_and_its_queries_outlive_them(cwd: Path) -
     refused = run_streamsql("run", "more.sql", "--until-idle", cwd=cwd)
     assert refused.returncode == 1
     assert f"the local server of {data_dir} (pid {record['pid']}) runs the queries" in refused.stderr
+    demo = run_streamsql("demo", "--count", "10", cwd=cwd)
+    assert demo.returncode == 1 and "`streamsql demo` runs an engine of its own on it" in demo.stderr
 
     # an interactive shell: a prompt, no JVM in its process; Ctrl-C ends a push query, Ctrl-C at
     # the prompt (the key, or SIGINT to the terminal's process group) clears it; SIGTERM ends it
@@ -102,6 +104,9 @@ def test_shells_share_the_local_server_and_its_queries_outlive_them(cwd: Path) -
         assert not TRACEBACK.search(term.output), term.output
     finally:
         term.close()
+
+    refused = run_streamsql("broker", "stop", cwd=cwd)
+    assert refused.returncode == 1 and "uses this broker: stop it first (`streamsql server stop`)" in refused.stderr
 
     status = run_streamsql("server", "status", cwd=cwd)
     assert status.returncode == 0 and f"pid {record['pid']}" in status.stdout

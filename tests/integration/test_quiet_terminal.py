@@ -8,6 +8,7 @@ One data directory and its local broker for the module; each case is one command
 from __future__ import annotations
 
 import json
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,7 +54,10 @@ def _assert_quiet(term: Terminal) -> None:
 
 @pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
 def test_a_stopped_run_prints_its_summary_and_nothing_else(stop: str, data_dir: Path) -> None:
-    term = Terminal("run", "pipeline.sql", "--no-progress", cwd=data_dir)
+    # the live progress display is on by default on a terminal: with Ctrl-C, keep it (it must not
+    # garble the results above it, and it ends with its final state); with SIGTERM, turn it off
+    progress = stop == "ctrl-c"
+    term = Terminal("run", "pipeline.sql", *([] if progress else ["--no-progress"]), cwd=data_dir)
     try:
         term.wait_for("Ctrl-C to stop")
         tree = term.processes()
@@ -65,6 +69,10 @@ def test_a_stopped_run_prints_its_summary_and_nothing_else(stop: str, data_dir: 
         assert term.finish() == 0, term.output
         _assert_quiet(term)
         assert "streamsql: done: 1 persistent query, " in term.output and " errors logged" in term.output
+        assert ("progress: CSAS_QUIET_OUT_" in term.output) == progress
+        # the statements' results stay (a later run on the data directory resumes the query)
+        assert re.search(r"Message: (Created query with ID|Stream QUIET_OUT already exists).*CSAS_QUIET_OUT_",
+                         term.output), term.output
         log = data_dir / ".streamsql" / "run.log"
         assert f"engine logs (Spark, Kafka clients) go to {log}" in term.output
         assert "streamsql run (pid" in log.read_text()
