@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from streamsql.errors import DataDirError
-from streamsql.runtime.data_dir import CLUSTER_FILE, DataDirLock, check_cluster, record_cluster
+from streamsql.runtime.data_dir import CLUSTER_FILE, DataDirLock, check_cluster, record_cluster, reset_state
 
 HOLD = """
 import sys, time
@@ -80,8 +80,20 @@ def test_state_of_another_real_cluster_is_never_deleted(tmp_path: Path) -> None:
         f"the data directory {tmp_path} holds the catalog and query checkpoints of Kafka cluster prod at "
         f"kafka.example:9092, and 127.0.0.1:9092 is cluster laptop; nothing was changed. Use another --data-dir "
         f"for this cluster, or, to start this one afresh here, delete {tmp_path / 'commands.jsonl'}, "
-        f"{tmp_path / 'checkpoints'} and {tmp_path / CLUSTER_FILE}.")
+        f"{tmp_path / 'checkpoints'}, {tmp_path / 'tables'} and {tmp_path / CLUSTER_FILE}.")
     assert json.loads((tmp_path / CLUSTER_FILE).read_text())["cluster_id"] == "prod"
+
+
+def test_a_reset_deletes_checkpoints_and_table_stores_and_nothing_else(tmp_path: Path) -> None:
+    """A new cluster's empty catalog must not find the old cluster's table stores (a pull query
+    would answer with their rows): both per-name areas go, the rest of the directory stays."""
+    for area in ("checkpoints/CTAS_T_1/state", "tables"):
+        (tmp_path / area).mkdir(parents=True)
+    (tmp_path / "tables" / "T.sqlite").write_text("rows")
+    (tmp_path / "files").mkdir()
+    record_cluster(tmp_path, "old", "127.0.0.1:1", ephemeral=True)
+    reset_state(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CLUSTER_FILE, "files"]
 
 
 def test_a_record_from_before_the_rule_resets_as_it_did(tmp_path: Path) -> None:
