@@ -1,9 +1,12 @@
 """Comparing a topic's records with the expected ones: key, value (JSON as data; numbers
-numerically), timestamp, window; per partition when a topic has several.
+numerically), timestamp, window and headers (as ksqlDB's ``TestExecutor``: a record expected
+without headers must have none); per partition when a topic has several.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 from dataclasses import dataclass, field
@@ -121,14 +124,50 @@ def _show(v: Any) -> str:
     return json.dumps(v, sort_keys=False, default=str)
 
 
-def describe_record(key: Any, value: Any, ts: Any, window: Any = None) -> str:
+def describe_record(key: Any, value: Any, ts: Any, window: Any = None,
+                    headers: list[tuple[str, bytes | None]] | None = None) -> str:
     w = f" window={_show(window)}" if window else ""
-    return f"<{_show(key)}, {_show(value)}> with timestamp={ts}{w}"
+    h = (" and headers=[" + ", ".join(f"{{KEY={k},VALUE={'' if v is None else base64.b64encode(v).decode()}}}"
+                                      for k, v in headers) + "]") if headers else ""
+    return f"<{_show(key)}, {_show(value)}> with timestamp={ts}{w}{h}"
+
+
+def _expected_headers(exp: dict[str, Any]) -> list[tuple[str, bytes | None]]:
+    out: list[tuple[str, bytes | None]] = []
+    for h in exp.get("headers") or []:
+        if isinstance(h, dict):
+            try:
+                value = None if h.get("VALUE") is None else base64.b64decode(str(h["VALUE"]))
+            except (binascii.Error, ValueError):
+                value = str(h["VALUE"]).encode()
+            out.append((str(h.get("KEY")), value))
+    return out
+
+
+def headers_equal(expected: Any, actual: list[tuple[str, bytes | None]]) -> bool:
+    """A record's headers against the expected ``[{"KEY": name, "VALUE": base64}, …]`` in order;
+    no expected headers means none (ksqlDB's ``TestExecutor`` defaults them to an empty list)."""
+    want = expected or []
+    if not isinstance(want, list) or len(want) != len(actual):
+        return False
+    for header, (name, value) in zip(want, actual):
+        if not isinstance(header, dict) or header.get("KEY") != name:
+            return False
+        encoded = header.get("VALUE")
+        try:
+            wanted = None if encoded is None else base64.b64decode(str(encoded), validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        if wanted != (None if value is None else bytes(value)):
+            return False
+    return True
 
 
 def record_matches(exp: dict[str, Any], act: ActualRecord, key_fmt: SideFormat, value_fmt: SideFormat,
                    default_ts: int | None) -> bool:
     if not key_fmt.equal(exp.get("key"), act.key):
+        return False
+    if not headers_equal(exp.get("headers"), act.headers):
         return False
     if not value_fmt.equal(exp.get("value"), act.value):
         return False
@@ -169,9 +208,10 @@ def _compare_topic(topic: str, expected: list[dict[str, Any]], actual: list[Actu
         for i, (e, a) in enumerate(zip(expected, actual)):
             if not record_matches(e, a, key_fmt, value_fmt, default_ts):
                 note = ""
-                wanted = describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'))
+                wanted = describe_record(e.get('key'), e.get('value'), e.get('timestamp', default_ts), e.get('window'),
+                                         _expected_headers(e))
                 return (f"Topic '{topic}', message {i}: Expected {wanted}"
-                        f" but was {describe_record(a.key, a.value, a.timestamp, a.window)}{note}")
+                        f" but was {describe_record(a.key, a.value, a.timestamp, a.window, a.headers)}{note}")
         if len(expected) != len(actual):
             extra = ""
             if len(actual) > len(expected):

@@ -133,11 +133,15 @@ class RqttRunner:
 
     def run_case(self, case: RqttCase) -> CaseResult:
         """Run one case; a case that failed for an infrastructure reason (a Spark Python worker
-        that could not start on a loaded machine, a timeout) is run once more."""
+        that could not start on a loaded machine, a timeout) is run once more, and its result
+        says so (``attempts``: the summary and the JSON report list it), never silently."""
         result = self._run_once(case)
         if result.status == "failed" and INFRA_FAILURE.search(result.reason):
             again = self._run_once(case)
             again.duration_s += result.duration_s
+            again.attempts = 2
+            if again.status != "passed":
+                again.reason = f"{again.reason} (first attempt: {result.reason[:200]})"
             return again
         return result
 

@@ -392,3 +392,21 @@ def test_two_runners_made_at_once_never_share_topic_names(tmp_path: Path) -> Non
     broker within one second wrote and read each other's topics (a random-order suite run)."""
     tags = {qtt.QttRunner("127.0.0.1:9", None, work_dir=tmp_path / str(i)).run_tag for i in range(20)}  # type: ignore[arg-type]
     assert len(tags) == 20 and all(tag.isdigit() for tag in tags)
+
+
+def test_headers_are_compared_as_ksqldbs_runner_compares_them() -> None:
+    """A record's headers must equal the expected ones, in order; a record expected without
+    headers must have none (ksqlDB's TestExecutor defaults them to an empty list)."""
+    js = compare.SideFormat("json")
+    with_headers = compare.ActualRecord(0, 0, 1, {"A": 1}, 5, headers=[("h", b"\x01"), ("n", None)])
+    want = [{"KEY": "h", "VALUE": "AQ=="}, {"KEY": "n", "VALUE": None}]
+    exp = [{"topic": "S", "key": 1, "value": {"A": 1}, "timestamp": 5, "headers": want}]
+    assert compare.compare_topic("S", exp, [with_headers], js, js, None) is None
+    other = compare.ActualRecord(0, 0, 1, {"A": 1}, 5, headers=[("h", b"\x02"), ("n", None)])
+    reason = compare.compare_topic("S", exp, [other], js, js, None)
+    assert reason and "headers=[{KEY=h,VALUE=AQ==}, {KEY=n,VALUE=}]" in reason and "{KEY=h,VALUE=Ag==}" in reason
+    reordered = compare.ActualRecord(0, 0, 1, {"A": 1}, 5, headers=[("n", None), ("h", b"\x01")])
+    assert compare.compare_topic("S", exp, [reordered], js, js, None)
+    unexpected = [{"topic": "S", "key": 1, "value": {"A": 1}, "timestamp": 5}]
+    assert compare.compare_topic("S", unexpected, [with_headers], js, js, None)
+    assert compare.compare_topic("S", unexpected, [_rec(1, {"A": 1}, 5)], js, js, None) is None
