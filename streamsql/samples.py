@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 #: ms timestamp of the first generated record (2026-01-01T00:00:00Z); records are 10 ms apart.
 BASE_TIME_MS = 1_767_225_600_000
@@ -94,7 +94,9 @@ def log_lines(count: int, seed: int = 0) -> Iterator[tuple[bytes | None, bytes, 
         yield None, json.dumps(value, separators=(",", ":")).encode(), BASE_TIME_MS + 10 * i
 
 
-SAMPLES = {"payments": payments, "flights": flight_batches, "logs": log_lines}
+#: each sample's generator of (key, value, timestamp ms) records
+SAMPLES: dict[str, Callable[..., Iterator[tuple[bytes | None, bytes, int]]]] = {
+    "payments": payments, "flights": flight_batches, "logs": log_lines}
 
 
 def produce(bootstrap_servers: str, sample: str, topic: str, count: int, partitions: int = 2,
