@@ -365,60 +365,55 @@ W2 = Workload(
 )
 
 
-# --- W4: gzipped CSV batches of flight searches → cheapest quote per batch (seed 003) -----------
+# --- W4: flight searches (gzipped CSV batches) → enriched batches → cheapest quote per batch (seed 003)
 
 def _w4_sql(input_topic: str, output_topic: str) -> str:
-    """The source and the first table of queries/cheapest_flight.sql on the run's topics."""
-    text = seed_sql("cheapest_flight.sql", "W4", [
+    """queries/cheapest_flight.sql as shipped (the transform, the enriched batches, the cheapest
+    quote per batch) on the run's topics: the intermediate ones named after the output topic."""
+    return seed_sql("cheapest_flight.sql", "W4", [
         (r"KAFKA_TOPIC\s*=\s*'cflight_searches'", f"KAFKA_TOPIC = '{input_topic}'"),
-        (r"(CREATE TABLE cflight_cheapest)\s+AS", rf"\1 WITH (KAFKA_TOPIC = '{output_topic}') AS")],
-        stop_at="-- quotes per route")
-    return text.replace("PARTITIONS = 1", "PARTITIONS = 2")
+        (r"KAFKA_TOPIC\s*=\s*'cflight_batches'", f"KAFKA_TOPIC = '{output_topic}_batches'"),
+        *[(rf"KAFKA_TOPIC\s*=\s*'cflight_enriched'(,\s*VALUE_FORMAT\s*=\s*'{fmt}')",
+           rf"KAFKA_TOPIC = '{output_topic}_enriched'\1") for fmt in ("KAFKA", "DELIMITED")],
+        (r"KAFKA_TOPIC\s*=\s*'cflight_cheapest'", f"KAFKA_TOPIC = '{output_topic}'")])
 
 
 def _w4_reference() -> Callable[[bytes | None, bytes | None], int]:
-    """Decompress, split lines, parse the price, keep the minimum per batch: one update per quote
-    (what the table emits without a record cache)."""
-    cheapest: dict[str, float] = {}
+    """Decompress, split lines, parse the price: one update per quote (what the table emits
+    without a record cache)."""
 
     def process(_key: bytes | None, value: bytes | None) -> int:
         if value is None:
             return 0
-        n = 0
-        for line in gzip.decompress(value).decode().splitlines():
-            fields = line.split(",")
-            batch, price = fields[6], float(fields[3])
-            if price < cheapest.get(batch, float("inf")):
-                cheapest[batch] = price
-            n += 1
-        return n
+        return sum(1 for line in gzip.decompress(value).decode().split("\n") if line.strip())
 
     return process
 
 
 class _W4Final:
     """Per batch uuid: its number of quotes and its cheapest price (``QUOTES``, ``CHEAPEST_QUOTE``;
-    a minimum of parsed prices is one of them, so it compares exactly)."""
+    a minimum of parsed prices is one of them, so it compares exactly). The batch uuid is the
+    transform's (``samples.enrich_flight_batch``): W4's input has one partition, so a message's
+    offset is the number of messages before it."""
 
     def __init__(self) -> None:
         self._state: dict[str, list[Any]] = {}
+        self._offset = 0
 
-    def add(self, _key: bytes | None, value: bytes | None, _timestamp: int) -> None:
+    def add(self, _key: bytes | None, value: bytes | None, timestamp: int) -> None:
         if value is None:
             return
-        state = self._state
-        for line in gzip.decompress(value).decode().splitlines():
-            if not line:
-                continue
+        for line in samples.enrich_flight_batch(value, 0, self._offset, timestamp):
             fields = line.split(",")
-            price = float(fields[3])
-            s = state.get(fields[6])
+            price, batch = float(fields[3]), fields[6]
+            s = self._state.get(batch)
             if s is None:
-                state[fields[6]] = [1, price]
+                self._state[batch] = [1, price]
             else:
                 s[0] += 1
                 if price < s[1]:
                     s[1] = price
+        self._offset += 1
 
     def result(self) -> dict[str, Any]:
         return self._state
@@ -426,10 +421,10 @@ class _W4Final:
 
 def _w4_output_state(key: bytes | None, value: bytes | None) -> tuple[str, Any]:
     """Key: the batch uuid (streamsql: the GROUP BY column as a KAFKA-format string; quixstreams:
-    the input's message key, the same uuid). Value → ``[QUOTES, CHEAPEST_QUOTE]``, from
-    streamsql's ``CHEAPEST_QUOTE,QUOTES`` (the table inherits the source's DELIMITED value format,
+    the key it writes, the same uuid). Value → ``[QUOTES, CHEAPEST_QUOTE]``, from streamsql's
+    ``BATCH_UUID,CHEAPEST_QUOTE,QUOTES`` (the table inherits its source's DELIMITED value format,
     as in ksqlDB; DOUBLE as Java prints it, which ``float`` reads) or quixstreams'
-    ``{"BATCHUUID", "CHEAPEST_QUOTE", "QUOTES"}`` (JSON)."""
+    ``{"BATCH_UUID", "CHEAPEST_QUOTE", "QUOTES"}`` (JSON)."""
     if key is None:
         raise ValueError("W4 output record without a key")
     if value is None:
@@ -437,37 +432,41 @@ def _w4_output_state(key: bytes | None, value: bytes | None) -> tuple[str, Any]:
     if value.startswith(b"{"):
         v = json.loads(value)
         return key.decode(), [v["QUOTES"], v["CHEAPEST_QUOTE"]]
-    cheapest, quotes = value.decode().split(",")
+    _batch, cheapest, quotes = value.decode().split(",")
     return key.decode(), [int(quotes), float(cheapest)]
 
 
 def _w4_quix(sdf: Any, output_topic: Any) -> Any:
-    def lines(value: bytes) -> list[list[str]]:
-        return [line.split(",") for line in gzip.decompress(value).decode().splitlines() if line]
+    """The same transform per message (its partition and offset from Quix Streams' message
+    context), the enriched batch gzipped, and the batch's cheapest quote: a message holds a whole
+    batch, so the minimum needs no state. The gzipped enriched batch is made but not written (the
+    peer has one output topic); streamsql writes it to Kafka as well."""
+    from quixstreams import message_context
 
-    def cheapest(fields: list[str], state: Any) -> dict[str, Any]:
-        best = state.get("best")
-        count = state.get("count", 0) + 1
-        price = float(fields[3])
-        best = price if best is None or price < best else best
-        state.set("best", best)
-        state.set("count", count)
-        return {"BATCHUUID": fields[6], "CHEAPEST_QUOTE": best, "QUOTES": count}
+    def cheapest(value: bytes, _key: Any, timestamp: int, _headers: Any) -> dict[str, Any] | None:
+        ctx = message_context()
+        lines = samples.enrich_flight_batch(value, ctx.partition, ctx.offset, timestamp)
+        if not lines:
+            return None
+        gzip.compress("\n".join(lines).encode(), mtime=0)  # the compressor's work
+        fields = [line.split(",") for line in lines]
+        return {"BATCH_UUID": fields[0][6], "CHEAPEST_QUOTE": min(float(f[3]) for f in fields),
+                "QUOTES": len(fields)}
 
-    sdf = sdf.apply(lines, expand=True)  # the message key is the batch uuid: state is per batch
-    sdf = sdf.apply(cheapest, stateful=True)
-    sdf.to_topic(output_topic)
+    sdf = sdf.apply(cheapest, metadata=True).filter(lambda v: v is not None)
+    sdf.to_topic(output_topic, key=lambda v: v["BATCH_UUID"].encode())
     return sdf
 
 
 W4 = Workload(
     name="W4",
-    title="gzipped CSV batches of flight searches → cheapest quote per batch (seed 003)",
+    title="flight searches (gzipped CSV batches) → enriched batches → cheapest quote per batch (seed 003)",
     generate=lambda count, seed: samples.flight_batches(count, seed),
     sql=_w4_sql,
     reference=_w4_reference,
     quix=_w4_quix,
     seed=3,
+    partitions=1,  # the batch uuid comes from the offset: the reference knows it with one partition
     latency=False,
     quix_value_format="bytes",
     final=_W4Final,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 #: ms timestamp of the first generated record (2026-01-01T00:00:00Z); records are 10 ms apart.
 BASE_TIME_MS = 1_767_225_600_000
@@ -35,25 +35,45 @@ _AIRPORTS = ("LHR", "IST", "JFK", "CDG", "DXB", "SIN", "FRA", "AMS", "MAD", "BCN
 _CABINS = ("Y", "W", "J", "F")
 
 
-def flight_batches(count: int, seed: int = 3, quotes_per_batch: int = 20) -> Iterator[tuple[bytes, bytes, int]]:
-    """Seed 003 flight searches: ``count`` messages, each one search's quotes as a gzipped batch
-    of CSV lines ``origin,destination,date,gbpprice,cabin,quote uuid,batch uuid,epoch ms`` (read
-    with ``VALUE_FORMAT='DELIMITED', VALUE_COMPRESSION='GZIP'``); keyed by the batch uuid, 1 to
-    ``2 * quotes_per_batch - 1`` quotes per batch (``quotes_per_batch`` on average)."""
+def flight_batches(count: int, seed: int = 3, quotes_per_batch: int = 20) -> Iterator[tuple[bytes | None, bytes, int]]:
+    """Seed 003 flight searches as the source describes them: ``count`` messages without a key,
+    each one search's quotes as a gzipped batch of CSV lines ``origin,destination,date,gbpprice,
+    cabin`` (``LHR,IST,2020-08-01,169.99,Y``), 3 to ``2 * quotes_per_batch - 3`` lines per batch
+    (``quotes_per_batch`` on average). queries/cheapest_flight.sql reads them."""
     import gzip
 
     rng = random.Random(seed)
     for i in range(count):
-        batch = f"batch-{seed}-{i:08d}"
-        ts = BASE_TIME_MS + 10 * i
         origin = _AIRPORTS[rng.randrange(len(_AIRPORTS))]
         lines = []
-        for q in range(rng.randrange(1, 2 * quotes_per_batch)):
+        for _q in range(rng.randrange(3, max(4, 2 * quotes_per_batch - 2))):
             dest = _AIRPORTS[rng.randrange(len(_AIRPORTS))]
             price = round(rng.lognormvariate(5.0, 0.6), 2)
             lines.append(f"{origin},{dest},2026-03-{1 + rng.randrange(28):02d},{price},"
-                         f"{_CABINS[rng.randrange(len(_CABINS))]},q-{i}-{q},{batch},{ts + q}")
-        yield batch.encode(), gzip.compress("\n".join(lines).encode(), compresslevel=6, mtime=0), ts
+                         f"{_CABINS[rng.randrange(len(_CABINS))]}")
+        yield None, gzip.compress("\n".join(lines).encode(), compresslevel=6, mtime=0), BASE_TIME_MS + 10 * i
+
+
+def _md5_uuid(text: str) -> str:
+    import hashlib
+    import uuid
+
+    return str(uuid.UUID(bytes=hashlib.md5(text.encode()).digest()))
+
+
+def enrich_flight_batch(payload: bytes, partition: int, offset: int, timestamp_ms: int,
+                        topic: str = "cflight_searches") -> list[str]:
+    """Seed 003's transform step in Python, as queries/cheapest_flight.sql does it in SQL (the
+    benchmarks' reference): the batch's non-empty lines, each with its uuid, the batch uuid
+    and the batch timestamp appended. The uuids are UUID-formatted MD5s of
+    ``<topic>/<partition>/<offset>`` (the batch) and ``<batch uuid>/<line number from 1>``."""
+    import datetime as dt
+    import gzip
+
+    batch = _md5_uuid(f"{topic}/{partition}/{offset}")
+    stamp = dt.datetime.fromtimestamp(timestamp_ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    lines = [line for line in gzip.decompress(payload).decode().split("\n") if line.strip()]
+    return [f"{line},{_md5_uuid(f'{batch}/{n}')},{batch},{stamp}" for n, line in enumerate(lines, 1)]
 
 
 #: seed 000's services and a Zipf-like vocabulary: a few words are heavy hitters
@@ -74,7 +94,9 @@ def log_lines(count: int, seed: int = 0) -> Iterator[tuple[bytes | None, bytes, 
         yield None, json.dumps(value, separators=(",", ":")).encode(), BASE_TIME_MS + 10 * i
 
 
-SAMPLES = {"payments": payments, "flights": flight_batches, "logs": log_lines}
+#: each sample's generator of (key, value, timestamp ms) records
+SAMPLES: dict[str, Callable[..., Iterator[tuple[bytes | None, bytes, int]]]] = {
+    "payments": payments, "flights": flight_batches, "logs": log_lines}
 
 
 def produce(bootstrap_servers: str, sample: str, topic: str, count: int, partitions: int = 2,

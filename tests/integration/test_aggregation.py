@@ -1,6 +1,6 @@
 """Aggregations end to end on the real broker and SparkSession: exact counts across an engine
 restart, late records dropped and counted, pull queries (key, key list, key range, window
-range) agreeing with the changelog, and the cheapest_flight seed pipeline."""
+range) agreeing with the changelog. (Seed 003's pipeline: tests/integration/test_s3_sink.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from streamsql.runtime import results as r
 from streamsql.runtime.config import EngineConfig
 from streamsql.runtime.engine import Engine
-from streamsql.seeds import PIPELINES_DIR
 from tests.integration.test_engine import produce, read
 
 pytestmark = pytest.mark.integration
@@ -178,33 +177,6 @@ def test_pull_queries_match_the_changelog(engine, topic_name):  # type: ignore[n
         == expected
     assert pull("SELECT region, WINDOWSTART, n FROM by_region WHERE region = 'r0' AND WINDOWSTART = 0;") == [
         ["r0", 0, windowed[("r0", 0)]]]
-
-
-def test_cheapest_flight_pipeline(engine):  # type: ignore[no-untyped-def]
-    engine.execute((PIPELINES_DIR / "cheapest_flight.sql").read_text())
-    base = 1_596_240_000_000  # 2020-08-01T00:00:00Z
-    lines = [
-        ("LHR", "IST", "169.99", "b1", base + 1_000),
-        ("LHR", "IST", "149.50", "b1", base + 2_000),
-        ("LHR", "JFK", "420.00", "b1", base + 3_000),
-        ("LHR", "IST", "180.00", "b2", base + 61_000),
-        ("LHR", "IST", "not-a-price", "b2", base + 62_000),  # malformed: skipped, the rest goes on
-        ("LHR", "IST", "175.25", "b2", base + 63_000),
-    ]
-    # seed 003: each search batch is one gzipped message of CSV lines
-    import gzip
-
-    for batch in ("b1", "b2"):
-        text = "\n".join(f"{o},{d},2020-08-01,{p},Y,q{i},{b},{ts}" for i, (o, d, p, b, ts) in enumerate(lines) if b == batch)
-        engine.admin.produce("cflight_searches", batch.encode(), gzip.compress(text.encode()), base, flush=False)
-    engine.admin.flush()
-    engine.wait_until_idle()
-    [cheapest] = engine.execute("SELECT batchuuid, cheapest_quote, quotes FROM cflight_cheapest WHERE batchuuid = 'b2';")
-    assert list(cheapest.rows(timeout=30)) == [["b2", 175.25, 2]]
-    assert _latest(read(engine.admin, "CFLIGHT_CHEAPEST"))["b1"] == "149.5,3"
-    [routes] = engine.execute("SELECT origin, destination, WINDOWSTART, quotes FROM cflight_route_minute;")
-    assert sorted(routes.rows(timeout=30)) == [["LHR", "IST", base, 2], ["LHR", "IST", base + 60_000, 2],
-                                               ["LHR", "JFK", base, 1]]
 
 
 def test_table_rows_moving_between_groups_retract_with_the_default_buckets(engine, topic_name):  # type: ignore[no-untyped-def]

@@ -79,21 +79,20 @@ def route_name(origin, destination):
 '''
 
 EXTRA_SQL = """
--- the cluster test's additions: a Python UDF (with a helper module) in a projection, and a
--- windowed count with a Python UDAF
-CREATE STREAM cluster_routes AS
-    SELECT uuid, ROUTE(origin, destination) AS route, gbpprice FROM cflight_searches PARTITION BY uuid EMIT CHANGES;
-
+-- the cluster test's addition: a windowed count by a Python UDF (with a helper module) with a
+-- Python UDAF
 CREATE TABLE cluster_route_mix AS
-    SELECT ROUTE(origin, destination) AS route, COUNT(*) AS quotes, CABIN_MIX(cabin) AS cabins
-    FROM cflight_searches
+    SELECT ROUTE(depiata, arriata) AS route, COUNT(*) AS quotes, CABIN_MIX(paxclass) AS cabins
+    FROM cflight_quotes
     WINDOW TUMBLING (SIZE 1 MINUTE)
-    GROUP BY ROUTE(origin, destination)
+    GROUP BY ROUTE(depiata, arriata)
     EMIT CHANGES;
 """
 
-#: output topics (the properties file's ksql.output.topic.name.prefix goes in front)
-OUTPUTS = ["CFLIGHT_CHEAPEST", "CFLIGHT_ROUTE_MINUTE", "CLUSTER_ROUTES", "CLUSTER_ROUTE_MIX"]
+#: output topics: the seed's own (named in its file: the test puts the run's prefix in front) and the
+#: additions' (the properties file's ksql.output.topic.name.prefix goes in front)
+SEED_TOPICS = ["cflight_batches", "cflight_enriched", "cflight_cheapest"]
+OUTPUTS = [*SEED_TOPICS, "CLUSTER_ROUTE_MIX"]
 
 
 def _free_port() -> int:
@@ -208,20 +207,27 @@ def cluster(tmp_path_factory, worker_python) -> Iterator[Cluster]:  # type: igno
         c.stop()
 
 
-def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streamsql", "run", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    """``streamsql run``; one that outlasts ``timeout`` fails the test with the end of its output
+    (its progress lines say which query was behind), before pytest's own timeout."""
+    try:
+        return subprocess.run([sys.executable, "-m", "streamsql", "run", "--progress", *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        raise AssertionError(f"streamsql run still running after {timeout:.0f} s:\n{out[-6000:]}") from None
 
 
 def _expected(count: int) -> tuple[dict[str, tuple[float, int]], dict[str, tuple[int, str]], int]:
-    """From the sample generator itself: per search batch (cheapest price, quotes); per route
-    (quotes, cabin mix); the number of quotes."""
+    """From the sample generator itself and the transform's rule (samples.enrich_flight_batch;
+    one partition, so a batch's offset is its position): per search batch uuid (cheapest price,
+    quotes); per route (quotes, cabin mix); the number of quotes."""
     cheapest: dict[str, tuple[float, int]] = {}
     routes: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     quotes = 0
-    for _key, value, _ts in samples.flight_batches(count):
-        for line in gzip.decompress(value).decode().splitlines():
-            origin, destination, _date, price, cabin, _uuid, batch, _ms = line.split(",")
+    for offset, (_key, value, ts) in enumerate(samples.flight_batches(count)):
+        for line in samples.enrich_flight_batch(value, 0, offset, ts):
+            origin, destination, _date, price, cabin, _uuid, batch, _ts = line.split(",")
             best, n = cheapest.get(batch, (float("inf"), 0))
             cheapest[batch] = (min(best, float(price)), n + 1)
             routes[f"{origin}->{destination}"][cabin] += 1
@@ -238,14 +244,13 @@ def _per_key(admin: KafkaAdmin, topic: str) -> dict[bytes | None, list[bytes | N
     return dict(out)
 
 
+@pytest.mark.timeout(900)  # a chain of three queries, twice, on a cold cluster: minutes on a loaded machine
 def test_cheapest_quote_and_python_udaf_on_a_standalone_cluster_equal_local_mode(  # type: ignore[no-untyped-def]
         bootstrap, topic_name, tmp_path, cluster, worker_python):
     source = topic_name("flights")
     assert samples.produce(bootstrap, "flights", source, SEARCHES, partitions=1) == SEARCHES
     sql = seed_sql("cheapest_flight.sql", "the cluster test",
                    [(r"KAFKA_TOPIC\s*=\s*'cflight_searches'", f"KAFKA_TOPIC = '{source}'")])
-    script = tmp_path / "cheapest_flight_cluster.sql"
-    script.write_text(sql + EXTRA_SQL)
     functions = tmp_path / "python-functions"  # outside the repository
     functions.mkdir()
     (functions / "cluster_functions.py").write_text(UDF_FILE)
@@ -254,6 +259,11 @@ def test_cheapest_quote_and_python_udaf_on_a_standalone_cluster_equal_local_mode
     prefixes = {"local": f"{source}_local_", "cluster": f"{source}_cluster_"}
     results = {}
     for mode, master in [("cluster", cluster.url), ("local", "local[2]")]:
+        script = tmp_path / f"cheapest_flight_{mode}.sql"
+        text = sql + EXTRA_SQL
+        for topic in SEED_TOPICS:
+            text = text.replace(f"'{topic}'", f"'{prefixes[mode]}{topic}'")
+        script.write_text(text)
         props = tmp_path / f"{mode}.properties"
         props.write_text(f"ksql.extension.dir={functions}\nksql.output.topic.name.prefix={prefixes[mode]}\n")
         args = [str(script), "--until-idle", "--spark-master", master, "--bootstrap-servers", bootstrap,
@@ -283,12 +293,12 @@ def test_cheapest_quote_and_python_udaf_on_a_standalone_cluster_equal_local_mode
         assert outputs["cluster"][t] == outputs["local"][t], f"{t} differs between the cluster and local mode"
 
     cheapest, mix, quotes = _expected(SEARCHES)
-    final = {k.decode(): v.decode().split(",") for k, vs in outputs["cluster"]["CFLIGHT_CHEAPEST"].items()
+    final = {k.decode(): v.decode().split(",") for k, vs in outputs["cluster"]["cflight_cheapest"].items()
              for v in vs[-1:]}
-    assert {b: (float(p), int(n)) for b, (p, n) in final.items()} == cheapest
-    routes = outputs["cluster"]["CLUSTER_ROUTES"]
-    assert len(routes) == quotes  # one record per quote, keyed by its uuid
-    assert {vs[0].decode().split(",")[0] for vs in routes.values()} == set(mix)
+    assert {b: (float(p), int(n)) for b, (value_b, p, n) in final.items() if value_b == b} == cheapest
+    enriched = [line for vs in outputs["cluster"]["cflight_enriched"].values() for v in vs
+                for line in gzip.decompress(v).decode().split("\n")]
+    assert len(enriched) == quotes and len({line.split(",")[5] for line in enriched}) == quotes  # a uuid each
     route_mix = {}
     for key, values in outputs["cluster"]["CLUSTER_ROUTE_MIX"].items():
         route = key[:len("LHR->IST")].decode()  # windowed key: the route, then the window

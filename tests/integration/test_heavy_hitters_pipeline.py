@@ -10,7 +10,9 @@ import json
 import random
 import struct
 from collections import Counter
+from pathlib import Path
 
+import httpx
 import pytest
 
 from streamsql.seeds import PIPELINES_DIR
@@ -20,6 +22,8 @@ from tests.integration.test_engine import produce
 pytestmark = pytest.mark.integration
 SCRIPT = PIPELINES_DIR / "heavy_hitters.sql"
 SINK_SCRIPT = SCRIPT.with_name("heavy_hitters_elasticsearch.sql")
+#: the index template the containerised stack provisions (docker/docker-compose.yml, search-setup)
+TEMPLATE = Path(__file__).resolve().parents[2] / "docker" / "search" / "word-counts-template.json"
 MINUTE = 60_000
 
 
@@ -46,6 +50,10 @@ def test_heavy_hitters_pipeline(engine, topic_name):  # type: ignore[no-untyped-
     search = OsmemServer.start()
     engine.session.variables["elasticsearch_url"] = search.url  # streamsql run --define elasticsearch_url=…
     try:
+        # as the stack does before the sink creates the index: `time` mapped as a date
+        put = httpx.put(f"{search.url}/_index_template/word_counts", content=TEMPLATE.read_bytes(),
+                        headers={"Content-Type": "application/json"}, timeout=30)
+        assert put.status_code == 200, put.text
         run_pipeline(engine, topics, text, sink_text, search.url)
     finally:
         search.close()
@@ -98,7 +106,10 @@ def run_pipeline(engine, topics: dict[str, str], text: str, sink_text: str, sear
     assert len(windows) == 2
 
     # the search server holds one document per word per minute with the exact count
-    docs = documents(search_url, topics["word_count_docs"].lower())
+    index = topics["word_count_docs"].lower()
+    docs = documents(search_url, index)
     assert docs == {f"{word}+{window}": {"name": word, "count": n, "time": window}
                     for (word, window), n in per_word.items()}
+    mapping = httpx.get(f"{search_url}/{index}/_mapping", timeout=30).json()[index]["mappings"]["properties"]
+    assert mapping["time"]["type"] == "date" and mapping["name"]["type"] == "keyword"
     assert engine.failed_queries() == []

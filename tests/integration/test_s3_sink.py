@@ -120,57 +120,101 @@ def test_s3_config_errors_name_the_key() -> None:
 # --- seed 003 end to end ------------------------------------------------------------------------------
 
 
-SEED_003 = PIPELINES_DIR / "cheapest_flight_s3.sql"
+SEED_003 = [PIPELINES_DIR / "cheapest_flight.sql", PIPELINES_DIR / "cheapest_flight_s3.sql"]
+#: 2020-08-01T09:00:00Z, the talk's example batch timestamp
+SEARCH_TIME_MS = 1_596_272_400_000
 
 
-def test_seed_003_cheapest_quotes_as_avro_and_gzipped_batches_as_bytes(engine, topic_name, s3_url):  # type: ignore[no-untyped-def]
-    """queries/cheapest_flight_s3.sql as it is (topic names made unique): the latest Avro record per
-    batch in the bucket holds its cheapest quote and count; every gzipped batch is one object."""
+def _md5_uuid(text: str) -> str:
+    import hashlib
+    import uuid
+
+    return str(uuid.UUID(bytes=hashlib.md5(text.encode()).digest()))
+
+
+def test_seed_003_on_the_sources_own_lines_enriched_cheapest_and_to_s3(engine, topic_name, s3_url):  # type: ignore[no-untyped-def]
+    """queries/cheapest_flight.sql then queries/cheapest_flight_s3.sql as they are (topic names
+    made unique), on searches in the source's own format (five-field CSV lines, gzipped, one batch
+    per message): every line enriched with its own uuid, its batch's uuid and timestamp; every
+    batch's cheapest quote and count, with the batch uuid in key and value; the enriched batches
+    in S3 decompressing to the enriched lines; the Avro objects naming their batches."""
     import fastavro
 
-    from streamsql.samples import flight_batches
     from streamsql.conformance.registry_server import RegistryServer
+    from tests.support.processing_log import deserialization_errors
 
     client = bucket(s3_url, "seed-003")
-    topics = {name: topic_name(name) for name in ("cflight_searches", "cflight_cheapest_avro")}
-    text = SEED_003.read_text()
-    for name, unique in topics.items():
-        text = text.replace(f"'{name}'", f"'{unique}'")
-    batches = list(flight_batches(20, seed=3))
-    engine.admin.create_topic(topics["cflight_searches"], 1)
-    for key, value, ts in batches:
-        engine.admin.produce(topics["cflight_searches"], key, value, ts, flush=False)
+    names = ("cflight_searches", "cflight_batches", "cflight_enriched", "cflight_cheapest", "cflight_cheapest_avro")
+    topics = {name: topic_name(name) for name in names}
+    searches = [  # (lines, cheapest quote, quotes counted): duplicates, blanks, a short line, a bad price
+        (["LHR,IST,2020-08-01,169.99,Y", "LHR,IST,2020-08-01,149.50,J", "LHR,IST,2020-08-01,169.99,Y", ""],
+         149.5, 3),
+        (["LHR,JFK,2020-08-02,420.00,F"], 420.0, 1),
+        (["IST,LHR,2020-08-03,99.00,Y", "IST,LHR,2020-08-03", "IST,LHR,2020-08-03,cheap,Y",
+          "IST,LHR,2020-08-03,89.10,W"], 89.1, 2),
+    ]
+    source = topics["cflight_searches"]
+    engine.admin.create_topic(source, 1)
+    for i, (lines, _cheapest, _n) in enumerate(searches):
+        engine.admin.produce(source, None, gzip.compress("\n".join(lines).encode()), SEARCH_TIME_MS + i * 1000,
+                             flush=False)
+    engine.admin.produce(source, None, gzip.compress(b"\n\n"), SEARCH_TIME_MS + 5000, flush=False)  # no lines
     engine.admin.flush()
+
+    # the expected enrichment, from the documented rule (offsets 0, 1, 2 of partition 0)
+    batch_ids = [_md5_uuid(f"cflight_searches/0/{offset}") for offset in range(len(searches))]
+    enriched = [[f"{line},{_md5_uuid(f'{batch}/{n}')},{batch},2020-08-01T09:00:0{i}"
+                 for n, line in enumerate([x for x in lines if x], 1)]
+                for i, ((lines, _c, _n), batch) in enumerate(zip(searches, batch_ids))]
+    cheapest = {batch: (price, n) for batch, (_lines, price, n) in zip(batch_ids, searches)}
+
     with RegistryServer() as registry:
         engine.execute(f"SET 'ksql.schema.registry.url'='{registry.url}';")
         engine.session.variables.update(s3_url=s3_url, schema_registry_url=registry.url)  # run --define …
-        for stmt in parse(text, variables=engine.session.variables):
-            engine.execute_statement(stmt)
-            engine.wait_until_idle()
+        for path in SEED_003:
+            text = path.read_text()
+            for name, unique in topics.items():
+                text = text.replace(f"'{name}'", f"'{unique}'")
+            for stmt in parse(text, variables=engine.session.variables):
+                engine.execute_statement(stmt)
         engine.wait_until_idle()
-    expected = set()
-    for _key, value, _ts in batches:
-        prices = [float(line.split(",")[3]) for line in gzip.decompress(value).decode().splitlines()]
-        expected.add((min(prices), len(prices)))
-    # the Avro objects follow the aggregation's topic through a second query (the connector): on a
-    # loaded machine its last batch may land after the chain looked idle; wait for it, bounded
-    deadline = time.monotonic() + 60
-    while True:
-        found = objects(client, "seed-003")
-        avro = {k: v for k, v in found.items() if k.startswith(f"topics/{topics['cflight_cheapest_avro']}/")}
-        raw = {k: v for k, v in found.items() if k.startswith(f"batches/{topics['cflight_searches']}/")}
-        latest: dict[str, Any] = {}
-        for name in sorted(avro):
-            for row in fastavro.reader(io.BytesIO(avro[name])):
-                latest[row["BATCHUUID"] if "BATCHUUID" in row else len(latest)] = row
-        cheapest = {(row["CHEAPEST_QUOTE"], row["QUOTES"]) for row in latest.values()}
-        if cheapest == expected or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    # every gzipped batch as its own object, byte for byte, named by its offset
-    assert [raw[k] for k in sorted(raw)] == [v for _k, v, _ts in batches]
-    assert sorted(raw)[0].endswith(f"{topics['cflight_searches']}+0+0000000000.csv.gz")
-    assert cheapest == expected
+
+        # the transform: each message's lines enriched, one gzipped message per non-empty batch
+        out = [gzip.decompress(rec.value).decode().split("\n")
+               for rec in engine.admin.read_all(topics["cflight_enriched"])]
+        assert out == enriched
+        line_ids = [line.split(",")[-3] for batch in out for line in batch]  # short lines too
+        assert len(set(line_ids)) == len(line_ids) == 8
+
+        # the cheapest quote and count of every batch, its uuid in key and value
+        latest = {}
+        for rec in engine.admin.read_all(topics["cflight_cheapest"]):
+            batch_uuid, price, n = rec.value.decode().split(",")
+            assert batch_uuid == rec.key.decode()
+            latest[batch_uuid] = (float(price), int(n))
+        assert latest == cheapest
+        [pulled] = engine.execute(f"SELECT batch_uuid, cheapest_quote, quotes FROM cflight_cheapest "
+                                  f"WHERE batchuuid = '{batch_ids[2]}';")
+        assert list(pulled.rows(timeout=30)) == [[batch_ids[2], 89.1, 2]]
+        # the short line and the bad price went to the processing log, with the enriched offset
+        errors = deserialization_errors(engine.admin, engine.processing_log_topic, topics["cflight_enriched"])
+        assert any("expected 8 columns, got 6" in e["errorMessage"] for e in errors)
+        assert any("'GBPPRICE'" in e["errorMessage"] and e["offset"] == 2 for e in errors)
+
+        # S3: the connectors follow their topics through another query each; wait for them, bounded
+        deadline = time.monotonic() + 60
+        while True:
+            found = objects(client, "seed-003")
+            avro = {k: v for k, v in found.items() if k.startswith(f"topics/{topics['cflight_cheapest_avro']}/")}
+            raw = {k: v for k, v in found.items() if k.startswith(f"batches/{topics['cflight_enriched']}/")}
+            rows = [row for name in sorted(avro) for row in fastavro.reader(io.BytesIO(avro[name]))]
+            final = {row["BATCH_UUID"]: (row["CHEAPEST_QUOTE"], row["QUOTES"]) for row in rows}
+            if (final == cheapest and len(raw) == len(enriched)) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+    assert [gzip.decompress(raw[k]).decode().split("\n") for k in sorted(raw)] == enriched
+    assert sorted(raw)[0].endswith(f"{topics['cflight_enriched']}+0+0000000000.csv.gz")
+    assert final == cheapest and all(row["BATCH_UUID"] in cheapest for row in rows)
 
 
 def test_file_stream_sink_appends_each_value_as_a_line(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ what a correct pipeline must emit (no broker or Spark: the harness run itself is
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -59,16 +60,19 @@ def test_w2_reference_counts_one_update_per_word() -> None:
     assert sum(ref(k, v) for k, v, _ in records) == words > 300 * 3 - 1
 
 
-def test_w4_batches_are_gzipped_csv_keyed_by_batch_and_counted_per_quote() -> None:
+def test_w4_batches_are_the_sources_gzipped_csv_unkeyed_and_counted_per_quote() -> None:
     import gzip
 
     w = WORKLOADS["W4"]
     records = list(w.generate(200, w.seed))
     lines = [gzip.decompress(v).decode().splitlines() for _, v, _ in records]
-    assert all(line.split(",")[6] == k.decode() for (k, _, _), batch in zip(records, lines) for line in batch)
-    assert all(len(line.split(",")) == 8 for batch in lines for line in batch)
+    assert all(k is None for k, _, _ in records) and w.partitions == 1  # the offset names the batch
+    assert all(len(line.split(",")) == 5 for batch in lines for line in batch)
     ref = w.reference()
     assert sum(ref(k, v) for k, v, _ in records) == sum(len(b) for b in lines)
+    sql = w.sql("in_topic", "out_topic")
+    assert {"'out_topic_batches'", "'out_topic_enriched'", "'out_topic'"} <= set(re.findall(r"'out_topic\w*'", sql))
+    assert "'cflight_" not in sql.replace("'cflight_searches/'", "")  # every topic is the run's
 
 
 def test_profile_summary_groups_samples_by_process_kind_and_function(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -104,21 +108,25 @@ def test_only_the_emit_changes_aggregations_complete_by_final_state() -> None:
 
 def test_w4_final_state_is_quotes_and_cheapest_price_per_batch() -> None:
     import gzip
+    import hashlib
+    import uuid
 
     records, final = _final_of("W4", 300)
     assert len(final) == 300
-    for k, v, _ in records[:20]:
+    for offset, (_k, v, _) in enumerate(records[:20]):  # one partition: the n-th message is at offset n
         prices = [float(line.split(",")[3]) for line in gzip.decompress(v).decode().splitlines()]
-        assert final[k.decode()] == [len(prices), min(prices)]
+        batch = str(uuid.UUID(bytes=hashlib.md5(f"cflight_searches/0/{offset}".encode()).digest()))
+        assert final[batch] == [len(prices), min(prices)]
     assert json.loads(json.dumps(final)) == final  # passed to the child as JSON, unchanged
 
 
 def test_w4_outputs_of_both_systems_normalise_alike() -> None:
     from benchmarks.workloads import W4
 
-    streamsql = W4.output_state(b"batch-3-00000001", b"101.25,7")  # DELIMITED, like its source
-    assert W4.output_state(b"b", b"1.0E7,2") == ("b", [2, 1e7])  # Java's DOUBLE text
-    quix = W4.output_state(b"batch-3-00000001", b'{"BATCHUUID":"batch-3-00000001","CHEAPEST_QUOTE":101.25,"QUOTES":7}')
+    streamsql = W4.output_state(b"batch-3-00000001", b"batch-3-00000001,101.25,7")  # DELIMITED, like its source
+    assert W4.output_state(b"b", b"b,1.0E7,2") == ("b", [2, 1e7])  # Java's DOUBLE text
+    quix = W4.output_state(b"batch-3-00000001",
+                           b'{"BATCH_UUID":"batch-3-00000001","CHEAPEST_QUOTE":101.25,"QUOTES":7}')
     assert streamsql == quix == ("batch-3-00000001", [7, 101.25])
     assert W4.output_state(b"batch-3-00000001", None) == ("batch-3-00000001", None)  # a tombstone never matches
 
@@ -164,7 +172,7 @@ def test_final_state_is_done_when_every_key_latest_record_holds_its_final_value(
     from benchmarks.workloads import W4
 
     def rec(batch: str, quotes: int, cheapest: float) -> tuple[bytes, bytes]:
-        return batch.encode(), f"{cheapest},{quotes}".encode()
+        return batch.encode(), f"{batch},{cheapest},{quotes}".encode()
 
     state = FinalState({"a": [3, 1.5], "b": [1, 9.0]}, W4.output_state)
     state.update([rec("a", 1, 2.0), rec("b", 1, 9.0)])

@@ -215,3 +215,29 @@ def test_the_pipeline_healthcheck_reads_streamsql_query_up(stack: dict[str, Any]
         server.shutdown()
     assert all(stack["services"][name]["healthcheck"] == stack["services"]["pipeline-cheapest-flight"]["healthcheck"]
                for name in ("pipeline-heavy-hitters", "sink-elasticsearch", "sink-s3"))
+
+
+def test_search_setup_provisions_the_index_template_and_a_kibana_data_view_before_the_sink(
+        stack: dict[str, Any]) -> None:
+    """Offline, as far as it goes (Kibana itself is not run here): the template maps the
+    documents' ``time`` as a date for the index the seed's sink writes (named after its topic);
+    the data view covers the same indices with ``time`` as its time field; the setup service posts
+    both files, mounted, and the sink waits for it (the template must exist before the index)."""
+    search = COMPOSE.parent / "search"
+    template = json.loads((search / "word-counts-template.json").read_text())
+    view = json.loads((search / "word-counts-data-view.json").read_text())
+    sink_sql = (ROOT / "queries" / "heavy_hitters_elasticsearch.sql").read_text()
+    index = re.search(r"'topics'\s*=\s*'(\w+)'", sink_sql).group(1).lower()  # type: ignore[union-attr]
+    assert any(re.fullmatch(p.replace("*", ".*"), index) for p in template["index_patterns"])
+    assert template["template"]["mappings"]["properties"]["time"]["type"] == "date"
+    assert view["data_view"]["title"] in template["index_patterns"] and view["override"] is True
+    assert view["data_view"]["timeFieldName"] == "time"
+    setup = stack["services"]["search-setup"]
+    assert setup["volumes"] == ["./search:/setup:ro"]
+    command = setup["command"][0]
+    for needed in ("PUT http://elasticsearch:9200/_index_template/", "@/setup/word-counts-template.json",
+                   "POST http://kibana:5601/api/data_views/data_view", "kbn-xsrf",
+                   "@/setup/word-counts-data-view.json"):
+        assert needed in command
+    assert stack["services"]["sink-elasticsearch"]["depends_on"]["search-setup"] == {
+        "condition": "service_completed_successfully"}
