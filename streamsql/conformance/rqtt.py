@@ -249,8 +249,7 @@ class RqttRunner:
         """topic -> (key spec, value spec) of the sources the case's statements declare.
         ``declared_only``: leave out a source declared without columns (its columns come from
         the registry: only the server knows them, :meth:`_sink_specs` asks it)."""
-        from streamsql.catalog import Source
-        from streamsql.runtime import io
+        from streamsql.catalog import Source, source_formats
         from streamsql.sql import ast, parse
 
         specs: dict[str, tuple[Any, Any]] = {}
@@ -272,7 +271,7 @@ class RqttRunner:
                                 value_delimiter=str(props.get("VALUE_DELIMITER", ",")),
                                 wrap_single_value=str(props.get("WRAP_SINGLE_VALUE", "true")).lower() != "false")
                 self._bind(source)
-                specs.setdefault(topic, (io.key_spec(source), io.value_spec(source)))
+                specs.setdefault(topic, (source_formats.key_spec(source), source_formats.value_spec(source)))
         return specs
 
     def _sink_specs(self, topics: set[str]) -> dict[str, tuple[Any, Any]]:
@@ -282,8 +281,7 @@ class RqttRunner:
         STREAMS/TABLES for their topics and formats, DESCRIBE for columns."""
         from streamsql import entities
         from streamsql import types as t
-        from streamsql.catalog import Source
-        from streamsql.runtime import io
+        from streamsql.catalog import Source, source_formats
 
         if not topics:
             return {}
@@ -307,7 +305,7 @@ class RqttRunner:
             source = Source(str(summary["name"]), kind, columns, topic, str(d.get("keyFormat") or "KAFKA").upper(),
                             str(d.get("valueFormat") or "JSON").upper(), window_type=window)
             self._bind(source)
-            specs[topic] = (io.key_spec(source), io.value_spec(source))
+            specs[topic] = (source_formats.key_spec(source), source_formats.value_spec(source))
         return specs
 
     def _bind(self, source: Source) -> None:

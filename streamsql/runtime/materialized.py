@@ -89,7 +89,7 @@ class TableStore:
         self._db.execute("CREATE INDEX IF NOT EXISTS rows_k0 ON rows (k0)")
         self._db.execute("CREATE INDEX IF NOT EXISTS rows_wstart ON rows (wstart)")
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER)")
-        # the aggregation processor's state (runtime/aggregator.py), committed with the rows
+        # the aggregation processor's state (physical/aggregator.py), committed with the rows
         self._db.execute("CREATE TABLE IF NOT EXISTS state (ns TEXT, k TEXT, blob BLOB, PRIMARY KEY (ns, k))")
 
     @property
@@ -150,7 +150,7 @@ class TableStore:
         from streamsql.kafka.decoding import source_schema
         from streamsql.kafka.options import SourceOptions, librdkafka_settings
         from streamsql.kafka.reading import read_range
-        from streamsql.runtime import io
+        from streamsql.physical import io
 
         with self._follow_lock:
             options = dict(io.kafka_options(bootstrap_servers, table), startingOffsets="earliest",
