@@ -30,7 +30,7 @@ from streamsql.conformance.expectations import message_matches
 from streamsql.conformance.records import encode_with, window_suffix
 from streamsql.conformance.results import CaseResult
 from streamsql.conformance.topics import register_topic_schemas, topics_to_create
-from streamsql.sql import split_statements
+from streamsql.sql import parse_type, split_statements
 
 if TYPE_CHECKING:
     from streamsql.catalog import Source
@@ -299,7 +299,7 @@ class RqttRunner:
             if described.status_code != 200:
                 continue
             d = described.json()[0].get("sourceDescription", {})
-            columns = [t.Column(f["name"], t.parse_type(entities.schema_to_sql(f.get("schema"))),
+            columns = [t.Column(f["name"], parse_type(entities.schema_to_sql(f.get("schema"))),
                                 "key" if f.get("type") == "KEY" else "value") for f in d.get("fields", [])]
             window = d.get("windowType") or None
             source = Source(str(summary["name"]), kind, columns, topic, str(d.get("keyFormat") or "KAFKA").upper(),

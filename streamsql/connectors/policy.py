@@ -46,10 +46,10 @@ def inside(path: Path, directory: Path) -> bool:
 
 def code_directories(extension_dir: str | None) -> tuple[Path, ...]:
     """The directories the engine loads code from: nothing may be written under them."""
-    import streamsql
     from streamsql.seeds import FUNCTIONS_DIR
 
-    dirs = [Path(streamsql.__file__).parent, Path(FUNCTIONS_DIR), Path(sys.prefix), Path(sys.base_prefix)]
+    package = Path(__file__).parent.parent  # streamsql itself
+    dirs = [package, Path(FUNCTIONS_DIR), Path(sys.prefix), Path(sys.base_prefix)]
     if extension_dir:
         dirs.append(Path(extension_dir))
     # a Python installed at the root (prefix ``/``) would make every path code's: it is left out

@@ -28,15 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamsql.physical.table_changes import key_text
+
 if TYPE_CHECKING:
     from streamsql.catalog import Source
     from streamsql.kafka.admin import EndOffsets
-
-
-def key_text(key: list[Any], window: tuple[int | None, int | None]) -> str:
-    """A row's identity in a table (its key values and window) as text: the store's primary key,
-    and the table-changes step's state key (``physical/table_changes.py``)."""
-    return json.dumps([key, list(window)], separators=(",", ":"), default=str)
 
 
 def _just_key(key: list[Any]) -> str:

@@ -47,7 +47,9 @@ def parse_sql_type(text: str) -> t.SqlType | None:
     """A declared type; ``ANY`` (parameters only) is None."""
     if text.strip().upper() == "ANY":
         return None
-    return t.parse_type(text)
+    from streamsql.sql import parse_type  # the SQL parser, loaded when a file declares a type
+
+    return parse_type(text)
 
 
 def load_file(path: Path) -> list[FunctionSpec]:
