@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from streamsql.connectors.converters import CONVERTER_KINDS, CONVERTER_SETTINGS, Converter
 from streamsql.errors import StreamsqlError
-from streamsql.runtime.property_policy import looks_secret
+from streamsql.redaction import HIDDEN, looks_secret
 
 
 class ConnectorError(StreamsqlError):
@@ -179,7 +179,6 @@ def string_list(config: Mapping[str, str], key: str) -> tuple[str, ...]:
 # --- secrets, as Kafka Connect shows them -----------------------------------------------------------
 
 #: what Connect prints for a PASSWORD-type setting
-HIDDEN = "[hidden]"
 #: a ``key = 'value'`` pair of a WITH clause (the key quoted or not; '' escapes a quote)
 _PAIR = re.compile(r"""(?P<key>'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|[A-Za-z_][\w.]*)(?P<eq>\s*=\s*)"""
                    r"""(?P<value>'(?:[^']|'')*')""")

@@ -30,8 +30,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from streamsql.connectors.config import ConnectorError, url_without_password
-from streamsql.runtime.property_policy import CONNECT_FILE_DIR_PROPERTY, CONNECT_URL_ALLOWLIST_PROPERTY
 
+#: the server property naming the directory a FileStream sink connector's ``file`` must be under
+#: (default ``<data dir>/files``; the operator's: ``runtime/property_policy.py``)
+CONNECT_FILE_DIR_PROPERTY = "streamsql.connect.file.dir"
+#: the server property listing the URL prefixes and ``host[:port]`` entries a connector may send
+#: to (unset: any)
+CONNECT_URL_ALLOWLIST_PROPERTY = "streamsql.connect.url.allowlist"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
