@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from streamsql.connectors.config import parse_sink
+from streamsql.connectors.classes import parse_sink
 from streamsql.connectors.s3 import S3SinkConfig, WriteFailed
 from streamsql.connectors.sink import BadRecords, RawRecord, write_all
 from streamsql.kafka.processing_log import LogTarget
@@ -128,8 +128,8 @@ def test_seed_003_cheapest_quotes_as_avro_and_gzipped_batches_as_bytes(engine, t
     batch in the bucket holds its cheapest quote and count; every gzipped batch is one object."""
     import fastavro
 
-    from streamsql.samples import flight_batches
     from streamsql.conformance.registry_server import RegistryServer
+    from streamsql.samples import flight_batches
 
     client = bucket(s3_url, "seed-003")
     topics = {name: topic_name(name) for name in ("cflight_searches", "cflight_cheapest_avro")}
