@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Set everything up, lint and type-check streamsql (ruff, mypy; configured in pyproject.toml),
-# then run the whole test suite (unit + integration against a real broker process and a real
-# SparkSession). Any step failing fails the command.
+# Set everything up, lint and type-check streamsql (ruff, mypy; configured in pyproject.toml), check its
+# import layers (.importlinter), then run the whole test suite (unit + integration against a real broker
+# process and a real SparkSession). Any step failing fails the command.
 set -euo pipefail
 cd "$(dirname "$0")"
 # the conformance tests read ksqlDB's query-validation tests: say at once when they cannot be found
@@ -14,6 +14,8 @@ fi
 scripts/setup.sh
 .venv/bin/ruff check streamsql
 .venv/bin/mypy streamsql
+# the import layering (.importlinter): the contracts the code keeps; `lint-imports` alone reports all
+PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" .venv/bin/lint-imports --no-cache --contract layers_but_udf --contract kafka --contract acyclic_packages
 # the suite's order: the files' own (CI) unless STREAMSQL_RANDOM_ORDER=1 (pytest-randomly; the
 # last line names the seed): random runs still find order dependencies (docs/reliability.md)
 order=(-p no:randomly)

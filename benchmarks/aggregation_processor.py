@@ -14,7 +14,7 @@ import time
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.planner.planner import Planner
-from streamsql.runtime.aggregator import AggregationProcessor, MemoryState
+from streamsql.physical.aggregator import AggregationProcessor, MemoryState
 from streamsql.sql import parse
 
 QUERIES = {

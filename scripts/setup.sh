@@ -34,5 +34,5 @@ fi
 # with the JDK's javac (streamsql/runtime/local_fs.py); without javac, Hadoop's own class is used
 .venv/bin/python -m streamsql.runtime.local_fs
 # the driver JVM maps an archive of the classes Spark loads (session start ~8 s -> ~4 s), built
-# once per environment by a short pipeline over an embedded broker (streamsql/runtime/class_archive.py)
-.venv/bin/python -m streamsql.runtime.class_archive
+# once per environment by a short pipeline over an embedded broker (streamsql/setup/class_archive.py)
+.venv/bin/python -m streamsql.setup.class_archive

@@ -193,13 +193,6 @@ def from_spark(dt: st.DataType) -> SqlType:
     raise TypeError(f"no SQL type for Spark type {dt.simpleString()}")
 
 
-def parse_type(text: str) -> SqlType:
-    """Parse type text such as ``STRUCT<A INT, B ARRAY<STRING>>`` (as stored in the catalog)."""
-    from streamsql.sql import parse_type as _parse
-
-    return _parse(text)
-
-
 @dataclass(frozen=True)
 class Column:
     """A column of a stream or table.

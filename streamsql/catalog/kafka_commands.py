@@ -25,7 +25,7 @@ from dataclasses import asdict
 
 from streamsql.catalog.commands import Command
 from streamsql.errors import KafkaError
-from streamsql.runtime.property_policy import looks_secret
+from streamsql.redaction import looks_secret
 
 
 def command_topic_name(service_id: str) -> str:

@@ -526,7 +526,7 @@ class QttRunner:
     def _produce(self, engine: Engine, case: QttCase, prefix: str, schemas: dict[str, dict[str, tuple[int, str]]],
                  after_each: Callable[[], None] | None) -> None:
         """Encode and write every input record, in order; ``after_each`` runs after each one."""
-        from streamsql.runtime import io
+        from streamsql.catalog import source_formats
 
         partitions: dict[str, int] = {}
         producer = self._raw()
@@ -535,8 +535,8 @@ class QttRunner:
             source = _source_for_topic(engine.catalog, topic, prefer_declared=True)
             if source is not None:
                 declared = schemas.get(topic, {})
-                key = encode_with(io.key_spec(source), rec.get("key"), declared.get("key"))
-                value = encode_with(io.value_spec(source), rec.get("value"), declared.get("value"))
+                key = encode_with(source_formats.key_spec(source), rec.get("key"), declared.get("key"))
+                value = encode_with(source_formats.value_spec(source), rec.get("value"), declared.get("value"))
             else:
                 key, value = raw_encode(rec.get("key")), raw_encode(rec.get("value"))
             if rec.get("window") and key is not None:
@@ -568,7 +568,7 @@ class QttRunner:
         return None
 
     def _check_outputs(self, engine: Engine, case: QttCase, prefix: str) -> str | None:
-        from streamsql.runtime import io
+        from streamsql.catalog import source_formats
 
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for rec in case.outputs:
@@ -582,8 +582,8 @@ class QttRunner:
             if topic not in topics:
                 return f"output topic '{name}' was not created (expected {len(expected)} records)"
             source = _source_for_topic(engine.catalog, topic, prefer_declared=False)
-            kspec = io.key_spec(source) if source is not None else None
-            vspec = io.value_spec(source) if source is not None else None
+            kspec = source_formats.key_spec(source) if source is not None else None
+            vspec = source_formats.value_spec(source) if source is not None else None
             key_fmt = _side_format(kspec)
             value_fmt = _side_format(vspec)
             windowed = any(e.get("window") for e in expected)

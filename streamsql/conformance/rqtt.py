@@ -30,7 +30,7 @@ from streamsql.conformance.expectations import message_matches
 from streamsql.conformance.records import encode_with, window_suffix
 from streamsql.conformance.results import CaseResult
 from streamsql.conformance.topics import register_topic_schemas, topics_to_create
-from streamsql.sql import split_statements
+from streamsql.sql import parse_type, split_statements
 
 if TYPE_CHECKING:
     from streamsql.catalog import Source
@@ -253,8 +253,7 @@ class RqttRunner:
         """topic -> (key spec, value spec) of the sources the case's statements declare.
         ``declared_only``: leave out a source declared without columns (its columns come from
         the registry: only the server knows them, :meth:`_sink_specs` asks it)."""
-        from streamsql.catalog import Source
-        from streamsql.runtime import io
+        from streamsql.catalog import Source, source_formats
         from streamsql.sql import ast, parse
 
         specs: dict[str, tuple[Any, Any]] = {}
@@ -276,7 +275,7 @@ class RqttRunner:
                                 value_delimiter=str(props.get("VALUE_DELIMITER", ",")),
                                 wrap_single_value=str(props.get("WRAP_SINGLE_VALUE", "true")).lower() != "false")
                 self._bind(source)
-                specs.setdefault(topic, (io.key_spec(source), io.value_spec(source)))
+                specs.setdefault(topic, (source_formats.key_spec(source), source_formats.value_spec(source)))
         return specs
 
     def _sink_specs(self, topics: set[str]) -> dict[str, tuple[Any, Any]]:
@@ -286,8 +285,7 @@ class RqttRunner:
         STREAMS/TABLES for their topics and formats, DESCRIBE for columns."""
         from streamsql import entities
         from streamsql import types as t
-        from streamsql.catalog import Source
-        from streamsql.runtime import io
+        from streamsql.catalog import Source, source_formats
 
         if not topics:
             return {}
@@ -305,13 +303,13 @@ class RqttRunner:
             if described.status_code != 200:
                 continue
             d = described.json()[0].get("sourceDescription", {})
-            columns = [t.Column(f["name"], t.parse_type(entities.schema_to_sql(f.get("schema"))),
+            columns = [t.Column(f["name"], parse_type(entities.schema_to_sql(f.get("schema"))),
                                 "key" if f.get("type") == "KEY" else "value") for f in d.get("fields", [])]
             window = d.get("windowType") or None
             source = Source(str(summary["name"]), kind, columns, topic, str(d.get("keyFormat") or "KAFKA").upper(),
                             str(d.get("valueFormat") or "JSON").upper(), window_type=window)
             self._bind(source)
-            specs[topic] = (io.key_spec(source), io.value_spec(source))
+            specs[topic] = (source_formats.key_spec(source), source_formats.value_spec(source))
         return specs
 
     def _bind(self, source: Source) -> None:

@@ -1,8 +1,8 @@
 """A connector statement's configuration, checked the way Kafka Connect checks it.
 
-``CREATE SINK CONNECTOR`` carries Connect's keys. :func:`connector_class` finds the class
-(full name or Connect's short aliases); :func:`parse_sink` checks the keys every sink takes and
-hands the rest to the class's own parser. Every error names the key and the value; an unknown
+``CREATE SINK CONNECTOR`` carries Connect's keys. ``connectors/classes.py`` finds the class (full
+name or Connect's short aliases); :func:`check_sink` checks the keys every sink takes and hands
+the rest to the class's own parser. Every error names the key and the value; an unknown
 key is an error (Connect would ignore a misspelt ``behaviour.on.null.values`` silently — the
 docs/differences.md entry says why streamsql does not).
 """
@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from streamsql.connectors.converters import CONVERTER_KINDS, CONVERTER_SETTINGS, Converter
 from streamsql.errors import StreamsqlError
-from streamsql.runtime.property_policy import looks_secret
+from streamsql.redaction import HIDDEN, looks_secret
 
 
 class ConnectorError(StreamsqlError):
@@ -64,38 +64,8 @@ class ConnectorClass:
     parse: Callable[[SinkSettings, Mapping[str, str]], Any]
 
 
-_CLASSES: dict[str, ConnectorClass] = {}
-
-
-def register(cls: ConnectorClass) -> None:
-    for name in (cls.name, *cls.aliases):
-        _CLASSES[name] = cls
-
-
-def connector_class(name: str | None) -> ConnectorClass:
-    _load_classes()
-    if not name:
-        raise ConnectorError("Connector config is missing the required key 'connector.class'")
-    found = _CLASSES.get(name)
-    if found is None:
-        known = sorted({c.name for c in _CLASSES.values()})
-        raise ConnectorError(f"Failed to find any class that implements Connector and which name matches {name}, "
-                             f"available connectors are: {', '.join(known)}")
-    return found
-
-
-def _load_classes() -> None:
-    if not _CLASSES:
-        from streamsql.connectors import elasticsearch, file, s3
-
-        register(elasticsearch.CONNECTOR)
-        register(s3.CONNECTOR)
-        register(file.CONNECTOR)
-
-
-def parse_sink(name: str, kind: str, config: Mapping[str, str]) -> tuple[ConnectorClass, Any]:
-    """The connector class and its typed configuration, or a ConnectorError naming the key."""
-    cls = connector_class(config.get("connector.class"))
+def check_sink(cls: ConnectorClass, name: str, kind: str, config: Mapping[str, str]) -> tuple[ConnectorClass, Any]:
+    """``cls`` and its typed configuration, or a ConnectorError naming the key."""
     if kind != cls.kind:
         raise ConnectorError(f"{cls.name} is a {cls.kind.lower()} connector: use CREATE {cls.kind} CONNECTOR")
     for key, advice in UNSUPPORTED_KEYS.items():
@@ -179,7 +149,6 @@ def string_list(config: Mapping[str, str], key: str) -> tuple[str, ...]:
 # --- secrets, as Kafka Connect shows them -----------------------------------------------------------
 
 #: what Connect prints for a PASSWORD-type setting
-HIDDEN = "[hidden]"
 #: a ``key = 'value'`` pair of a WITH clause (the key quoted or not; '' escapes a quote)
 _PAIR = re.compile(r"""(?P<key>'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|[A-Za-z_][\w.]*)(?P<eq>\s*=\s*)"""
                    r"""(?P<value>'(?:[^']|'')*')""")

@@ -30,8 +30,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from streamsql.connectors.config import ConnectorError, url_without_password
-from streamsql.runtime.property_policy import CONNECT_FILE_DIR_PROPERTY, CONNECT_URL_ALLOWLIST_PROPERTY
 
+#: the server property naming the directory a FileStream sink connector's ``file`` must be under
+#: (default ``<data dir>/files``; the operator's: ``runtime/property_policy.py``)
+CONNECT_FILE_DIR_PROPERTY = "streamsql.connect.file.dir"
+#: the server property listing the URL prefixes and ``host[:port]`` entries a connector may send
+#: to (unset: any)
+CONNECT_URL_ALLOWLIST_PROPERTY = "streamsql.connect.url.allowlist"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -46,10 +51,10 @@ def inside(path: Path, directory: Path) -> bool:
 
 def code_directories(extension_dir: str | None) -> tuple[Path, ...]:
     """The directories the engine loads code from: nothing may be written under them."""
-    import streamsql
     from streamsql.seeds import FUNCTIONS_DIR
 
-    dirs = [Path(streamsql.__file__).parent, Path(FUNCTIONS_DIR), Path(sys.prefix), Path(sys.base_prefix)]
+    package = Path(__file__).parent.parent  # streamsql itself
+    dirs = [package, Path(FUNCTIONS_DIR), Path(sys.prefix), Path(sys.base_prefix)]
     if extension_dir:
         dirs.append(Path(extension_dir))
     # a Python installed at the root (prefix ``/``) would make every path code's: it is left out

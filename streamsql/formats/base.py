@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from streamsql.types import Column, parse_type
+from streamsql.types import Column
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,8 @@ class FormatSpec:
 
     @staticmethod
     def from_json(text: str) -> FormatSpec:
+        from streamsql.sql import parse_type  # the SQL parser: loaded by a spec with columns only
+
         d = json.loads(text)
         cols = tuple(Column(n, parse_type(t), r, h) for n, t, r, h in d["columns"])
         return FormatSpec(d["name"], cols, d["delimiter"], d["wrap_single_value"], d.get("options", {}))

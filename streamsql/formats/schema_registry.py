@@ -267,7 +267,7 @@ def forget_clients() -> None:
 
 def shown(url: str) -> str:
     """``url`` as it may be printed: a password in it hidden."""
-    from streamsql.kafka.settings import hide_url_password
+    from streamsql.redaction import hide_url_password
 
     return hide_url_password(url)
 

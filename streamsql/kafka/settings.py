@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from streamsql.errors import ConfigError
+from streamsql.redaction import HIDDEN, hide_url_password
 
 #: the settings of a cluster (librdkafka names) that every client of it takes
 _CLIENT_PREFIXES = ("security.protocol", "sasl.", "ssl.", "client.id", "client.rack", "socket.",
@@ -33,7 +34,6 @@ ENV_PREFIX = "STREAMSQL_KAFKA_"
 #: a value that must never be printed (SHOW PROPERTIES, logs, error messages)
 _SECRET = re.compile(r"password|secret|jaas|token|user\.info|credentials|key\.pem|\.key$|private",
                      re.IGNORECASE)
-HIDDEN = "[hidden]"
 
 _lock = threading.Lock()
 _by_bootstrap: dict[str, dict[str, str]] = {}
@@ -147,15 +147,6 @@ def is_secret(name: str) -> bool:
 def redacted(settings: Mapping[str, str]) -> dict[str, str]:
     """The settings to show: every secret's value hidden, and any password in a URL."""
     return {k: HIDDEN if is_secret(k) else hide_url_password(v) for k, v in settings.items()}
-
-
-_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]*@", re.IGNORECASE)
-
-
-def hide_url_password(text: str) -> str:
-    """``https://user:secret@host`` → ``https://user:[hidden]@host`` wherever a URL in ``text``
-    carries a password (a registry URL with its credentials, ksqlDB's ``URL`` credentials source)."""
-    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{HIDDEN}@", text) if "@" in text else text
 
 
 def redact_text(text: str, settings: Mapping[str, str]) -> str:

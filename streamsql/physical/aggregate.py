@@ -10,7 +10,7 @@ Shape of the Spark plan the builder makes of an :class:`~streamsql.physical.step
    pandas would turn a nullable BIGINT into a float; and no per-row serialisation);
 3. ``groupBy(__BUCKET).transformWithStateInPandas(`` :class:`AggregateOperator` ``)``: the
    bucket's records of the micro-batch in offset order through the one implementation of
-   ksqlDB's aggregation (:class:`streamsql.runtime.aggregator.AggregationProcessor`), whose state
+   ksqlDB's aggregation (:class:`streamsql.physical.aggregator.AggregationProcessor`), whose state
    (accumulators per group, previous table rows, stream time, held EMIT FINAL windows) lives in
    a RocksDB ``MapState`` of the bucket, checkpointed with the query's offsets;
 4. :func:`unpacker`: the updates as typed columns (keys, results, previous results, window,
@@ -134,7 +134,7 @@ class AggregateOperator(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Any, timerValues: Any = None) -> Iterator[Any]:
         import pandas as pd
 
-        from streamsql.runtime.aggregator import AggregationProcessor
+        from streamsql.physical.aggregator import AggregationProcessor
         from streamsql.udf.aggregate import install
 
         install(self.udafs)

@@ -21,7 +21,7 @@ from streamsql.kafka import transactions
 from streamsql.kafka.pipe import ReaderPipe
 from streamsql.kafka.processing_log import LogTarget
 from streamsql.physical import aggregate as agg
-from streamsql.physical import frames, joins, spark_aggregate
+from streamsql.physical import frames, io, joins, spark_aggregate
 from streamsql.physical import table_changes as tc
 from streamsql.physical.buckets import BUCKET_COL, bucket_expression, bucket_values, recorded_shuffle_partitions
 from streamsql.physical.in_reader import reader_columns
@@ -43,7 +43,6 @@ from streamsql.physical.steps import (
 from streamsql.planner import aggregation
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.expressions import quote
-from streamsql.runtime import io
 from streamsql.types import TOMBSTONE_COL
 
 if TYPE_CHECKING:

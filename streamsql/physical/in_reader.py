@@ -31,7 +31,7 @@ from sqlglot.errors import ParseError
 from streamsql import types as t
 
 if TYPE_CHECKING:
-    from streamsql.physical.steps import Step
+    from streamsql.catalog import Source
     from streamsql.planner.planner import QueryPlan
 
 #: the pseudo columns a decoded batch holds besides the source's own, and their types
@@ -43,20 +43,18 @@ _MAX_PRECISION = 38
 Program = dict[str, Any]
 
 
-def runs_in_reader(plan: QueryPlan, terminal: Step) -> bool:
+def runs_in_reader(plan: QueryPlan, target: Source) -> bool:
     """Whether the reader's tasks compute ``plan`` exactly as Spark would and write it with
-    the Kafka sink themselves: a stream read alone, written to a stream's topic, no TIMESTAMP
+    the Kafka sink to ``target`` themselves: a stream read alone, written to a stream's topic, no TIMESTAMP
     column on either side (a record's time is its own), a WHERE that translates whole
     (``pushdown.exact_filter``) or none, and every output column translated
     (:func:`column_program`). PARTITION BY, table functions, LIMIT and windowed keys keep
     Spark's plan."""
-    from streamsql.physical.steps import KafkaSink
-
     source = plan.source
-    if not isinstance(terminal, KafkaSink) or terminal.target.is_table or terminal.target.timestamp_column:
+    if target.is_table or target.timestamp_column:
         return False
     if (getattr(source, "join", None) is not None or source.is_table or source.window_type
-            or source.timestamp_column or terminal.target.window_type):
+            or source.timestamp_column or target.window_type):
         return False
     if (plan.rowtime_sql != t.ROWTIME or plan.repartitioned or plan.table_functions or plan.limit is not None
             or plan.keys_from_value):

@@ -304,7 +304,8 @@ def physical_plan(logical: QueryPlan | AggregatePlan, terminal: Step, starting_o
         if isinstance(first, Scan) and logical.source_filter:
             first.source_filter = logical.source_filter
         steps.append(Select(logical, changelog,
-                            in_reader=in_reader and not changelog and runs_in_reader(logical, terminal)))
+                            in_reader=in_reader and not changelog and isinstance(terminal, KafkaSink)
+                            and runs_in_reader(logical, terminal.target)))
         if changelog and isinstance(terminal, KafkaSink):
             steps.append(TableChanges([c.name for c in logical.columns if c.is_key], buckets))
     steps.append(terminal)

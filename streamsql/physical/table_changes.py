@@ -24,6 +24,7 @@ batch is an upsert needs no read; one write per key records the bit the batch en
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,10 +34,16 @@ from pyspark.sql.types import BinaryType, BooleanType, StringType, StructField, 
 
 from streamsql import types as t
 from streamsql.physical.aggregate import OUT_COL, ipc_bytes, packed_values
-from streamsql.runtime.materialized import key_text
 from streamsql.types import TOMBSTONE_COL
 
 HAVING_COL = "__HAVING"
+
+
+def key_text(key: list[Any], window: tuple[int | None, int | None]) -> str:
+    """A row's identity in a table (its key values and window) as text: this step's state key,
+    and the table's store's primary key (``runtime/materialized.py``)."""
+    return json.dumps([key, list(window)], separators=(",", ":"), default=str)
+
 WINDOW_START_COL = "__WINDOWSTART"
 WINDOW_END_COL = "__WINDOWEND"
 

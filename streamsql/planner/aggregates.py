@@ -2,7 +2,7 @@
 
 This module is the ONE place where aggregate functions are defined and dispatched: the planner
 asks :func:`get` for a name, :meth:`AggregateFunction.bind` checks the argument types and gives
-the result type, and the processor (``streamsql.runtime.aggregator``) creates one accumulator per
+the result type, and the processor (``streamsql.physical.aggregator``) creates one accumulator per
 group (and window) with :meth:`BoundAggregate.create`. User-defined aggregates register here with
 :func:`register` (they become visible to ``SHOW FUNCTIONS`` through the function registry too).
 

@@ -10,7 +10,7 @@ GROUP BY k1, k2 [HAVING h]``. The plan has three stages:
 2. the aggregation itself, in one of two stateful operators the physical layer chooses
    (``streamsql.physical.steps.physical_plan``): Spark's own ``groupBy().agg()`` for the shapes
    it computes exactly as ksqlDB (``streamsql.physical.spark_aggregate``), else record by record
-   in ``streamsql.runtime.aggregator`` (run inside Spark's executors by
+   in ``streamsql.physical.aggregator`` (run inside Spark's executors by
    ``streamsql.physical.aggregate``) with the accumulators of ``streamsql.planner.aggregates``
    (the one place aggregate functions live): one update per input record, retractions, windows
    against stream time, EMIT FINAL;

@@ -235,9 +235,9 @@ class SourceDefinitions:
     def validate_formats(source: Source) -> None:
         """Fail at statement time when a format cannot hold the columns (ksqlDB does too)."""
         SourceDefinitions.check_key_types(source)
-        from streamsql.runtime import io  # the specs the readers and writers use
+        from streamsql.catalog.source_formats import key_spec, value_spec  # the readers' and writers'
 
-        for part, spec in (("Key", io.key_spec(source)), ("Value", io.value_spec(source))):
+        for part, spec in (("Key", key_spec(source)), ("Value", value_spec(source))):
             try:
                 serde_for(spec)
             except UnsupportedSchemaError as e:  # ksqlDB's message: the format, the columns, why

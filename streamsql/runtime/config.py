@@ -147,7 +147,7 @@ ENVIRONMENT_DOCS: dict[str, str] = {
     "STREAMSQL_SPARK_LOG_LEVEL": "Spark's log level (default ERROR)",
     "STREAMSQL_CLASS_ARCHIVE": "the driver JVM's class-data sharing archive (default "
                                "`<python environment>/share/streamsql/spark-classes.jsa`, built by "
-                               "`scripts/setup.sh` or `python -m streamsql.runtime.class_archive`); empty: none",
+                               "`scripts/setup.sh` or `python -m streamsql.setup.class_archive`); empty: none",
     "STREAMSQL_WARM_UP": "`0`: a server or interactive shell does not warm its local Spark session in the "
                          "background while it waits for the first statement (default on; `streamsql run` and "
                          "`test` never warm: docs/performance.md, \"A warmed session\")",

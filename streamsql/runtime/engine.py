@@ -176,6 +176,18 @@ class Engine:
             self._command_log = FileCommandLog(self.data_dir / "commands.jsonl")
         return self._command_log
 
+    def _load_python_functions(self) -> list[str]:
+        """Load the Python function files (``ksql.extension.dir`` and the seeds) into the
+        function catalog, and have their directories shipped to a cluster's executors (the
+        helper modules a file imports). Returns one problem line per file or function not loaded."""
+        from streamsql.runtime.spark import ship_directory
+        from streamsql.udf import functions as python_functions
+
+        problems = python_functions.load(self.config.property("ksql.extension.dir") or None)
+        for directory in python_functions.code_directories():
+            ship_directory(directory)
+        return problems
+
     def start(self) -> list[str]:
         """Connect to Kafka, check that the data directory belongs to this cluster, replay the
         command log. Returns notices for the user (one line each)."""
@@ -192,10 +204,7 @@ class Engine:
             self._reset_state()
         record_cluster(self.data_dir, cluster, self.bootstrap_servers, self.config.ephemeral_kafka)
         self.create_internal_topic(self.processing_log_topic, 1)
-        from streamsql.udf import functions as python_functions
-
-        notices += [f"Python functions: {p}"
-                    for p in python_functions.load(self.config.property("ksql.extension.dir") or None)]
+        notices += [f"Python functions: {p}" for p in self._load_python_functions()]
         with self.command_lock:
             replayed = self._replay()
         if replayed:
@@ -418,10 +427,8 @@ class Engine:
         starts an embedded broker): each declared or created source's topic is created there,
         since Spark's analysis of a query reads its inputs' metadata. Returns the statements it
         skipped (INSERT VALUES, SELECT, PRINT, SHOW...: they draw nothing)."""
-        from streamsql.udf import functions as python_functions
-
         self.planning_only = True
-        python_functions.load(self.config.property("ksql.extension.dir") or None)
+        self._load_python_functions()
         session = (ast.SetProperty, ast.UnsetProperty, ast.DefineVariable, ast.UndefineVariable)
         skipped: list[str] = []
         seq = 0

@@ -28,15 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamsql.physical.table_changes import key_text
+
 if TYPE_CHECKING:
     from streamsql.catalog import Source
     from streamsql.kafka.admin import EndOffsets
-
-
-def key_text(key: list[Any], window: tuple[int | None, int | None]) -> str:
-    """A row's identity in a table (its key values and window) as text: the store's primary key,
-    and the table-changes step's state key (``physical/table_changes.py``)."""
-    return json.dumps([key, list(window)], separators=(",", ":"), default=str)
 
 
 def _just_key(key: list[Any]) -> str:
@@ -89,7 +85,7 @@ class TableStore:
         self._db.execute("CREATE INDEX IF NOT EXISTS rows_k0 ON rows (k0)")
         self._db.execute("CREATE INDEX IF NOT EXISTS rows_wstart ON rows (wstart)")
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER)")
-        # the aggregation processor's state (runtime/aggregator.py), committed with the rows
+        # the aggregation processor's state (physical/aggregator.py), committed with the rows
         self._db.execute("CREATE TABLE IF NOT EXISTS state (ns TEXT, k TEXT, blob BLOB, PRIMARY KEY (ns, k))")
 
     @property
@@ -150,7 +146,7 @@ class TableStore:
         from streamsql.kafka.decoding import source_schema
         from streamsql.kafka.options import SourceOptions, librdkafka_settings
         from streamsql.kafka.reading import read_range
-        from streamsql.runtime import io
+        from streamsql.physical import io
 
         with self._follow_lock:
             options = dict(io.kafka_options(bootstrap_servers, table), startingOffsets="earliest",

@@ -26,18 +26,15 @@ operator: its SET is not checked here (it already owns the configuration and the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from streamsql.connectors.policy import CONNECT_FILE_DIR_PROPERTY, CONNECT_URL_ALLOWLIST_PROPERTY
 from streamsql.errors import ConfigError
+from streamsql.redaction import looks_secret
 
 #: ksqlDB's operator setting: more properties clients may not override (server config only)
 DENYLIST_PROPERTY = "ksql.properties.overrides.denylist"
-#: the directory a FileStream sink connector's ``file`` must be under (default ``<data dir>/files``)
-CONNECT_FILE_DIR_PROPERTY = "streamsql.connect.file.dir"
-#: URL prefixes and ``host[:port]`` entries a connector may send to (unset: any)
-CONNECT_URL_ALLOWLIST_PROPERTY = "streamsql.connect.url.allowlist"
 _STREAMS_PREFIX = "ksql.streams."
 
 #: properties streamsql reads that change only the requesting client's own statements and queries
@@ -120,9 +117,6 @@ _SERVER_PREFIXES: tuple[tuple[str, str], ...] = (
     ("sasl", "the server's Kafka credentials"),
     ("ssl", "the server's Kafka TLS settings"),
 )
-#: a name that looks like it holds a secret (the same test that keeps secrets out of SHOW PROPERTIES)
-_SECRET = re.compile(r"password|secret|jaas|token|user\.info|credential|key\.pem|(?<!format)\.key$|private|"
-                     r"access\.key|api\.key|keystore|truststore", re.IGNORECASE)
 
 
 def canonical(name: str) -> str:
@@ -132,11 +126,6 @@ def canonical(name: str) -> str:
     while plain.startswith(_STREAMS_PREFIX):
         plain = plain[len(_STREAMS_PREFIX):]
     return plain
-
-
-def looks_secret(name: str) -> bool:
-    """Whether a property (or a connector key) names a secret: its value is never shown or logged."""
-    return _SECRET.search(name) is not None
 
 
 def server_scoped(name: str) -> str | None:

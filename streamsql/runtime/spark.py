@@ -318,9 +318,7 @@ def zip_tree(root: Path, target: Path, prefix: str = "") -> Path:
 def package_zip() -> Path:
     """The ``streamsql`` package as a zip importable from ``sys.path`` (built once per process)."""
     if _ship_state["package_zip"] is None:
-        import streamsql
-
-        root = Path(streamsql.__file__).resolve().parent
+        root = Path(__file__).resolve().parent.parent  # the streamsql package
         _ship_state["package_zip"] = zip_tree(root, _tmp_dir() / "streamsql.zip", prefix="streamsql/")
     return _ship_state["package_zip"]  # type: ignore[return-value]
 

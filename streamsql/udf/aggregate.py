@@ -1,7 +1,7 @@
 """Python UDAFs as accumulators of the aggregation processor.
 
 A ``@udaf`` class has ksqlDB's shape (``initialize``, ``aggregate``, ``merge``, ``map`` and,
-optionally, ``undo``). The aggregation processor (``streamsql.runtime.aggregator``) runs every
+optionally, ``undo``). The aggregation processor (``streamsql.physical.aggregator``) runs every
 GROUP BY record by record with one accumulator per group and window, so a Python UDAF is simply
 one more :class:`~streamsql.planner.aggregates.AggregateFunction`: each group keeps one
 accumulator value (``initialize()``), each input record folds in (``aggregate``), session

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"key": None, "specs": {}, "problems": [], "generation": 0}
+_state: dict[str, Any] = {"key": None, "specs": {}, "problems": [], "generation": 0, "directories": ()}
 
 
 def _files_key(directories: list[Path]) -> tuple:
@@ -44,21 +44,33 @@ def load(extension_dir: str | None) -> list[str]:
         if key == _state["key"]:
             return problems + list(_state["problems"])
         specs: list[FunctionSpec] = []
+        loaded: dict[Path, None] = {}
         for path in loader.function_files(directories):
             try:
                 specs += loader.load_file(path)
             except loader.UdfLoadError as e:
                 problems.append(str(e))
+            else:
+                loaded[path.parent.resolve()] = None
         problems += udf_compile.register(REGISTRY, specs)
         registered = udf_compile.python_function_names()
         by_name: dict[str, list[FunctionSpec]] = {}
         for s in specs:
             if s.name in registered:
                 by_name.setdefault(s.name, []).append(s)
-        _state.update(key=key, specs=by_name, problems=problems, generation=_state["generation"] + 1)
+        _state.update(key=key, specs=by_name, problems=problems, generation=_state["generation"] + 1,
+                      directories=tuple(loaded))
         for p in problems:
             log.error("Python functions: %s", p)
         return list(problems)
+
+
+def code_directories() -> tuple[Path, ...]:
+    """The directories of the function files loaded: a cluster's executors need them importable
+    (the helper modules a file imports; the functions travel by value), so the engine ships
+    them (``runtime/spark.ship_directory``)."""
+    with _lock:
+        return tuple(_state["directories"])
 
 
 def install(spark: SparkSession, bootstrap: str | None, processing_log_topic: str | None) -> None:

@@ -10,9 +10,10 @@ initialize/aggregate/merge/map). A problem raises :class:`UdfLoadError` naming t
 Python function, and nothing from that file is registered.
 
 On a Spark cluster the functions reach the executors by value (cloudpickle); the directory of
-every loaded file is shipped too (:func:`streamsql.runtime.spark.ship_directory`), so helper
-modules a function file imports (say ``_helpers.py`` beside it, on ``sys.path`` by the file's own
-doing) are importable there as well.
+every loaded file must be shipped too, so helper modules a function file imports (say
+``_helpers.py`` beside it, on ``sys.path`` by the file's own doing) are importable there as well:
+loading says which directories (``udf/functions.code_directories``), the engine ships them
+(:func:`streamsql.runtime.spark.ship_directory`). Nothing here calls Spark.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def parse_sql_type(text: str) -> t.SqlType | None:
     """A declared type; ``ANY`` (parameters only) is None."""
     if text.strip().upper() == "ANY":
         return None
-    return t.parse_type(text)
+    from streamsql.sql import parse_type  # the SQL parser, loaded when a file declares a type
+
+    return parse_type(text)
 
 
 def load_file(path: Path) -> list[FunctionSpec]:
@@ -71,9 +74,6 @@ def load_file(path: Path) -> list[FunctionSpec]:
     for s in specs:
         s.source_file = str(path)
         check(s)
-    from streamsql.runtime.spark import ship_directory
-
-    ship_directory(path.parent)
     return specs
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from streamsql.errors import ConfigError
 from streamsql.formats import avro_format, schema_registry
-from streamsql.runtime import io as engine_io
+from streamsql.catalog import source_formats
 from streamsql.runtime import results as r
 
 from tests.support.processing_log import deserialization_errors
@@ -93,7 +93,7 @@ def test_insert_values_into_an_avro_stream_with_a_key(engine, topic_name):  # ty
     assert _decoded(url, rec.key) == 42  # a single key column: an anonymous Avro long
     assert _decoded(url, rec.value) == {"V": 1.5, "TAGS": ["a", "b"]}
     source = engine.catalog.get("READINGS")
-    assert engine_io.key_spec(source).options["subject"] == f"{src}-key"
+    assert source_formats.key_spec(source).options["subject"] == f"{src}-key"
 
 
 def test_http_registry_client_against_a_real_http_registry() -> None:
@@ -125,7 +125,7 @@ def test_workers_fetch_schemas_registered_after_the_source_was_declared(engine, 
         newer = {"type": "record", "name": "V2", "fields": [
             {"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "extra", "type": "int"}]}
         sid = schema_registry.register(registry.url, f"{src}-value", json.dumps(newer), "AVRO")
-        assert str(sid) not in engine_io.value_spec(engine.catalog.get("EVOLVING")).options["schemas"]
+        assert str(sid) not in source_formats.value_spec(engine.catalog.get("EVOLVING")).options["schemas"]
         engine.admin.produce(src, None, _avro(newer, sid, {"id": 5, "name": "five", "extra": 1}), 1000)
         engine.execute("CREATE STREAM evolving_out AS SELECT id, name FROM evolving;")
         engine.wait_until_idle()

@@ -14,7 +14,7 @@ def test_the_session_jvm_maps_the_class_archive(spark) -> None:  # type: ignore[
 
     path = class_archive.archive_path()
     assert path is not None and path.is_file(), (
-        f"no class archive at {path}: scripts/setup.sh builds it (python -m streamsql.runtime.class_archive)")
+        f"no class archive at {path}: scripts/setup.sh builds it (python -m streamsql.setup.class_archive)")
     pid = SparkContext._gateway.proc.pid  # type: ignore[union-attr]
     with open(f"/proc/{pid}/maps") as f:
         maps = f.read()

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from streamsql.connectors.config import parse_sink
+from streamsql.connectors.classes import parse_sink
 from streamsql.connectors.elasticsearch import ElasticsearchSinkConfig, WriteFailed
 from streamsql.connectors.sink import BadRecords, RawRecord, write_all
 from streamsql.kafka.processing_log import LogTarget

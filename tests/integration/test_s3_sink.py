@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from streamsql.connectors.config import parse_sink
+from streamsql.connectors.classes import parse_sink
 from streamsql.connectors.s3 import S3SinkConfig, WriteFailed
 from streamsql.connectors.sink import BadRecords, RawRecord, write_all
 from streamsql.kafka.processing_log import LogTarget

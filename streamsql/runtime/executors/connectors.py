@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from streamsql.catalog import ConnectorInfo, QueryInfo
-from streamsql.connectors.config import ConnectorError, parse_sink, shown_config, shown_statement
+from streamsql.connectors.classes import parse_sink
+from streamsql.connectors.config import ConnectorError, shown_config, shown_statement
 from streamsql.connectors.policy import ConnectorPolicy
 from streamsql.errors import CatalogError, StreamsqlError
 from streamsql.physical.builder import SparkBuilder

@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from streamsql import types as t
-from streamsql.catalog import Source
+from streamsql.catalog import Source, source_formats
 from streamsql.errors import AnalysisError, CatalogError, spark_message
 from streamsql.formats import FormatSpec, serde_for
 from streamsql.planner.casts import cast_value, has_struct
 from streamsql.planner.planner import compile_constant
-from streamsql.runtime import internal_topics, io
+from streamsql.runtime import internal_topics
 from streamsql.runtime import results as r
 from streamsql.runtime.executors import Handler, StatementExecutor
 from streamsql.sql import ast
@@ -39,7 +39,7 @@ def encode_row(target: Source, values: dict[str, Any]) -> tuple[bytes | None, by
         batch = pa.RecordBatch.from_arrays(arrays, names=[c.name for c in spec.columns])
         return serde_for(spec).encode(batch)[0]
 
-    return encode(io.key_spec(target)), encode(io.value_spec(target))
+    return encode(source_formats.key_spec(target)), encode(source_formats.value_spec(target))
 
 
 class ValueInserts(StatementExecutor):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streamsql.connectors.config import ConnectorError, parse_sink
+from streamsql.connectors.classes import parse_sink
+from streamsql.connectors.config import ConnectorError
 from streamsql.connectors.converters import Converter, RecordError
 from streamsql.connectors.elasticsearch import ElasticsearchSinkConfig, _document_id
 from streamsql.errors import ParseError

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import streamsql
-from streamsql.connectors.config import ConnectorError, parse_sink, shown_config, shown_statement
+from streamsql.connectors.classes import parse_sink
+from streamsql.connectors.config import ConnectorError, shown_config, shown_statement
 from streamsql.connectors.file import FileSinkConfig
 from streamsql.connectors.policy import ConnectorPolicy
 from streamsql.connectors.sink import BadRecords, RawRecord, write_all

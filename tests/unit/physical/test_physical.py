@@ -40,7 +40,7 @@ from streamsql.physical.steps import (
 )
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.planner import Planner, QueryPlan
-from streamsql.runtime.aggregator import AggregationProcessor, MemoryState, Update, collapse
+from streamsql.physical.aggregator import AggregationProcessor, MemoryState, Update, collapse
 from streamsql.sql import parse
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from streamsql.physical.table_changes import changes
-from streamsql.runtime.materialized import key_text
+from streamsql.physical.table_changes import key_text
 
 
 def _rows(*rows: tuple[Any, str | None, int, bool]) -> pa.Table:

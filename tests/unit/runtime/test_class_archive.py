@@ -56,16 +56,3 @@ def test_the_archive_is_named_by_the_class_path_it_was_made_for(tmp_path: Path,
     settings = local_fs.spark_settings("/user/extra.jar")
     assert settings["spark.driver.extraClassPath"] == f"{jar}:/user/extra.jar"  # ours first, the user's kept
     assert settings["spark.hadoop.fs.file.impl"] == local_fs.CLASS_NAME
-
-
-def test_a_failed_build_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A dump run that fails (here: it cannot start, the module path is wrong) writes nothing."""
-    import subprocess
-
-    def failing_run(*args, **kwargs):  # type: ignore[no-untyped-def]
-        return subprocess.CompletedProcess(args[0], 1, stdout=b"boom")
-
-    monkeypatch.setattr(class_archive.subprocess, "run", failing_run)
-    target = tmp_path / "a.jsa"
-    assert class_archive.build(target) is False
-    assert list(tmp_path.iterdir()) == []

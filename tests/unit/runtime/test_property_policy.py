@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from streamsql.redaction import looks_secret
 from streamsql.runtime.config import DEFAULT_PROPERTIES, PROPERTY_DOCS
 from streamsql.runtime.property_policy import (
     CLIENT_SETTABLE,
@@ -12,7 +13,6 @@ from streamsql.runtime.property_policy import (
     PropertyPolicy,
     PropertyRefused,
     canonical,
-    looks_secret,
     server_scoped,
 )
 

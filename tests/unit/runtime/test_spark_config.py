@@ -172,16 +172,10 @@ def test_package_zip_is_importable_without_the_installed_package(tmp_path):  # t
 
 
 def test_function_directories_wait_for_a_cluster_session(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
-    """Loading a function file records its directory; nothing is shipped without a cluster session
+    """A function directory to ship is recorded; nothing is shipped without a cluster session
     (local masters share this machine's files)."""
     monkeypatch.setattr(sp, "_ship_dirs", {})
-    (tmp_path / "f.py").write_text("from streamsql.udf import udf\n\n"
-                                   "@udf(name='SHIP_TEST_TWICE', returns='INT', params=['INT'])\n"
-                                   "def twice(x):\n    return None if x is None else 2 * x\n")
-    from streamsql.udf import loader
-
-    [spec] = loader.load_file(tmp_path / "f.py")
-    assert spec.name == "SHIP_TEST_TWICE"
+    sp.ship_directory(tmp_path)
     assert sp._ship_dirs == {tmp_path.resolve(): None}
 
 

@@ -93,6 +93,21 @@ def test_load_reports_each_bad_file_and_function_and_loads_the_rest(extension_di
     assert REGISTRY.get("SHOUT") is None and REGISTRY.get("SPLIT_WORDS").signatures == split_words
 
 
+def test_loading_says_which_directories_to_ship_and_calls_no_spark(extension_dir: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader returns what a cluster's executors need (the loaded files' directories) and
+    ships nothing itself: the engine does (runtime/spark.ship_directory)."""
+    from streamsql.runtime import spark as sp
+    from streamsql.udf import loader
+
+    monkeypatch.setattr(sp, "_ship_dirs", {})
+    python_functions.load(str(extension_dir))
+    assert set(python_functions.code_directories()) == {loader.SEED_FUNCTIONS_DIR.resolve(), extension_dir.resolve()}
+    assert sp._ship_dirs == {}
+    python_functions.load(None)
+    assert python_functions.code_directories() == (loader.SEED_FUNCTIONS_DIR.resolve(),)
+
+
 def test_missing_extension_dir_is_reported(tmp_path: Path) -> None:
     problems = python_functions.load(str(tmp_path / "nope"))
     assert problems == [f"ksql.extension.dir: '{tmp_path / 'nope'}' is not a directory"]

@@ -12,7 +12,7 @@ from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
 from streamsql.planner.aggregation import MATCH_COL, AggregatePlan
 from streamsql.planner.planner import Planner
-from streamsql.runtime.aggregator import AggregationProcessor, MemoryState
+from streamsql.physical.aggregator import AggregationProcessor, MemoryState
 from streamsql.sql import parse
 
 
@@ -233,7 +233,7 @@ def test_the_record_cache_maps_each_changed_key_once_per_batch(catalog: Catalog,
     "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY id EMIT FINAL;",
 ])
 def test_the_record_cache_writes_what_collapsing_every_update_gives(catalog: Catalog, sql: str) -> None:
-    from streamsql.runtime.aggregator import collapse
+    from streamsql.physical.aggregator import collapse
 
     p = plan(catalog, sql)
     records = [(1, 2, 1000), (2, 5, 1500), (1, 3, 2000), (1, 4, 12000), (2, 1, 3000), (1, 7, 5500), (1, 1, 7000),
@@ -263,3 +263,42 @@ def test_a_result_that_fails_under_the_record_cache_is_logged_with_its_key(catal
     assert [(u.key, u.results) for u in out] == [((1,), ["a"]), ((3,), ["c"])]  # the other keys are written
     assert proc.errors == 1 and "result of key [2]" in (proc.last_error or "")
     assert "cannot map boom" in str(reported[0][1]) and reported[0][0] == {p.keys[0][0]: 2}
+
+
+def test_state_written_when_the_processor_lived_in_runtime_resumes(catalog: Catalog,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The processor's state pickles its groups and pending EMIT FINAL updates by class, and a
+    query's state written before the module moved (``streamsql.runtime.aggregator``) names them
+    there: it resumes as if written now."""
+    import sys
+    import types
+
+    from streamsql.physical import aggregator
+
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n FROM s WINDOW TUMBLING (SIZE 10 SECONDS, "
+                      "GRACE PERIOD 0 SECONDS) GROUP BY id EMIT FINAL;")
+    first, second = [(1, 2, 1000), (2, 5, 1500), (1, 3, 12000), (1, 4, 13000)], [(2, 1, 21000)]
+
+    def resumed(state: MemoryState) -> list[tuple[Any, ...]]:
+        updates = AggregationProcessor(p, state).process(_rows(p, second))
+        return [(u.key, u.window, u.results, u.rowtime) for u in updates]
+
+    def first_batch() -> MemoryState:
+        state = MemoryState()
+        proc = AggregationProcessor(p, state)
+        proc.process(_rows(p, first))
+        state.apply(proc.state_changes())
+        return state
+
+    now = first_batch()
+    with monkeypatch.context() as m:
+        former = types.ModuleType("streamsql.runtime.aggregator")
+        for cls in (aggregator.Group, aggregator.Update):
+            setattr(former, cls.__name__, cls)
+            m.setattr(cls, "__module__", former.__name__)
+        m.setitem(sys.modules, former.__name__, former)
+        before = first_batch()
+    assert b"streamsql.runtime.aggregator" in b"".join(before._blobs.values())
+    assert b"streamsql.runtime.aggregator" not in b"".join(now._blobs.values())
+    expected = resumed(now)
+    assert expected and resumed(before) == expected

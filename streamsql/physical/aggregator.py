@@ -28,6 +28,7 @@ the last committed batch left off.
 from __future__ import annotations
 
 import heapq
+import io
 import json
 import logging
 import operator
@@ -114,6 +115,22 @@ def _dumps(value: Any) -> bytes:
         return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+#: where this module lived until session 41: the state of queries written then names its
+#: classes (``Group``, ``Update``) there, and :func:`_loads` finds them here
+_FORMER_MODULE = "streamsql.runtime.aggregator"
+
+
+class _StateUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(__name__ if module == _FORMER_MODULE else module, name)
+
+
+def _loads(blob: bytes) -> Any:
+    """State bytes back (pickle's or cloudpickle's), this module's classes found under its
+    former name too, so a query's state written before the move resumes."""
+    return _StateUnpickler(io.BytesIO(blob)).load()
+
+
 def _getter(names: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
     """The values of ``names`` in a row, as a tuple."""
     if not names:
@@ -156,7 +173,8 @@ class AggregationProcessor:
         self._rows: dict[str, Any] = {}  # table source: source key -> (group key, args) or None
         self._dirty_groups: set[str] = set()
         self._dirty_rows: set[str] = set()
-        meta = pickle.loads(state.state_get("meta", "") or pickle.dumps({}))
+        blob = state.state_get("meta", "")
+        meta = _loads(blob) if blob else {}
         self.stream_time: int = meta.get("stream_time", -1)
         self.final_time: int = meta.get("final_time", -1)
         self.pending_final: dict[str, Update] = meta.get("pending_final", {})
@@ -178,7 +196,7 @@ class AggregationProcessor:
         group = self._groups.get(text)
         if group is None:
             blob = self.state.state_get("group", text)
-            group = pickle.loads(blob) if blob is not None else Group()
+            group = _loads(blob) if blob is not None else Group()
             self._groups[text] = group
         self._dirty_groups.add(text)
         return text, group
@@ -187,7 +205,7 @@ class AggregationProcessor:
         text = _key_text(source_key)
         if text not in self._rows:
             blob = self.state.state_get("row", text)
-            self._rows[text] = pickle.loads(blob) if blob is not None else None
+            self._rows[text] = _loads(blob) if blob is not None else None
         return text, self._rows[text]
 
     def state_changes(self) -> list[tuple[str, str, bytes | None]]:

@@ -1,8 +1,9 @@
-"""Connect catalog sources to the Kafka data source: options for reading and writing a source.
+"""Connect catalog sources to the Kafka data source: options for reading and writing a source,
+and the scan's streaming DataFrame (the builder's ``Scan`` step and a table's store use them).
 
 This is the only place that turns a catalog :class:`Source` into the Kafka data source's options
-(format specs, topic, offsets), so the planner never knows option names and the Kafka package
-never knows the catalog.
+(format specs from ``catalog/source_formats.py``, topic, offsets), so the planner never knows
+option names and the Kafka package never knows the catalog.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from streamsql import types as t
 from streamsql.catalog import Source
-from streamsql.formats import FormatSpec
+from streamsql.catalog.source_formats import key_spec, value_spec
 from streamsql.formats import schema_registry_settings as registry_settings
 from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka.options import PIPE_OPTION
@@ -24,29 +25,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DATA_SOURCE = "streamsql_kafka"
-_DELIMITER_NAMES = {"SPACE": " ", "TAB": "\t"}
-
-
-def delimiter(value: str | None) -> str:
-    if value is None:
-        return ","
-    return _DELIMITER_NAMES.get(value.upper(), value)
-
-
-def key_spec(source: Source) -> FormatSpec:
-    fmt = source.key_format if source.key_columns else "NONE"
-    options = dict(source.key_format_options)
-    options.update(source.key_schema.to_options() if source.key_schema is not None else {})
-    return FormatSpec(fmt, tuple(source.key_columns), delimiter(source.key_delimiter), options=options)
-
-
-def value_spec(source: Source) -> FormatSpec:
-    options = dict(source.value_format_options)
-    options.update(source.value_schema.to_options() if source.value_schema is not None else {})
-    return FormatSpec(source.value_format, tuple(source.value_columns), delimiter(source.value_delimiter),
-                      source.wrap_single_value, options=options)
-
-
 #: the reader option of ``processing.guarantee=exactly_once_v2`` (Kafka Streams' consumers read
 #: committed records only under it, uncommitted ones under at_least_once)
 READ_COMMITTED = {"kafka.isolation.level": "read_committed"}
