@@ -27,8 +27,9 @@ over one shared broker and one shared SparkSession:
   query's output, two queries writing one topic, a foreign-key join, a source with a TIMESTAMP
   column) is run again record at a time.
 * **Comparison** per expected topic, in order: key, value (JSON as data; numbers numerically),
-  timestamp, window start/end. Topics with several partitions are compared per partition (Kafka
-  orders records only within a partition).
+  timestamp, window start/end/type (always; a time window's end from the sink's size). Topics
+  with several partitions are compared per partition (Kafka orders records only within a
+  partition).
 
 Test ids are ``<file stem>/<test name>``, plus `` - <FORMAT>`` / `` - <CONFIG>`` for templated
 cases (ksqlDB's naming).

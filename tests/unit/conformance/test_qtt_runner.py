@@ -132,6 +132,22 @@ def test_a_failure_numbers_messages_from_1_and_shows_windows_alike() -> None:
     assert reason and reason.startswith("Topic 'S', message 1: Expected") and reason.count(window) == 2, reason
 
 
+def test_a_window_is_checked_whole_as_ksqldb_compares_window_data() -> None:
+    """Start, end and type, even when the record carries no end (a time window whose size the
+    runner did not know used to pass on its start alone)."""
+    js = compare.SideFormat("json")
+    exp = {"key": 1, "value": 1, "window": {"start": 0, "end": 1000, "type": "time"}}
+
+    def matches(window):  # type: ignore[no-untyped-def]
+        return compare.record_matches(exp, compare.ActualRecord(0, 0, 1, 1, 5, window), js, js, None)
+
+    assert matches({"start": 0, "end": 1000, "type": "time"})
+    assert not matches({"start": 0, "type": "time"})
+    assert not matches({"start": 0, "end": 2000, "type": "time"})
+    assert not matches({"start": 0, "end": 1000, "type": "session"})
+    assert not matches(None)
+
+
 def test_compare_topic_across_partitions_keeps_per_partition_order() -> None:
     js = compare.SideFormat("json")
     exp = [{"key": 1, "value": 1}, {"key": 2, "value": 2}, {"key": 1, "value": 3}]
