@@ -27,8 +27,9 @@ over one shared broker and one shared SparkSession:
   query's output, two queries writing one topic, a foreign-key join, a source with a TIMESTAMP
   column) is run again record at a time.
 * **Comparison** per expected topic, in order: key, value (JSON as data; numbers numerically),
-  timestamp, window start/end. Topics with several partitions are compared per partition (Kafka
-  orders records only within a partition).
+  timestamp, window start/end/type (always; a time window's end from the sink's size). Topics
+  with several partitions are compared per partition (Kafka orders records only within a
+  partition).
 
 Test ids are ``<file stem>/<test name>``, plus `` - <FORMAT>`` / `` - <CONFIG>`` for templated
 cases (ksqlDB's naming).
@@ -411,7 +412,8 @@ class QttRunner:
                         return
                     raise _Failure(f"expected exception message containing {json.dumps(want)} but statement "
                                    f"{i + 1} was rejected with: {_first_line(msg, 400)}") from None
-                raise _Failure(f"statement {i + 1} rejected: {_first_line(msg, 400)}") from None
+                raise _Failure(f"{_statement_named(i, text, e.statement)} rejected: {_first_line(msg, 400)}"
+                               ) from None
             for res in results:
                 close = getattr(res, "close", None)
                 if callable(close) and type(res).__name__ == "RowStream":
@@ -589,16 +591,18 @@ class QttRunner:
             windowed = any(e.get("window") for e in expected)
             actual = []
             for r in engine.admin.read_all(topic):
-                raw_key, window = r.key, None
+                raw_key = r.key
+                window: dict[str, Any] | None = None
                 if windowed and raw_key is not None and len(raw_key) >= 8:
                     if source is not None and (source.window_type or "").upper() == "SESSION" and len(raw_key) >= 16:
                         end, start = struct.unpack(">qq", raw_key[-16:])
-                        raw_key, window = raw_key[:-16], {"start": start, "end": end}
+                        raw_key, window = raw_key[:-16], {"start": start, "end": end, "type": "session"}
                     else:
                         (start,) = struct.unpack(">q", raw_key[-8:])
                         raw_key, window = raw_key[:-8], {"start": start}
                         if source is not None and source.window_size_ms:
                             window["end"] = start + int(source.window_size_ms)
+                        window["type"] = "time"
                 key = decode_with(kspec, raw_key) if kspec is not None and kspec.name.upper() != "NONE" else (
                     None if raw_key is None else decode_with(None, raw_key))
                 value = decode_with(vspec, r.value)
@@ -658,6 +662,16 @@ def _source_for_topic(catalog: Any, topic: str, prefer_declared: bool) -> Any:
     else:
         matches.sort(key=lambda s: s.writer_query is None)
     return matches[0]
+
+
+def _statement_named(index: int, script: str, failed: str | None) -> str:
+    """The rejected statement as a failure names it: ``statement 3`` (a QTT case's third), or,
+    when the case's statement text is a script of several (``streamsql test --sql``), ``statement
+    at line 12`` (where the rejected one starts)."""
+    at = script.find(failed) if failed else -1
+    if at < 0 or failed is None or failed.strip().rstrip(";").strip() == script.strip().rstrip(";").strip():
+        return f"statement {index + 1}"
+    return f"statement at line {script.count(chr(10), 0, at) + 1}"
 
 
 def _first_line(text: str, limit: int = 300) -> str:

@@ -88,7 +88,7 @@ def reason_category(reason: str) -> str:
         return "crash: " + r.split(":")[1].strip() + " escaped the engine"
     if r.startswith("timeout"):
         return "timeout"
-    r = re.sub(r"^statement \d+ rejected: ", "rejected: ", r)
+    r = re.sub(r"^statement (?:\d+|at line \d+) rejected: ", "rejected: ", r)
     if "Can't find any functions with the name" in r:
         return "rejected: unknown function (Can't find any functions with the name ...)"
     if r.startswith("rejected: Unsupported expression"):

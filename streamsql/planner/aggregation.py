@@ -418,7 +418,7 @@ def _reject_unknown_functions(expressions: list[exp.Expr | None]) -> None:
     for expr in expressions:
         for node in expr.find_all(exp.Anonymous) if expr is not None else ():
             if REGISTRY.get(str(node.this)) is None:
-                raise unknown_function(str(node.this).upper())
+                raise unknown_function(str(node.this).upper(), node)
 
 
 def _reject_window_bounds(expr: exp.Expr) -> None:

@@ -497,6 +497,10 @@ class ExpressionCompiler:
 
     def _anonymous(self, node: exp.Anonymous) -> Compiled:
         name = str(node.this).upper()
+        if self.functions.get(name) is None:
+            from streamsql.planner.functions import unknown_function
+
+            raise unknown_function(name, node)
         return self.functions.compile_call(name, node.expressions, self)
 
     def _array(self, node: exp.Array) -> Compiled:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from streamsql import types as t
-from streamsql.errors import AnalysisError
+from streamsql.errors import AnalysisError, located
 
 if TYPE_CHECKING:
     from streamsql.planner.expressions import Compiled, ExpressionCompiler
@@ -156,6 +156,8 @@ _table_functions.register(REGISTRY)
 from streamsql.planner import aggregates as _aggregates  # noqa: E402,F401 - registers the aggregates
 
 
-def unknown_function(name: str) -> AnalysisError:
-    """ksqlDB's error for a call of a function no registry knows."""
-    return AnalysisError(f"Can't find any functions with the name '{name}'")
+def unknown_function(name: str, call: exp.Expr | None = None) -> AnalysisError:
+    """ksqlDB's error for a call of a function no registry knows, starting with where the call is
+    in the script (``Line: 2, Col: 10: ``) when ``call`` is the parsed call: a typo'd name is
+    found without reading the whole statement."""
+    return AnalysisError(f"{located(call)}Can't find any functions with the name '{name}'")

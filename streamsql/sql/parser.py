@@ -852,14 +852,18 @@ class _StatementParser(KsqlParser):
 
 
 def _mark_column_positions(node: object, locate: Callable[[int], tuple[int, int]]) -> None:
-    """Record on each column reference of a statement the script line and column it starts at
-    (``meta["position"]``), for the analysis errors that name where a column is (ksqlDB's
+    """Record on each column reference and each call of a function no built-in class holds (a
+    user's function, or a typo'd name) the script line and column it starts at
+    (``meta["position"]``), for the analysis errors that name where it is (ksqlDB's
     ``Line: 3, Col: 38:`` prefix; errors.located)."""
     if isinstance(node, exp.Expr):
         for column in node.find_all(exp.Column):
             starts = [n.meta["start"] for n in column.walk() if "start" in n.meta]
             if starts:
                 column.meta["position"] = locate(min(starts))
+        for call in node.find_all(exp.Anonymous):
+            if "start" in call.meta:
+                call.meta["position"] = locate(call.meta["start"])
     elif isinstance(node, list | tuple):
         for item in node:
             _mark_column_positions(item, locate)

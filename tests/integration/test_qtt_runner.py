@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -120,7 +121,7 @@ def test_passing_case(results) -> None:  # type: ignore[no-untyped-def]
 def test_output_mismatch_is_a_failure_with_a_useful_reason(results) -> None:  # type: ignore[no-untyped-def]
     r = results["handmade/mismatch"]
     assert r.status == "failed"
-    assert "Topic 'OUTPUT', message 0" in r.reason and '{"D": 11}' in r.reason and '{"D": 10}' in r.reason
+    assert "Topic 'OUTPUT', message 1" in r.reason and '{"D": 11}' in r.reason and '{"D": 10}' in r.reason
     assert "qtt" not in r.reason.split("Topic")[0]  # per-case topic prefixes are not shown
 
 
@@ -213,23 +214,23 @@ def test_corpus_reader_handles_every_file() -> None:
     assert len({c.id for c in cases}) == len(cases)
 
 
-def test_ksql_test_runner_trio(bootstrap, spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "statements.sql").write_text(
-        "CREATE STREAM orders (id INT KEY, units DOUBLE) WITH (kafka_topic='test_topic', value_format='JSON');\n"
-        "CREATE STREAM S1 AS SELECT id, CASE WHEN units < 2.0 THEN 'small' ELSE 'large' END AS size FROM orders;\n")
-    (tmp_path / "input.json").write_text(json.dumps({"inputs": [
-        {"topic": "test_topic", "timestamp": 5, "key": 1, "value": {"UNITS": 2.0}},
-        {"topic": "test_topic", "timestamp": 6, "key": 2, "value": {"UNITS": 1.0}}]}))
-    (tmp_path / "output.json").write_text(json.dumps({"outputs": [
-        {"topic": "S1", "timestamp": 5, "key": 1, "value": {"SIZE": "large"}},
-        {"topic": "S1", "timestamp": 6, "key": 2, "value": {"SIZE": "small"}}]}))
-    case = case_files.load_test_runner_case(tmp_path / "statements.sql", tmp_path / "input.json", tmp_path / "output.json")
+def test_the_example_pipeline_test_passes_and_a_typo_is_located(bootstrap, spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """examples/pipeline-test (the trio docs/conformance.md describes) passes; the same script
+    with a typo'd function fails naming the statement's line and the call's line and column."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "pipeline-test"
+    sql, inputs, outputs = example / "statements.sql", example / "input.json", example / "output.json"
+    typo = tmp_path / "typo.sql"
+    typo.write_text(sql.read_text().replace("COUNT(*)", "CUONT(*)"))
+    cases = [case_files.load_test_runner_case(s, inputs, outputs) for s in (sql, typo)]
     runner = qtt.QttRunner(bootstrap, spark, work_dir=tmp_path / "work", timeout_s=120)
     try:
-        res = runner.run_case(case)
+        passed, failed = runner.run(cases)
     finally:
         runner.close()
-    assert res.status == "passed", res.reason
+    assert passed.status == "passed", passed.reason
+    assert failed.status == "failed"
+    assert failed.reason == ("statement at line 11 rejected: "
+                             "Line: 12, Col: 19: Can't find any functions with the name 'CUONT'"), failed.reason
 
 
 def test_runner_settings_apply_while_cases_run_and_are_restored(spark) -> None:  # type: ignore[no-untyped-def]

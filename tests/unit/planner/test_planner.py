@@ -142,6 +142,14 @@ def test_type_errors_name_operands(catalog: Catalog) -> None:
         compile_expr(catalog, "no_such_fn(n)")
 
 
+def test_a_typo_d_function_name_is_reported_where_it_is_called(catalog: Catalog) -> None:
+    with pytest.raises(AnalysisError, match=r"^Line: 2, Col: 3: Can't find any functions with the name 'UCAS'$"):
+        plan(catalog, "CREATE STREAM o AS SELECT id,\n  ucas(name) AS u FROM pay;")
+    wanted = r"^Line: 1, Col: 32: Can't find any functions with the name 'WONT_FIND_ME'$"
+    with pytest.raises(AnalysisError, match=wanted):
+        plan(catalog, "CREATE TABLE o AS SELECT name, wont_find_me(id) FROM pay GROUP BY name;")
+
+
 def test_persistent_query_rules(catalog: Catalog) -> None:
     with pytest.raises(AnalysisError, match="must include the key column ID"):
         plan(catalog, "CREATE STREAM o AS SELECT name FROM pay;")
