@@ -218,7 +218,7 @@ class KsqlClient:
         return results_from_ksql_response(self._call("POST", "/ksql", body))
 
     def vocabulary(self) -> Any:
-        """streamsql's ``GET /vocabulary``: the names completion offers (``surfaces/vocabulary.py``)."""
+        """streamsql's ``GET /vocabulary``: the names completion offers (``runtime/vocabulary.py``)."""
         return self._call("GET", "/vocabulary", accept="application/json")
 
     def close_query(self, query_id: str) -> None:

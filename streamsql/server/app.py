@@ -424,8 +424,8 @@ class KsqlApp:
         await resp.json(200, {"topic": self.service.engine.processing_log_topic, "entries": entries})
 
     async def vocabulary(self, req: Request, resp: Response) -> None:
-        """What completion offers, for the console and the remote shell (``surfaces/vocabulary.py``)."""
-        from streamsql.surfaces.vocabulary import engine_vocabulary, to_json
+        """What completion offers, for the console and the remote shell (``runtime/vocabulary.py``)."""
+        from streamsql.runtime.vocabulary import engine_vocabulary, to_json
 
         vocab = await self.run(engine_vocabulary, self.service.engine)
         await resp.json(200, to_json(vocab))

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from streamsql.errors import StreamsqlError
 from streamsql.runtime import results as r
-from streamsql.surfaces.vocabulary import Vocabulary, engine_vocabulary
+from streamsql.runtime.vocabulary import Vocabulary, engine_vocabulary
 
 
 class Backend(Protocol):
@@ -128,7 +128,7 @@ class RemoteBackend:
     def _server_vocabulary(self) -> Vocabulary | None:
         """streamsql's ``GET /vocabulary`` (what the web console completes from); None from a
         server without it (ksqlDB's)."""
-        from streamsql.surfaces.vocabulary import from_json
+        from streamsql.runtime.vocabulary import from_json
 
         try:
             return from_json(self.client.vocabulary())

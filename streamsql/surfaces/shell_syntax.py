@@ -19,7 +19,7 @@ from prompt_toolkit.document import Document
 from pygments.lexer import RegexLexer, words
 from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Whitespace
 
-from streamsql.surfaces.vocabulary import KEYWORDS, SHOW_TARGETS, TYPES, Vocabulary
+from streamsql.runtime.vocabulary import KEYWORDS, SHOW_TARGETS, TYPES, Vocabulary
 
 CLI_COMMANDS = ["help", "exit", "quit", "clear", "history", "version", "output"]
 _SOURCE_CONTEXT = {"FROM", "JOIN", "INTO", "DESCRIBE", "EXTENDED", "STREAM", "TABLE"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamsql.server import web_console as wc
-from streamsql.surfaces.vocabulary import KEYWORDS, Vocabulary, from_json, to_json
+from streamsql.runtime.vocabulary import KEYWORDS, Vocabulary, from_json, to_json
 
 
 @pytest.mark.parametrize("headers", [
