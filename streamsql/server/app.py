@@ -59,6 +59,8 @@ DELIMITED = "application/vnd.ksqlapi.delimited.v1"
 KSQL_API_VERSION = "0.29.0"
 #: how much of an over-limit body the server reads (and drops) before answering 413
 DRAIN_BYTES = 64 * 1024 * 1024
+#: how long a refused request's remaining body is read before the answer goes anyway
+DRAIN_WAIT_S = 5.0
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -282,6 +284,7 @@ class KsqlApp:
                 extra = [("WWW-Authenticate", 'Basic realm="KsqlServer"')] if challenge else []
                 if e.error_code == SERVER_NOT_READY:
                     extra.append(("Retry-After", "10"))
+                await self._drain_refused(req)
                 await resp.json(e.status, e.envelope(), extra=extra)
             else:
                 await resp.end()
@@ -295,6 +298,17 @@ class KsqlApp:
                 await resp.json(500, ServerError(SERVER_ERROR, SANITIZED_SERVER_ERROR).envelope())
             else:
                 await resp.end()
+
+    async def _drain_refused(self, req: Request) -> None:
+        """Read the rest of a refused request's body (bounded, briefly) before answering: an
+        HTTP/2 stream answered while its client still sends lost the whole connection, so the
+        client's next request on it failed (a 401 to a chunked /inserts-stream did so)."""
+        if req.body_done:
+            return
+        try:
+            await asyncio.wait_for(req._discard_body(self.settings.max_request_bytes), DRAIN_WAIT_S)
+        except (TimeoutError, ConnectionAbortedError):
+            pass
 
     async def dispatch(self, req: Request, resp: Response) -> None:
         elsewhere = web_console.cross_origin(req.headers, str(req.scope.get("scheme", "http")))

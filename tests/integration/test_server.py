@@ -477,6 +477,17 @@ def _consume_body(client: httpx.Client, body: dict[str, Any], head: dict[str, An
     ended.set()
 
 
+def test_a_refused_http2_request_leaves_its_connection_usable(server: ServerProcess) -> None:
+    """A 401 to a chunked HTTP/2 /inserts-stream was answered while its body was still coming:
+    the server dropped the whole connection, so the client's next request on it failed (found
+    by the REST fuzzer). The refused body is read first now."""
+    with httpx.Client(base_url=server.url, http1=False, http2=True, timeout=30) as h2:
+        for _ in range(3):
+            refused = h2.post("/inserts-stream", content=iter([b"[null]"]))
+            assert refused.status_code == 401, refused.text
+            assert h2.get("/healthcheck").status_code == 200  # the same connection answers
+
+
 def test_inserts_stream(server: ServerProcess) -> None:
     with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), http1=False, http2=True, timeout=600) as h2:
         name = make_stream(h2, rows=0)
