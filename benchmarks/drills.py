@@ -2,7 +2,8 @@
 
 Each takes a minute or more on 2 cores (a SIGKILLed aggregation recovering its exact table; the
 crash drills at scale, ``-k crash_drill``: run and server killed three times over 200k records
-under both delivery guarantees; this harness's own ``--quick`` run), so the suite (``./test.sh``,
+under both delivery guarantees; seed 003 on a Spark standalone cluster against local mode,
+``-k cluster``; this harness's own ``--quick`` run), so the suite (``./test.sh``,
 which must stay under 30 minutes) leaves them out. They use the suite's fixtures (one broker, one
 SparkSession): ``python -m benchmarks.drills`` runs them all; extra arguments go to pytest
 (``-k crash_drill``).

@@ -158,9 +158,9 @@ ENVIRONMENT_DOCS: dict[str, str] = {
                         "forked, not started\")",
     "STREAMSQL_TANSU": "path of a tansu binary to use instead of the `broker` extra's",
     "STREAMSQL_QTT_DIR": "(tests) the directory holding ksqlDB's query-validation tests `qtt/` folder",
-    "STREAMSQL_QTT_RATCHET": "(tests) which ids of the conformance ratchet the suite re-runs: unset or `third` "
-                             "a deterministic third (every file's first and last id and every third between), "
-                             "`full` every id, `sample` every file's first id and the last of the largest",
+    "STREAMSQL_QTT_RATCHET": "(tests) which ids of the conformance ratchet the suite re-runs: unset or `sample` "
+                             "every file's first id and the last of the largest, `third` a deterministic third "
+                             "(every file's first and last id and every third between), `full` every id",
     "STREAMSQL_DRILL_RECORDS": "(drills) input records of the crash drills at scale (default 200000)",
     "STREAMSQL_FUZZ_SCALE": "(tests) the REST fuzzer runs this many times longer than its suite budget (default 1)",
     "PYSPARK_PYTHON": "the Python Spark's workers run (default: the driver's, in local mode)",

@@ -244,6 +244,7 @@ def _per_key(admin: KafkaAdmin, topic: str) -> dict[bytes | None, list[bytes | N
     return dict(out)
 
 
+@pytest.mark.drill  # 2-3 minutes with the cluster's start: `python -m benchmarks.drills -k cluster`
 @pytest.mark.timeout(900)  # a chain of three queries, twice, on a cold cluster: minutes on a loaded machine
 def test_cheapest_quote_and_python_udaf_on_a_standalone_cluster_equal_local_mode(  # type: ignore[no-untyped-def]
         bootstrap, topic_name, tmp_path, cluster, worker_python):
