@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from streamsql import types as t
+from streamsql.functions.table_functions import POSITION, array_column
 from streamsql.planner.aggregation import MATCH_COL, AggregatePlan
 from streamsql.planner.expressions import quote
-from streamsql.planner.table_functions import POSITION, array_column
 from streamsql.types import HEADERS_COL, TOMBSTONE_COL
 
 if TYPE_CHECKING:

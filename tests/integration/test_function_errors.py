@@ -88,7 +88,7 @@ def test_datetime_pattern_rules_match_spark(spark) -> None:  # type: ignore[no-u
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from streamsql.planner.builtins.datetime_patterns import pattern_error
+    from streamsql.functions.builtins.datetime_patterns import pattern_error
 
     edges = ["yyyy-MM-dd HH:mm:ss.SSS", "yyyy-MM-dd'T'HH:mm:ssX", "''", "'", "yyyy'", "[yyyy]", "yyyy]", "{", "#",
              "ss.SSS'Z", "S" * 9, "S" * 10, "y" * 6, "y" * 7, "GGGGG", "MMMMM", "xxxxxx", "VV", "V", "vvvv", "OOOO",
@@ -144,7 +144,7 @@ def test_an_unknown_time_zone_logs_the_record_and_yields_null(engine, topic_name
 def test_time_zone_rules_match_spark(spark) -> None:  # type: ignore[no-untyped-def]
     """``zone_error`` says what Spark's ``DateTimeUtils.getZoneId`` says, over regions, short ids,
     offsets in every form and near misses."""
-    from streamsql.planner.builtins.datetime_patterns import zone_error
+    from streamsql.functions.builtins.datetime_patterns import zone_error
 
     get_zone = spark._jvm.org.apache.spark.sql.catalyst.util.DateTimeUtils.getZoneId
     zones = ["UTC", "GMT", "UT", "Z", "America/New_York", "Europe/London", "Asia/Kolkata", "Etc/GMT+5", "PST", "EST",
