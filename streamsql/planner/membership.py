@@ -33,7 +33,7 @@ class _NeverMatches(Exception):
 
 
 def compile_in(compiler: ExpressionCompiler, node: exp.In) -> Compiled:
-    from streamsql.planner.expressions import Compiled
+    from streamsql.functions.compiled import Compiled
 
     value = compiler.compile(node.this)
     running = value.type
@@ -128,7 +128,7 @@ def _constructor(node: exp.Expr) -> str | None:
 
 def _convert(compiler: ExpressionCompiler, node: exp.Expr, target: t.SqlType | None) -> Compiled:
     """Compile one item, converting literals (also inside constructors) to ``target``."""
-    from streamsql.planner.expressions import Compiled, string_literal
+    from streamsql.functions.compiled import Compiled, string_literal
 
     if target is None:
         return compiler.compile(node)
