@@ -1,4 +1,5 @@
-"""Bytes conversions (category CONVERSIONS, plus TO_BYTES/FROM_BYTES which ksqlDB lists as STRING)."""
+"""Conversions (category CONVERSIONS): numbers from bytes, an integer from a boolean; plus
+TO_BYTES/FROM_BYTES, which ksqlDB lists as STRING."""
 
 from __future__ import annotations
 
@@ -81,3 +82,6 @@ def register(reg: FunctionRegistry) -> None:
         add(reg, name, from_bytes(size, ty), lo=1, hi=2, category="CONVERSIONS",
             description=f"Reads a {ty} from {size} bytes (BIG_ENDIAN default, or LITTLE_ENDIAN).",
             accepts=any_sig(sig("bytes"), sig("bytes", "str")))
+    add(reg, "INT_FROM_BOOLEAN", lambda cs: c(f"CAST({cs[0].sql} AS INT)", t.INTEGER), lo=1, hi=1,
+        category="CONVERSIONS", description="Converts a boolean to an integer: 1 for true, 0 for false.",
+        accepts=sig("bool"))

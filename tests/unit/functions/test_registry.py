@@ -171,3 +171,13 @@ def test_stddev_samp_and_stddev_sample_are_the_sample_standard_deviation() -> No
         assert bound.complex_state
     assert not registry().aggregate("SUM").bind([t.INTEGER], []).complex_state
     assert registry().aggregate("AVG").bind([t.INTEGER], []).complex_state
+
+
+def test_int_from_boolean_takes_a_boolean_and_gives_an_integer() -> None:
+    """ksqlDB's INT_FROM_BOOLEAN (its ``IntFromBoolean`` UDF): BOOLEAN -> INT; Spark's cast of a
+    boolean to INT gives the same 1 / 0 / null (the Spark test evaluates it)."""
+    compiled = compile_expr("INT_FROM_BOOLEAN(B)", B=t.BOOLEAN)
+    assert compiled.type == t.INTEGER and registry().get("INT_FROM_BOOLEAN").category == "CONVERSIONS"
+    assert _variants("INT_FROM_BOOLEAN") == ["INT_FROM_BOOLEAN(BOOLEAN) -> INTEGER"]
+    with pytest.raises(AnalysisError, match=r"Function 'int_from_boolean' does not accept parameters \(INTEGER\)\."):
+        compile_expr("INT_FROM_BOOLEAN(N)", N=t.INTEGER)
