@@ -1,10 +1,11 @@
 """ksqlDB's aggregate functions, as Python accumulators run by the aggregation processor.
 
-This module is the ONE place where aggregate functions are defined and dispatched: the planner
-asks :func:`get` for a name, :meth:`AggregateFunction.bind` checks the argument types and gives
-the result type, and the processor (``streamsql.physical.aggregator``) creates one accumulator per
-group (and window) with :meth:`BoundAggregate.create`. User-defined aggregates register here with
-:func:`register` (they become visible to ``SHOW FUNCTIONS`` through the function registry too).
+This module is the ONE place where the built-in aggregate functions are defined; :func:`register`
+puts them in the function registry, where the planner finds one by name
+(``FunctionRegistry.aggregate``), :meth:`AggregateFunction.bind` checks the argument types and
+gives the result type, and the processor (``streamsql.physical.aggregator``) creates one
+accumulator per group (and window) with :meth:`BoundAggregate.create`. Python UDAFs register in
+the same registry (``streamsql.functions.python.aggregate``).
 
 Why Python accumulators rather than Spark's aggregates: ksqlDB emits one update per input record,
 retracts the old value of a changed table row (``remove``), merges session windows (``merge``)

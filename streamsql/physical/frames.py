@@ -53,7 +53,7 @@ def select_changes(plan: QueryPlan, source_df: DataFrame) -> DataFrame:
 
 
 def explode(df: DataFrame, arrays: list[str]) -> DataFrame:
-    """Table functions (planner/table_functions.py): one row per position of the longest array;
+    """Table functions (functions/table_functions.py): one row per position of the longest array;
     the arrays stay as ``__TF*`` columns."""
     if not arrays:
         return df

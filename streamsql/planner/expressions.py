@@ -182,7 +182,7 @@ class ExpressionCompiler:
         return ExpressionCompiler(inner, self.functions)
 
     def table_function(self, name: str, array: Compiled) -> Compiled:
-        """A table-function call: ``array`` holds its rows; see planner/table_functions.py."""
+        """A table-function call: ``array`` holds its rows; see functions/table_functions.py."""
         if self.table_functions is None:
             raise AnalysisError(f"Table function {name} can only be used in the SELECT list of a query "
                                 f"over a STREAM ({self.scope.clause} is not allowed).")

@@ -58,7 +58,7 @@ class QueryPlan:
     limit: int | None = None
     emit: str | None = "CHANGES"
     notes: list[str] = field(default_factory=list)
-    #: arrays of the SELECT's table functions (EXPLODE ...), see planner/table_functions.py
+    #: arrays of the SELECT's table functions (EXPLODE ...), see functions/table_functions.py
     table_functions: list[str] = field(default_factory=list)
     #: the new key columns (by their Spark SQL) whose PARTITION BY expression reads more than the
     #: old key (a value column, ROWTIME): ksqlDB evaluates those on the record's value, so a

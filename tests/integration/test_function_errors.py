@@ -3,7 +3,7 @@ the processing log naming the function and the error, the call yields null, the 
 
 Spark refuses an invalid datetime pattern when it formats the first row and fails the task, so a
 query with one restarted in a loop (issue #52); the date functions now check their pattern
-first (``planner/builtins/datetime_patterns.py``), at planning for a literal and per record for
+first (``functions/builtins/datetime_patterns.py``), at planning for a literal and per record for
 a column. Real broker, real Spark (fixture ``engine``)."""
 
 from __future__ import annotations

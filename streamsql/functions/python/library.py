@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamsql.functions.catalog import registry
-from streamsql.functions.python import loader, runtime
-from streamsql.functions.python import registration as udf_compile
+from streamsql.functions.python import loader, registration, runtime
 from streamsql.functions.python.api import FunctionSpec
 from streamsql.kafka.processing_log import LogTarget
 
@@ -52,8 +51,8 @@ def load(extension_dir: str | None) -> list[str]:
                 problems.append(str(e))
             else:
                 loaded[path.parent.resolve()] = None
-        problems += udf_compile.register(registry(), specs)
-        registered = udf_compile.python_function_names()
+        problems += registration.register(registry(), specs)
+        registered = registration.python_function_names()
         by_name: dict[str, list[FunctionSpec]] = {}
         for s in specs:
             if s.name in registered:

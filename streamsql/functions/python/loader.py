@@ -12,7 +12,7 @@ Python function, and nothing from that file is registered.
 On a Spark cluster the functions reach the executors by value (cloudpickle); the directory of
 every loaded file must be shipped too, so helper modules a function file imports (say
 ``_helpers.py`` beside it, on ``sys.path`` by the file's own doing) are importable there as well:
-loading says which directories (``udf/functions.code_directories``), the engine ships them
+loading says which directories (``functions/python/library.code_directories``), the engine ships them
 (:func:`streamsql.runtime.spark.ship_directory`). Nothing here calls Spark.
 """
 

@@ -143,7 +143,7 @@ def spark_udf(spec: FunctionSpec, errors: ErrorLog) -> Any:
 
 
 def datetime_pattern_check(errors: ErrorLog) -> Callable[..., str | None]:
-    """The per-record check of a date function's pattern (``planner/builtins/datetime.py``):
+    """The per-record check of a date function's pattern (``functions/builtins/datetime.py``):
     the pattern when Spark accepts it; otherwise the record goes to the processing log, naming
     the function and the problem (ksqlDB's ``KsqlFunctionException``), and the call yields NULL."""
     from streamsql.functions.builtins.datetime_patterns import pattern_error
@@ -162,7 +162,7 @@ def datetime_pattern_check(errors: ErrorLog) -> Callable[..., str | None]:
 
 
 def time_zone_check(errors: ErrorLog) -> Callable[..., str | None]:
-    """The per-record check of a date function's time zone (``planner/builtins/datetime.py``):
+    """The per-record check of a date function's time zone (``functions/builtins/datetime.py``):
     the zone when Spark accepts it; otherwise the record goes to the processing log naming the
     function and the zone (ksqlDB's ``ZoneId.of`` failure) and the call yields NULL."""
     from streamsql.functions.builtins.datetime_patterns import zone_error

@@ -1,4 +1,4 @@
-"""The date functions' pattern check at planning (``planner/builtins/datetime.py``): a literal
+"""The date functions' pattern check at planning (``functions/builtins/datetime.py``): a literal
 pattern Spark accepts compiles to Spark's function as it is; an invalid literal, or a pattern
 from a column, goes through the per-record check that logs the record and yields NULL. (That the
 rules are Spark's is held against Spark itself in tests/integration/test_function_errors.py.)"""
