@@ -103,8 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        if os.environ.get("STREAMSQL_OBJECT_STORE_LOG"):
-            super().log_message(format, *args)
+        """Quiet: one line per request would fill the broker's log (tansu polls by listing)."""
 
     # --- plumbing -----------------------------------------------------------------------------
 
