@@ -18,7 +18,7 @@ if [ -f "$ready" ] && [ -f "$installed" ] && [ ! pyproject.toml -nt "$installed"
   say "already set up in $PWD/.venv (delete $ready to redo the checks)"
   exit 0
 fi
-say "setting up streamsql in $PWD/.venv (a fresh machine: about 5 minutes, mostly downloads and one Spark run)"
+say "setting up streamsql in $PWD/.venv (a fresh machine: about 6 minutes, mostly downloads and one Spark run)"
 
 command -v java >/dev/null || { echo "streamsql needs Java 17 on PATH (Spark runs on the JVM)" >&2; exit 1; }
 PY="${PYTHON:-python3}"
