@@ -50,7 +50,11 @@ class Scan:
         if self.pinned is not None:
             at = ", ".join(f"{p}:{o}" for p, o in sorted(self.pinned.items()))
             start = f"{start} as the statement was accepted, partition:offset {at}"
-        pushed = f"; the reader drops rows failing {self.source_filter}" if self.source_filter else ""
+        pushed = ""
+        if self.source_filter:
+            from streamsql.planner.pushdown import filter_text
+
+            pushed = f"; the reader keeps only rows where {filter_text(self.source_filter)}"
         return (f"Scan {self.source.kind.lower()} {self.source.name} (topic {self.source.topic}, "
                 f"key {self.source.key_format}, value {self.source.value_format}, from {start}{pushed})")
 
