@@ -156,8 +156,26 @@ def _aggregation_text(label: str, p: AggregatePlan) -> str:
     calls = ", ".join(c.shown or c.text for c in p.calls)
     text = f"{label} by {keys}: {calls}"
     if p.window is not None:
-        text += f" window {p.window.type} size {p.window.size_ms} ms grace {p.grace_ms} ms"
+        w = p.window
+        spans = [_duration(w.size_ms) if w.type == "SESSION" else f"SIZE {_duration(w.size_ms)}"]
+        if w.advance_ms is not None:
+            spans.append(f"ADVANCE BY {_duration(w.advance_ms)}")
+        spans.append(f"GRACE PERIOD {_duration(p.grace_ms)}")
+        text += f" window {w.type} ({', '.join(spans)})"
     return text
+
+
+_UNITS = (("DAY", 86_400_000), ("HOUR", 3_600_000), ("MINUTE", 60_000), ("SECOND", 1000), ("MILLISECOND", 1))
+
+
+def _duration(ms: int) -> str:
+    """Milliseconds in ksqlDB's words, in the largest unit that states them exactly (60000 ->
+    ``1 MINUTE``): what a reader of EXPLAIN or the topology wrote in the statement."""
+    for unit, size in _UNITS:
+        if ms and ms % size == 0:
+            n = ms // size
+            return f"{n} {unit}{'' if n == 1 else 'S'}"
+    return f"{ms} MILLISECONDS"
 
 
 @dataclass
