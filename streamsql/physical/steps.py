@@ -143,7 +143,7 @@ class Select:
     def describe(self) -> str:
         parts = [f"Select {', '.join(c.name for c in self.plan.columns)}"]
         if self.plan.where:
-            parts.append(f"where {self.plan.where}")
+            parts.append(f"where {self.plan.where_text or self.plan.where}")
         if self.changelog:
             parts.append("(table changes)")
         if self.in_reader:
