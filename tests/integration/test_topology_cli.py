@@ -3,6 +3,7 @@ drawn; every source, query, sink and internal topic is named in the DOT and Merm
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -30,9 +31,20 @@ def test_seed_000_pipeline_as_dot_and_mermaid(tmp_path: Path, spark, capsys) -> 
         missing = [n for n in names if n not in text]
         assert not missing, f"{fmt} lacks {missing}"
         assert "Aggregate" in text and "Select" in text  # the queries' steps
+        if fmt == "dot":  # step labels wrap: no line of a label is wider than a few words
+            labels = re.findall(r'label="((?:[^"\\]|\\.)*)"', text)
+            assert max(len(line) for label in labels for line in label.split("\\n")) <= 60, labels
+    # the picture reads on a screen: long step labels wrap, queries stack top to bottom (it was
+    # 4,625 px wide with each step on one line, left to right)
+    if shutil.which("dot"):
+        png = tmp_path / "seed.png"
+        assert main(["topology", str(SEED), "--format", "png", "--output", str(png)]) == 0
+        width = int.from_bytes(png.read_bytes()[16:20], "big")  # the PNG header's IHDR width
+        assert 0 < width <= 1600, width
     assert main(["topology", str(SEED), "--query", "CTAS_TOP_WORDS_3"]) == 0
     text = capsys.readouterr().out
     assert "Query CTAS_TOP_WORDS_3: LOG_WORDS → TOP_WORDS" in text and "CTAS_HEAVY_HITTERS_2" not in text
+    assert "window TUMBLING (SIZE 1 MINUTE)" in text  # durations as the statement says them
 
 
 def test_bad_arguments_are_named(tmp_path: Path, spark, capsys) -> None:  # type: ignore[no-untyped-def]
