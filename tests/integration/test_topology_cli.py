@@ -44,7 +44,7 @@ def test_seed_000_pipeline_as_dot_and_mermaid(tmp_path: Path, spark, capsys) -> 
     assert main(["topology", str(SEED), "--query", "CTAS_TOP_WORDS_3"]) == 0
     text = capsys.readouterr().out
     assert "Query CTAS_TOP_WORDS_3: LOG_WORDS → TOP_WORDS" in text and "CTAS_HEAVY_HITTERS_2" not in text
-    assert "window TUMBLING (SIZE 1 MINUTE)" in text  # durations as the statement says them
+    assert "window TUMBLING (SIZE 1 MINUTE, GRACE PERIOD 1 DAY)" in text  # durations as the statement says them
 
 
 def test_bad_arguments_are_named(tmp_path: Path, spark, capsys) -> None:  # type: ignore[no-untyped-def]
