@@ -11,19 +11,18 @@ Settings and why:
     RocksDB; changelog checkpointing writes only each batch's changes. Both are frozen into a
     query's checkpoint when it first starts (a checkpoint written before keeps its provider).
   * local masters only: the JVM compiles with C1 alone (``-XX:TieredStopAtLevel=1``) and collects
-    with the serial collector (:data:`LOCAL_JVM_OPTIONS`). On a laptop the JVM shares a few cores
+    with the parallel collector (:data:`LOCAL_JVM_OPTIONS`). On a laptop the JVM shares a few cores
     with the Python workers and the broker; C2's compiler threads and G1's concurrent work took
     half of its CPU seconds in a 500k-record W3 run, and without them the run was 1.3× faster
     end to end and in its steady batches too (docs/performance.md). The young generation is
-    64 MB (``-Xmn64m``): a default one is a third of the heap, all of it touched between
-    collections, so a 1 GB driver held ~730 MB resident for a stateless query that keeps little
-    alive; with 64 MB, ~480 MB at the same records/s (W1, docs/performance.md). The serial
-    collector, unlike the parallel one's adaptive sizing, keeps the old generation near what is
-    live (20-40% free, ``Min/MaxHeapFreeRatio``) and gives back what a collection frees: seed
-    003's JVM peaked at 491 MB instead of 546 (its old generation had grown to ~320 MB for
-    ~180 MB live); with 64 MB to collect, one GC thread is enough on a few cores. The heap's
-    bound stays ``spark.driver.memory``'s. A cluster's driver keeps the JVM's defaults;
-    ``spark.driver.extraJavaOptions`` set by the user replaces ours.
+    64 MB (``-Xmn64m``): the parallel collector sizes it at a third of the heap and touches all
+    of it between collections, so a 1 GB driver held ~730 MB resident for a stateless query
+    that keeps little alive; with 64 MB, ~480 MB at the same records/s (W1, docs/performance.md).
+    The heap is not most of a local JVM's memory: in seed 003's pipeline (docs/performance.md)
+    its heap held ~216 MB committed of a ~560 MB PSS; the serial collector with a 128 MB initial
+    heap and 20-40% free left the JVM's peak at 491-618 MB against 546 with these flags, so they
+    stay. A cluster's driver keeps the JVM's defaults; ``spark.driver.extraJavaOptions`` set by the
+    user replaces ours.
   * py4j's callback server (which the JVM calls for ``foreachBatch`` and listeners) waits for
     connections with ``select()``, which fails on a descriptor numbered 1,024 or more. A server
     holding hundreds of client connections when its first push query starts gets such a number,
@@ -127,9 +126,9 @@ _unlimited_select()
 _lock = threading.Lock()
 #: keeps Spark's own logging to errors (the default prints WARN lines users cannot act on)
 _LOG4J = Path(__file__).with_name("log4j2.properties")
-#: JVM flags of a local session (see the module docstring): C1 only, the serial collector with
-#: an old generation kept near what is live, a 64 MB young generation
-LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmn64m -XX:MinHeapFreeRatio=20 -XX:MaxHeapFreeRatio=40"
+#: JVM flags of a local session (see the module docstring): C1 only, the parallel collector,
+#: a 64 MB young generation
+LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -Xmn64m"
 #: the Python worker daemon of a local session: PySpark's, with our tasks' modules preloaded
 WORKER_DAEMON = "streamsql.runtime.worker_daemon"
 #: the environment of a local session's processes (see the module docstring), set before the JVM

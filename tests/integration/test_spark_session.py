@@ -85,13 +85,12 @@ def test_checkpoint_files_get_their_permissions_from_our_local_file_system(spark
 
 
 def test_a_local_session_s_jvm_has_a_small_young_generation(spark) -> None:  # type: ignore[no-untyped-def]
-    """A default young generation (a third of the heap) is all touched between collections: a
-    local JVM keeps it at 64 MB and collects with the serial collector, whose old generation
-    grows and shrinks with what is live (runtime/spark.py, docs/performance.md)."""
+    """The parallel collector's default young generation (a third of the heap) is all touched
+    between collections: a local JVM keeps it at 64 MB (runtime/spark.py, docs/performance.md)."""
     jvm = spark.sparkContext._jvm
     pools = {p.getName(): p for p in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()}
     young = [p.getUsage().getMax() for name, p in pools.items() if "Eden" in name or "Survivor" in name]
-    assert pools.keys() >= {"Eden Space", "Tenured Gen"}, sorted(pools)  # the serial collector
+    assert pools.keys() & {"PS Eden Space"}, sorted(pools)  # the parallel collector
     assert 0 < sum(young) <= 64 * 2**20
 
 
