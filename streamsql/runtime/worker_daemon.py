@@ -25,9 +25,7 @@ Between two tasks a reused worker gives back the memory its last task freed
 (:func:`release_freed_memory`). PySpark collects garbage there; but glibc keeps the freed chunks of
 a large batch (its heap and its mmap threshold grow with the biggest block it has freed), and
 pyarrow's mimalloc keeps its freed pages, so an idle worker stayed as large as its largest batch
-had made it. Seed 003's pipeline keeps about nine workers alive on two cores (three queries, each
-task a Kafka reader, a Python function and a Kafka writer), and after batches of up to ~190,000
-rows those held 667 MB together (docs/performance.md).
+had made it (seed 003's pipeline: docs/performance.md).
 
 Local masters only (:mod:`streamsql.runtime.spark`): the daemon starts before any task ships
 code, so this module must be importable from the daemon's own path, which on a local master is
