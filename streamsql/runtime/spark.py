@@ -18,7 +18,10 @@ Settings and why:
     64 MB (``-Xmn64m``): the parallel collector sizes it at a third of the heap and touches all
     of it between collections, so a 1 GB driver held ~730 MB resident for a stateless query
     that keeps little alive; with 64 MB, ~480 MB at the same records/s (W1, docs/performance.md).
-    A cluster's driver keeps the JVM's defaults; ``spark.driver.extraJavaOptions`` set by the
+    The heap is not most of a local JVM's memory: in seed 003's pipeline (docs/performance.md)
+    its heap held ~216 MB committed of a ~560 MB PSS; the serial collector with a 128 MB initial
+    heap and 20-40% free left the JVM's peak at 491-618 MB against 546 with these flags, so they
+    stay. A cluster's driver keeps the JVM's defaults; ``spark.driver.extraJavaOptions`` set by the
     user replaces ours.
   * py4j's callback server (which the JVM calls for ``foreachBatch`` and listeners) waits for
     connections with ``select()``, which fails on a descriptor numbered 1,024 or more. A server
