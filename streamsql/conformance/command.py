@@ -20,7 +20,16 @@ from streamsql.conformance.cases import (
     load_file,
     load_test_runner_case,
 )
-from streamsql.conformance.results import CaseResult, file_line, summary_line, top_failures, write_report
+from streamsql.conformance.results import (
+    FAILED,
+    INFRASTRUCTURE,
+    CaseResult,
+    file_line,
+    summarize,
+    summary_line,
+    top_failures,
+    write_report,
+)
 
 #: 2 × cores: a case's time is mostly CPU (query start, micro-batches), plus waits on the broker and
 #: on Spark's trigger loop that more cases in flight fill (corpus sample on 2 cores: 2 → 3 cut 13%;
@@ -108,7 +117,7 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
             if picked:
                 cases_by_file[f.name] = picked
     results = run_cases(cases_by_file, args, out)
-    return 1 if any(r.status == "failed" for r in results) else 0
+    return 1 if summarize(results).not_passed else 0
 
 
 def run_cases(cases_by_file: Mapping[str, Sequence[QttCase | CaseResult]], args: argparse.Namespace,
@@ -145,7 +154,7 @@ def run_cases(cases_by_file: Mapping[str, Sequence[QttCase | CaseResult]], args:
                 res = item if isinstance(item, CaseResult) else next(stream)
                 file_results.append(res)
                 results.append(res)
-                if args.verbose and res.status == "failed":
+                if args.verbose and res.status in (FAILED, INFRASTRUCTURE):
                     print(f"  FAILED {res.id}: {res.reason}", file=out, flush=True)
                 if args.json_report:
                     write_report(Path(args.json_report), results, time.monotonic() - started)

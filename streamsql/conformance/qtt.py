@@ -56,7 +56,7 @@ from streamsql.conformance.compare import ActualRecord, SideFormat, compare_topi
 from streamsql.conformance.expectations import check_post, expected_failure_kind, message_matches
 from streamsql.conformance.rawproduce import partition_for
 from streamsql.conformance.records import decode_with, encode_with, raw_encode, window_suffix
-from streamsql.conformance.results import CaseResult
+from streamsql.conformance.results import CaseResult, judged
 from streamsql.conformance.topics import register_topic_schemas, rewrite_statement, topics_to_create
 from streamsql.errors import ParseError, StreamsqlError
 from streamsql.formats import schema_registry
@@ -277,26 +277,14 @@ class QttRunner:
                 for f in futures:
                     f.cancel()  # the consumer stopped early: run nothing more
 
-    #: Spark gives a Python worker 10 s to start; on an overloaded machine the Kafka source's worker
-    #: misses it and the query dies before reading anything. Not a result: the case is run again.
-    INFRA_FAILURE = "Python worker failed to connect back"
-    INFRA_ATTEMPTS = 3
-
     def run_case(self, case: QttCase) -> CaseResult:
-        """Runs ``case``; one that failed on :attr:`INFRA_FAILURE` is run again (up to
-        :attr:`INFRA_ATTEMPTS` in all), and the result says how many attempts it took, so a
-        retried case is counted and reported (``summary_line``, the JSON report), never passed
-        silently."""
-        feed_first = True
-        for attempt in range(1, self.INFRA_ATTEMPTS + 1):
-            result = self._run_case_once(case, feed_first)
-            if result.status == "rerun":  # not an attempt: the same case in the other feeding mode
-                feed_first = False
-                result = self._run_case_once(case, feed_first)
-            result.attempts = attempt
-            if self.INFRA_FAILURE not in result.reason:
-                break
-        return result
+        """Runs ``case`` once (twice only when its inputs cannot be fed before its queries start:
+        the same case in the other feeding mode, not a retry). A failure of the machine's is
+        reported as such (:func:`~streamsql.conformance.results.judged`), never run again."""
+        result = self._run_case_once(case, feed_first=True)
+        if result.status == "rerun":
+            result = self._run_case_once(case, feed_first=False)
+        return judged(result)
 
     def _run_case_once(self, case: QttCase, feed_first: bool = True) -> CaseResult:
         if case.skip_reason:

@@ -184,6 +184,9 @@ def test_summary_lines() -> None:
     assert case_results.summary_line(rs) == "1 passed, 1 failed, 1 skipped"
     assert case_results.summary_line(rs[:2]) == "1 passed, 1 failed"
     assert case_results.file_line("f.json", rs).startswith("f.json: 1 passed, 1 failed, 1 skipped")
+    rs.append(case_results.CaseResult("f/d", "f.json", "infrastructure", "Python worker failed to connect back"))
+    assert case_results.summary_line(rs) == "1 passed, 1 failed, 1 infrastructure failure, 1 skipped"
+    assert case_results.file_line("f.json", rs).startswith("f.json: 1 passed, 1 failed, 1 infrastructure, 1 skipped")
 
 
 def test_test_runner_trio(tmp_path: Path) -> None:
@@ -253,8 +256,8 @@ def test_report_has_per_file_counts_and_top_failures(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     case_results.write_report(report, results, 1.0)
     data = json.loads(report.read_text())
-    assert data["files"] == {"a.json": {"passed": 1, "failed": 1, "skipped": 0},
-                             "b.json": {"passed": 0, "failed": 2, "skipped": 1}}
+    assert data["files"] == {"a.json": {"passed": 1, "failed": 1, "infrastructure": 0, "skipped": 0},
+                             "b.json": {"passed": 0, "failed": 2, "infrastructure": 0, "skipped": 1}}
     assert data["top_failures"][0] == {"category": "Not supported yet: FOO", "tests": 2}
     assert [t["id"] for t in data["tests"]] == ["a/1", "a/2", "b/1", "b/2", "b/3"]
 
@@ -359,7 +362,10 @@ def test_expected_exception_kinds() -> None:
     assert expectations.expected_failure_kind({}) is None
 
 
-def test_a_case_run_again_after_an_infrastructure_failure_is_counted_and_reported(tmp_path: Path) -> None:
+def test_an_infrastructure_failure_is_reported_as_such_never_run_again_into_a_pass(tmp_path: Path) -> None:
+    """The runner used to run a case that hit a Python worker's connect timeout again (up to 3
+    times) and report the second run's pass; a case runs once, and the machine's failure has its
+    own status, counted apart in the summary and as a failure in the figure."""
     runs: list[str] = []
 
     class Runner(qtt.QttRunner):
@@ -369,16 +375,49 @@ def test_a_case_run_again_after_an_infrastructure_failure_is_counted_and_reporte
         def _run_case_once(self, case: case_files.QttCase, feed_first: bool = True) -> case_results.CaseResult:
             runs.append(case.id)
             if case.id == "flaky" and runs.count("flaky") == 1:
-                return case_results.CaseResult(case.id, case.file, "failed", f"crash: {qtt.QttRunner.INFRA_FAILURE}")
+                return case_results.CaseResult(case.id, case.file, "failed",
+                                               "crash: SparkException: Python worker failed to connect back.")
             return case_results.CaseResult(case.id, case.file, "passed")
 
     results = Runner().run([case_files.QttCase(i, "f.json", i, []) for i in ("steady", "flaky")])
-    assert [(r.id, r.status, r.attempts) for r in results] == [("steady", "passed", 1), ("flaky", "passed", 2)]
-    assert case_results.summary_line(results) == "2 passed, 0 failed (1 run again after an infrastructure failure)"
+    assert runs == ["steady", "flaky"]
+    assert [(r.id, r.status) for r in results] == [("steady", "passed"), ("flaky", "infrastructure")]
+    assert case_results.summary_line(results) == "1 passed, 0 failed, 1 infrastructure failure"
+    assert case_results.summarize(results).not_passed == 1
     case_results.write_report(tmp_path / "r.json", results, 1.0)
     data = json.loads((tmp_path / "r.json").read_text())
-    assert data["retried"] == [{"id": "flaky", "attempts": 2, "status": "passed"}]
-    assert {t["id"]: t["attempts"] for t in data["tests"]} == {"steady": 1, "flaky": 2}
+    assert (data["passed"], data["failed"], data["infrastructure"]) == (1, 0, 1)
+    assert {t["id"]: t["status"] for t in data["tests"]} == {"steady": "passed", "flaky": "infrastructure"}
+    from streamsql.conformance import report
+
+    assert report.markdown(data).startswith("**1 of 2 cases passed (50%; 50% of the 2 not disabled), "
+                                            "1 failed (1 of them infrastructure failures), 0 skipped;")
+
+
+def test_the_rest_runner_runs_a_case_once_and_reports_an_infrastructure_failure() -> None:
+    """The REST runner ran a case whose failure matched a broad list (timeouts, "internal error",
+    STREAM_FAILED) a second time and kept the second result; now once, and only the machine's
+    failures get the infrastructure status: an engine's failure stays a failure."""
+    from streamsql.conformance import rqtt
+
+    runs: list[str] = []
+    reasons = {"worker": "crash: Python worker failed to connect back.",
+               "engine": "query failed: STREAM_FAILED internal error when processing"}
+
+    class Runner(rqtt.RqttRunner):
+        def __init__(self) -> None:  # no server: _run_once is replaced
+            pass
+
+        def _run_once(self, case: rqtt.RqttCase) -> case_results.CaseResult:
+            runs.append(case.id)
+            if runs.count(case.id) == 1:
+                return case_results.CaseResult(case.id, case.file, "failed", reasons[case.id])
+            return case_results.CaseResult(case.id, case.file, "passed")
+
+    runner = Runner()
+    results = [runner.run_case(rqtt.RqttCase(i, "r.json", i, [])) for i in ("worker", "engine")]
+    assert runs == ["worker", "engine"]
+    assert [r.status for r in results] == ["infrastructure", "failed"]
 
 
 def test_a_statement_decides_the_partitions_of_a_listed_topic_without_a_count() -> None:
