@@ -352,14 +352,33 @@ def test_markdown_summary_names_a_file_that_is_not_a_report(tmp_path: Path, caps
     assert report.main([str(tmp_path / "missing.json")]) == 2
 
 
-def test_expected_exception_kinds() -> None:
-    """ksqlDB's exception class says which failure a case expects: a rejected statement or a query
-    failing while processing; KsqlException (their base) and unknown classes allow either."""
-    assert expectations.expected_failure_kind({"type": "io.confluent.ksql.util.KsqlStatementException"}) == "statement"
-    assert expectations.expected_failure_kind({"type": "io.confluent.ksql.parser.exception.ParseFailedException"}) == "statement"
-    assert expectations.expected_failure_kind({"type": "org.apache.kafka.streams.errors.StreamsException"}) == "runtime"
-    assert expectations.expected_failure_kind({"type": "io.confluent.ksql.util.KsqlException", "message": "x"}) is None
-    assert expectations.expected_failure_kind({}) is None
+def test_expected_exception_classes_follow_ksqldbs_hierarchy() -> None:
+    """Our failure is mapped once to the class ksqlDB throws there, and the expected class must be
+    one of its classes (instanceOf): KsqlException used to accept a processing failure, which
+    reaches ksqlDB's harness as Kafka Streams' StreamsException (not a KsqlException)."""
+    from streamsql.errors import AnalysisError, ParseError, StreamsqlError
+
+    ksql = "io.confluent.ksql."
+    parse, analysis, runtime = ParseError("x", 1, 1), AnalysisError("x"), StreamsqlError("Query q failed: x")
+    assert expectations.ksql_class(parse, True) == ksql + "parser.exception.ParseFailedException"
+    assert expectations.ksql_class(analysis, True) == ksql + "util.KsqlStatementException"
+    assert expectations.ksql_class(runtime, False) == "org.apache.kafka.streams.errors.StreamsException"
+    for expected in ("parser.exception.ParseFailedException", "util.KsqlStatementException", "util.KsqlException"):
+        assert expectations.class_mismatch({"type": ksql + expected}, parse, True) is None
+    assert expectations.class_mismatch({"type": ksql + "util.KsqlException"}, analysis, True) is None
+    streams = "org.apache.kafka.streams.errors.StreamsException"
+    assert expectations.class_mismatch({"type": streams}, analysis, True) is None
+    assert expectations.class_mismatch({}, runtime, False) is None
+    assert expectations.class_mismatch({"type": ksql + "parser.exception.ParseFailedException"}, analysis, True) == (
+        "expected io.confluent.ksql.parser.exception.ParseFailedException but a statement was rejected, "
+        "which ksqlDB throws as io.confluent.ksql.util.KsqlStatementException")
+    assert expectations.class_mismatch({"type": ksql + "util.KsqlException"}, runtime, False) == (
+        "expected io.confluent.ksql.util.KsqlException but processing failed, "
+        "which ksqlDB throws as org.apache.kafka.streams.errors.StreamsException")
+    assert expectations.class_mismatch({"type": "java.lang.IllegalStateException"}, analysis, True)
+    # ksqlDB's parser also builds the statement (a WITH clause's values): "Failed to prepare statement"
+    built = AnalysisError("Failed to prepare statement: Configuration WINDOW_SIZE is invalid: x")
+    assert expectations.ksql_class(built, True) == ksql + "parser.exception.ParseFailedException"
 
 
 def test_an_infrastructure_failure_is_reported_as_such_never_run_again_into_a_pass(tmp_path: Path) -> None:
@@ -476,3 +495,17 @@ def test_headers_are_compared_as_ksqldbs_runner_compares_them() -> None:
     unexpected = [{"topic": "S", "key": 1, "value": {"A": 1}, "timestamp": 5}]
     assert compare.compare_topic("S", unexpected, [with_headers], js, js, None)
     assert compare.compare_topic("S", unexpected, [_rec(1, {"A": 1}, 5)], js, js, None) is None
+
+
+def test_a_users_missing_properties_file_is_a_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import argparse
+
+    from streamsql.conformance import command
+
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    missing = tmp_path / "nope.properties"
+    args = parser.parse_args(["--sql", str(tmp_path / "s.sql"), "--output", str(tmp_path / "o.json"),
+                              "--config", str(missing)])
+    assert command.run_command(args) == 2
+    assert f"Error: config file not found: {missing}" in capsys.readouterr().err
