@@ -85,6 +85,11 @@ def located(node: object) -> str:
     return f"Line: {position[0]}, Col: {position[1]}: " if position else ""
 
 
+#: how ksqlDB words a statement it could not build (DefaultKsqlParser.prepare: the AST builder,
+#: which also validates a WITH clause's properties); it throws them as ParseFailedException
+PREPARE_FAILED = "Failed to prepare statement: "
+
+
 class AssertionFailed(StreamsqlError):
     """An ASSERT TOPIC / ASSERT SCHEMA that did not hold within its timeout (the REST API answers
     HTTP 417, error code 41700, as ksqlDB)."""

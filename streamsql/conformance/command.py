@@ -20,7 +20,16 @@ from streamsql.conformance.cases import (
     load_file,
     load_test_runner_case,
 )
-from streamsql.conformance.results import CaseResult, file_line, summary_line, top_failures, write_report
+from streamsql.conformance.results import (
+    FAILED,
+    INFRASTRUCTURE,
+    CaseResult,
+    file_line,
+    summarize,
+    summary_line,
+    top_failures,
+    write_report,
+)
 
 #: 2 × cores: a case's time is mostly CPU (query start, micro-batches), plus waits on the broker and
 #: on Spark's trigger loop that more cases in flight fill (corpus sample on 2 cores: 2 → 3 cut 13%;
@@ -48,6 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sql", "-s", dest="sql_file", help="ksql-test-runner: statements file")
     p.add_argument("--input", "-i", dest="input_file", help="ksql-test-runner: input.json")
     p.add_argument("--output", "-o", dest="output_file", help="ksql-test-runner: output.json")
+    p.add_argument("--config", help="with --sql: the properties file your pipeline runs with, as `streamsql run` "
+                                    "reads it (default ./streamsql.properties); the record cache stays off")
     p.add_argument("--bootstrap-servers", help="a single-broker Kafka cluster to use (default: embedded broker)")
     p.add_argument("--spark-master", help="Spark master URL (default local[2])")
 
@@ -80,9 +91,17 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
         return run_rqtt_command(args, out)
     cases_by_file: dict[str, Sequence[QttCase | CaseResult]]
+    engine_properties = None
     if trio:
         if args.output_file is None:
             print("Error: --sql needs --output (and usually --input)", file=sys.stderr)
+            return 2
+        from streamsql.errors import ConfigError
+
+        try:  # a user's own pipeline runs with the settings `streamsql run` gives it
+            engine_properties = user_settings(getattr(args, "config", None))
+        except ConfigError as e:
+            print(f"Error: {e}", file=sys.stderr)
             return 2
         cases_by_file = {Path(args.sql_file).name: [load_test_runner_case(
             Path(args.sql_file), Path(args.input_file) if args.input_file else None, Path(args.output_file))]}
@@ -107,12 +126,28 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
             picked = select(cases, args.filter, ids)
             if picked:
                 cases_by_file[f.name] = picked
-    results = run_cases(cases_by_file, args, out)
-    return 1 if any(r.status == "failed" for r in results) else 0
+    results = run_cases(cases_by_file, args, out, engine_properties)
+    return 1 if summarize(results).not_passed else 0
+
+
+def user_settings(config_file: str | None) -> dict[str, str]:
+    """The ksqlDB properties of the user's properties file (``--config``, else
+    ./streamsql.properties), read as ``streamsql run`` reads it; its Spark settings go to the
+    session this run creates. The runner still turns the record cache off for each case, as
+    ksql-test-runner does (every aggregate update is an output record)."""
+    from streamsql.runtime.config import resolve_config
+    from streamsql.runtime.spark import configure
+
+    config = resolve_config(None, None, config_file)
+    if config.spark_conf:
+        configure(config.spark_conf)
+    return dict(config.properties)
 
 
 def run_cases(cases_by_file: Mapping[str, Sequence[QttCase | CaseResult]], args: argparse.Namespace,
-              out: TextIO) -> list[CaseResult]:
+              out: TextIO, engine_properties: dict[str, str] | None = None) -> list[CaseResult]:
+    """Runs the cases; with ``engine_properties`` (a user's pipeline: :func:`user_settings`) each
+    engine starts with them and Spark keeps its session's settings, else with the corpus's."""
     from streamsql.conformance.qtt import QttRunner, runner_settings
     from streamsql.runtime.spark import get_spark
 
@@ -131,9 +166,10 @@ def run_cases(cases_by_file: Mapping[str, Sequence[QttCase | CaseResult]], args:
     settings = contextlib.ExitStack()
     try:
         spark = get_spark(args.spark_master)
-        settings.enter_context(runner_settings(spark))
+        if engine_properties is None:  # the corpus's settings (docs/conformance.md)
+            settings.enter_context(runner_settings(spark))
         runner = QttRunner(bootstrap, spark, timeout_s=args.timeout, spark_master=args.spark_master,
-                           parallel=_parallel(getattr(args, "parallel", 1)))
+                           parallel=_parallel(getattr(args, "parallel", 1)), engine_properties=engine_properties)
         # one stream of cases across all files, so that ``--parallel`` keeps every worker busy
         # through files with a single case; results come back in order and each file's line is
         # printed when its last case is in
@@ -145,7 +181,7 @@ def run_cases(cases_by_file: Mapping[str, Sequence[QttCase | CaseResult]], args:
                 res = item if isinstance(item, CaseResult) else next(stream)
                 file_results.append(res)
                 results.append(res)
-                if args.verbose and res.status == "failed":
+                if args.verbose and res.status in (FAILED, INFRASTRUCTURE):
                     print(f"  FAILED {res.id}: {res.reason}", file=out, flush=True)
                 if args.json_report:
                     write_report(Path(args.json_report), results, time.monotonic() - started)

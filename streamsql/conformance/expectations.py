@@ -18,27 +18,57 @@ MESSAGE_REWRITES: list[tuple[str, str, str]] = [
 ]
 
 
-#: ksqlDB's exception classes (an ``expectedException``'s ``type``) by the failure they stand for.
-#: ParseFailedException and KsqlStatementException are thrown while a statement is executed, so the
-#: case expects a rejected statement; Kafka Streams wraps an error while processing records in a
-#: StreamsException, so the case expects the statements accepted and a query to fail. KsqlException,
-#: the base of ksqlDB's own exceptions, is thrown on both paths (and by the harness's serializers of
-#: the inputs), so it stands for either.
-STATEMENT_EXCEPTIONS = frozenset({"io.confluent.ksql.util.KsqlStatementException",
-                                  "io.confluent.ksql.parser.exception.ParseFailedException"})
-RUNTIME_EXCEPTIONS = frozenset({"org.apache.kafka.streams.errors.StreamsException"})
+#: ksqlDB's exception classes an ``expectedException`` names, each with its superclass (read from
+#: ksqlDB's source: ParseFailedException extends KsqlStatementException extends KsqlException,
+#: which extends Kafka Streams' StreamsException). The harness checks ``instanceOf(type)``.
+KSQL_SUPERCLASS = {
+    "io.confluent.ksql.parser.exception.ParseFailedException": "io.confluent.ksql.util.KsqlStatementException",
+    "io.confluent.ksql.util.KsqlStatementException": "io.confluent.ksql.util.KsqlException",
+    "io.confluent.ksql.util.KsqlException": "org.apache.kafka.streams.errors.StreamsException",
+    "org.apache.kafka.streams.errors.StreamsException": "org.apache.kafka.common.KafkaException",
+    "org.apache.kafka.common.KafkaException": "java.lang.RuntimeException",
+    "java.lang.RuntimeException": "java.lang.Exception",
+    "java.lang.Exception": "java.lang.Throwable",
+}
 
 
-def expected_failure_kind(expected: dict[str, Any]) -> str | None:
-    """``"statement"``, ``"runtime"`` or None (either) for an ``expectedException`` node. Checked
-    whether or not the node has a message: a case expecting a rejected statement never passes on a
-    query that failed at run time, nor the reverse."""
-    kind = str(expected.get("type") or "")
-    if kind in STATEMENT_EXCEPTIONS:
-        return "statement"
-    if kind in RUNTIME_EXCEPTIONS:
-        return "runtime"
-    return None
+def ksql_class(error: BaseException, rejected_statement: bool) -> str:
+    """The class ksqlDB's harness catches where we raised ``error``: the one place our errors map
+    to ksqlDB's hierarchy. A statement that fails to parse or to be built (ksqlDB's
+    DefaultKsqlParser: "Failed to prepare statement: ...", e.g. an invalid WITH property) is a
+    ParseFailedException, any other rejected statement a KsqlStatementException (ksqlDB's engine
+    wraps every statement's failure in one); a failure while records are processed reaches the
+    harness from Kafka Streams' TopologyTestDriver as a StreamsException."""
+    from streamsql.errors import PREPARE_FAILED, ParseError
+
+    if not rejected_statement:
+        return "org.apache.kafka.streams.errors.StreamsException"
+    if isinstance(error, ParseError) or str(error).startswith(PREPARE_FAILED):
+        return "io.confluent.ksql.parser.exception.ParseFailedException"
+    return "io.confluent.ksql.util.KsqlStatementException"
+
+
+def is_instance(ksql_class_name: str, expected_type: str | None) -> bool:
+    """``instanceOf(expected_type)`` in ksqlDB's hierarchy (:data:`KSQL_SUPERCLASS`); no type
+    expected matches any class."""
+    if not expected_type:
+        return True
+    name: str | None = ksql_class_name
+    while name is not None:
+        if name == expected_type:
+            return True
+        name = KSQL_SUPERCLASS.get(name)
+    return False
+
+
+def class_mismatch(expected: dict[str, Any], error: BaseException, rejected_statement: bool) -> str | None:
+    """Why ``error`` is not the ``expectedException``'s class, or None when it is."""
+    ours = ksql_class(error, rejected_statement)
+    want = expected.get("type")
+    if is_instance(ours, want):
+        return None
+    where = "a statement was rejected" if rejected_statement else "processing failed"
+    return f"expected {want} but {where}, which ksqlDB throws as {ours}"
 
 
 def message_matches(expected: str | None, actual: str) -> bool:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from streamsql.conformance.results import CaseResult, top_failures
+from streamsql.conformance.results import CaseResult, summarize, top_failures
 
 
 def _rate(passed: int, total: int) -> str:
@@ -25,12 +25,14 @@ def markdown(report: dict[str, Any], top: int = 10) -> str:
     files: dict[str, list[CaseResult]] = {}
     for r in results:
         files.setdefault(r.file, []).append(r)
-    passed = sum(r.status == "passed" for r in results)
-    skipped = sum(r.status == "skipped" for r in results)
+    c = summarize(results)
+    passed, skipped = c.passed, c.skipped
     run = len(results) - skipped
+    # an infrastructure failure is not a pass: it is in every rate's denominator, and a failure
     lines = [f"**{passed} of {len(results)} cases passed ({_rate(passed, len(results))}; "
-             f"{_rate(passed, run)} of the {run} not disabled), {len(results) - passed - skipped} failed, "
-             f"{skipped} skipped; {report.get('elapsed_s', 0) / 60:.1f} min.**", "",
+             f"{_rate(passed, run)} of the {run} not disabled), {c.not_passed} failed"
+             + (f" ({c.infrastructure} of them infrastructure failures)" if c.infrastructure else "")
+             + f", {skipped} skipped; {report.get('elapsed_s', 0) / 60:.1f} min.**", "",
              "| file | passed / cases | rate |", "|---|---|---|"]
     for name in sorted(files):
         rs = files[name]

@@ -1,5 +1,9 @@
 """A case's result and what is reported over many: the summary line, the JSON report
 (``streamsql test --json``) and the most common failure reasons.
+
+A case runs once. One the machine could not run (a Spark Python worker that did not connect back
+in time on an overloaded machine) gets its own status, ``infrastructure``: counted apart in the
+summary, never run again to turn it into a pass, and a failure in every figure (it is not passed).
 """
 
 from __future__ import annotations
@@ -10,60 +14,78 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+PASSED, FAILED, INFRASTRUCTURE, SKIPPED = "passed", "failed", "infrastructure", "skipped"
+
+#: reasons that are the machine's, not the engine's: Spark gives a new Python worker 10 s to
+#: connect back (PythonWorkerFactory), which a loaded machine misses, and a driver socket that
+#: could not be opened; the query dies before the case's SQL is judged
+INFRASTRUCTURE_FAILURE = re.compile(r"Python worker failed to connect back|CANNOT_OPEN_SOCKET")
 
 
 @dataclass
 class CaseResult:
     id: str
     file: str
-    status: str  # passed | failed | skipped
+    status: str  # PASSED | FAILED | INFRASTRUCTURE | SKIPPED
     reason: str = ""
     duration_s: float = 0.0
-    #: runs it took: more than 1 when an infrastructure failure made the runner run it again
-    attempts: int = 1
     #: its inputs were produced before its queries started (see the module docstring)
     fed_first: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "file": self.file, "status": self.status, "reason": self.reason,
-                "duration_s": round(self.duration_s, 3), "attempts": self.attempts, "fed_first": self.fed_first}
+                "duration_s": round(self.duration_s, 3), "fed_first": self.fed_first}
 
 
-def summarize(results: Sequence[CaseResult]) -> tuple[int, int, int]:
-    passed = sum(r.status == "passed" for r in results)
-    failed = sum(r.status == "failed" for r in results)
-    skipped = sum(r.status == "skipped" for r in results)
-    return passed, failed, skipped
+def judged(result: CaseResult) -> CaseResult:
+    """``result`` with status ``infrastructure`` when it failed for a reason of the machine's
+    (:data:`INFRASTRUCTURE_FAILURE`); the one place a failure is told apart, in every runner."""
+    if result.status == FAILED and INFRASTRUCTURE_FAILURE.search(result.reason):
+        result.status = INFRASTRUCTURE
+    return result
 
 
-def retried(results: Sequence[CaseResult]) -> list[CaseResult]:
-    """Cases run more than once after an infrastructure failure (whatever their final status)."""
-    return [r for r in results if r.attempts > 1]
+class Counts(NamedTuple):
+    passed: int
+    failed: int
+    infrastructure: int
+    skipped: int
+
+    @property
+    def not_passed(self) -> int:
+        """Failures as a figure counts them: an infrastructure failure is one."""
+        return self.failed + self.infrastructure
+
+
+def summarize(results: Sequence[CaseResult]) -> Counts:
+    return Counts(*(sum(r.status == s for r in results) for s in (PASSED, FAILED, INFRASTRUCTURE, SKIPPED)))
 
 
 def summary_line(results: Sequence[CaseResult]) -> str:
-    p, f, s = summarize(results)
-    again = len(retried(results))
-    return (f"{p} passed, {f} failed" + (f", {s} skipped" if s else "")
-            + (f" ({again} run again after an infrastructure failure)" if again else ""))
+    c = summarize(results)
+    return (f"{c.passed} passed, {c.failed} failed"
+            + (f", {c.infrastructure} infrastructure failure{'s' if c.infrastructure > 1 else ''}"
+               if c.infrastructure else "")
+            + (f", {c.skipped} skipped" if c.skipped else ""))
 
 
 def file_line(file: str, results: Sequence[CaseResult]) -> str:
-    p, f, s = summarize(results)
+    c = summarize(results)
     secs = sum(r.duration_s for r in results)
-    return f"{file}: {p} passed, {f} failed, {s} skipped ({secs:.1f}s)"
+    infra = f", {c.infrastructure} infrastructure" if c.infrastructure else ""
+    return f"{file}: {c.passed} passed, {c.failed} failed{infra}, {c.skipped} skipped ({secs:.1f}s)"
 
 
 def write_report(path: Path, results: Sequence[CaseResult], elapsed_s: float) -> None:
-    p, f, s = summarize(results)
+    c = summarize(results)
     files: dict[str, list[CaseResult]] = {}
     for r in results:
         files.setdefault(r.file, []).append(r)
     path.write_text(json.dumps({
-        "passed": p, "failed": f, "skipped": s, "elapsed_s": round(elapsed_s, 1),
-        "retried": [{"id": r.id, "attempts": r.attempts, "status": r.status} for r in retried(results)],
-        "files": {name: dict(zip(("passed", "failed", "skipped"), summarize(rs))) for name, rs in files.items()},
+        **c._asdict(), "elapsed_s": round(elapsed_s, 1),
+        "files": {name: summarize(rs)._asdict() for name, rs in files.items()},
         "top_failures": [{"category": c, "tests": n} for c, n in top_failures(results)],
         "tests": [r.to_json() for r in results]}, indent=1), encoding="utf-8")
 
@@ -73,6 +95,8 @@ def reason_category(reason: str) -> str:
     """A short key grouping failure reasons (for the top-N table): statement-specific names and
     numbers removed."""
     r = reason
+    if INFRASTRUCTURE_FAILURE.search(r):
+        return "infrastructure failure (the machine's, not the engine's): counted as a failure"
     if r.startswith("only timestamps differ: records expected at timestamp 0"):
         return "output timestamp: expected 0, got the wall-clock time (sink writes timestamp 0 as 'now')"
     m = re.search(r"Not supported yet: ([A-Za-z_ '\-]+?)(?: \(|\(|:|$|\.)", r)
@@ -103,5 +127,5 @@ def top_failures(results: Sequence[CaseResult], n: int = 10) -> list[tuple[str, 
     """The ``n`` most common failure categories (:func:`reason_category`) with their counts."""
     from collections import Counter
 
-    counts = Counter(reason_category(r.reason) for r in results if r.status == "failed")
+    counts = Counter(reason_category(r.reason) for r in results if r.status in (FAILED, INFRASTRUCTURE))
     return counts.most_common(n)

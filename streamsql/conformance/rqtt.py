@@ -28,7 +28,7 @@ from streamsql.conformance.cases import QttCase, load_json, substitute
 from streamsql.conformance.compare import data_equal
 from streamsql.conformance.expectations import message_matches
 from streamsql.conformance.records import encode_with, window_suffix
-from streamsql.conformance.results import CaseResult
+from streamsql.conformance.results import FAILED, INFRASTRUCTURE, CaseResult, judged
 from streamsql.conformance.topics import register_topic_schemas, topics_to_create
 from streamsql.sql import parse_type, split_statements
 
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 QUERY_START = re.compile(r"^\s*(SELECT|PRINT)\b", re.IGNORECASE)
 DEFAULT_CASE_TIMEOUT_S = 60.0
-INFRA_FAILURE = re.compile(r"Python worker|CANNOT_OPEN_SOCKET|ReadTimeout|timed out|collectToPython|"
-                           r"internal error when processing|STREAM_FAILED|failed to connect", re.IGNORECASE)
 
 
 @dataclass
@@ -132,18 +130,9 @@ class RqttRunner:
     # --- one case ------------------------------------------------------------------------------
 
     def run_case(self, case: RqttCase) -> CaseResult:
-        """Run one case; a case that failed for an infrastructure reason (a Spark Python worker
-        that could not start on a loaded machine, a timeout) is run once more, and its result
-        says so (``attempts``: the summary and the JSON report list it), never silently."""
-        result = self._run_once(case)
-        if result.status == "failed" and INFRA_FAILURE.search(result.reason):
-            again = self._run_once(case)
-            again.duration_s += result.duration_s
-            again.attempts = 2
-            if again.status != "passed":
-                again.reason = f"{again.reason} (first attempt: {result.reason[:200]})"
-            return again
-        return result
+        """Run one case, once: a failure of the machine's is reported as such
+        (:func:`~streamsql.conformance.results.judged`), never run again."""
+        return judged(self._run_once(case))
 
     def _run_once(self, case: RqttCase) -> CaseResult:
         started = time.monotonic()
@@ -497,7 +486,7 @@ def run_rqtt_files(files: Iterable[Path], bootstrap: str | None, out: TextIO, fi
             for case in cases:
                 res = runner.run_case(case)
                 file_results.append(res)
-                if verbose and res.status == "failed":
+                if verbose and res.status in (FAILED, INFRASTRUCTURE):
                     print(f"  FAILED {res.id}: {res.reason}", file=out, flush=True)
             results += file_results
             if file_results:
@@ -515,7 +504,7 @@ def run_rqtt_command(args: Any, out: TextIO) -> int:
     import sys
 
     from streamsql.conformance.cases import collect_files
-    from streamsql.conformance.results import summary_line, write_report
+    from streamsql.conformance.results import summarize, summary_line, write_report
 
     try:
         files = collect_files([Path(p) for p in args.paths])
@@ -529,4 +518,4 @@ def run_rqtt_command(args: Any, out: TextIO) -> int:
         write_report(Path(args.json_report), results, time.monotonic() - started)
     print(f"total time {time.monotonic() - started:.1f}s", file=out)
     print(summary_line(results), file=out, flush=True)
-    return 1 if any(r.status == "failed" for r in results) else 0
+    return 1 if summarize(results).not_passed else 0

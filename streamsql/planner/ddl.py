@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from streamsql import types as t
 from streamsql.catalog import Source
-from streamsql.errors import AnalysisError, ConfigError, UnsupportedSchemaError
+from streamsql.errors import PREPARE_FAILED, AnalysisError, ConfigError, UnsupportedSchemaError
 from streamsql.formats import compression, schema_registry, serde_for
 from streamsql.formats import registry as format_registry
 from streamsql.formats import schema_registry_settings as registry_settings
@@ -311,7 +311,7 @@ def check_delimiters(props: dict[str, Any], key_format: str, value_format: str) 
         elif len(text) != 1 and text.upper() not in ("TAB", "SPACE"):
             reason = f"Invalid delimiter value: '{text}'. Delimiter must be a single character or TAB,SPACE"
         if reason is not None:
-            raise ConfigError(f"Failed to prepare statement: Configuration {side}_DELIMITER is invalid: {reason}\n"
+            raise ConfigError(f"{PREPARE_FAILED}Configuration {side}_DELIMITER is invalid: {reason}\n"
                               f"Example valid value: ';'")
         if str(fmt).upper() != "DELIMITED":
             raise ConfigError(f"{str(fmt).upper()} does not support the following configs: [delimiter]")
@@ -331,30 +331,32 @@ def check_header_type(column: t.Column) -> None:
 
 
 def window_properties(props: dict[str, Any]) -> tuple[str | None, int | None]:
-    """``WINDOW_TYPE`` / ``WINDOW_SIZE`` of a source over a windowed topic, checked as ksqlDB does."""
+    """``WINDOW_TYPE`` / ``WINDOW_SIZE`` of a source over a windowed topic, checked as ksqlDB does:
+    its parser builds these properties (CreateSourceProperties, in AstBuilder), so each failure is
+    worded and thrown as the parser's ("Failed to prepare statement: ...", ParseFailedException)."""
     from streamsql.sql.parser import _UNIT_MS
 
     kind = props.get("WINDOW_TYPE")
     size = props.get("WINDOW_SIZE")
     if kind is None:
         if size is not None:
-            raise AnalysisError("'WINDOW_SIZE' should only be set for windowed sources (WINDOW_TYPE).")
+            raise AnalysisError(f"{PREPARE_FAILED}'WINDOW_SIZE' should only be set for windowed sources (WINDOW_TYPE).")
         return None, None
     kind = str(kind).upper()
     if kind not in ("TUMBLING", "HOPPING", "SESSION"):
-        raise AnalysisError(f"Invalid value {kind} for property WINDOW_TYPE: String must be one of: "
+        raise AnalysisError(f"{PREPARE_FAILED}Invalid value {kind} for property WINDOW_TYPE: String must be one of: "
                             f"SESSION, HOPPING, TUMBLING")
     if kind == "SESSION":
         if size is not None:
-            raise AnalysisError("'WINDOW_SIZE' should not be set for SESSION windows.")
+            raise AnalysisError(f"{PREPARE_FAILED}'WINDOW_SIZE' should not be set for SESSION windows.")
         return kind, None
     if size is None:
-        raise AnalysisError(f"{kind} windows require 'WINDOW_SIZE' to be provided in the WITH clause. "
+        raise AnalysisError(f"{PREPARE_FAILED}{kind} windows require 'WINDOW_SIZE' to be provided in the WITH clause. "
                             f"For example: 'WINDOW_SIZE'='10 SECONDS'")
     parts = str(size).split()
     unit = parts[1].upper() if len(parts) == 2 else ""
     if len(parts) != 2 or not parts[0].isdigit() or unit not in _UNIT_MS:
-        raise AnalysisError(f"Configuration WINDOW_SIZE is invalid: Invalid duration: '{size}'. "
+        raise AnalysisError(f"{PREPARE_FAILED}Configuration WINDOW_SIZE is invalid: Invalid duration: '{size}'. "
                             f"Unknown time unit: '{unit}'")
     return kind, int(parts[0]) * _UNIT_MS[unit]
 

@@ -89,10 +89,15 @@ TESTS = {"tests": [
      "inputs": [{"topic": "r", "key": 1, "value": {"NAME": "a"}, "timestamp": 10},
                 {"topic": "s", "key": 1, "value": {"AMOUNT": 5}, "timestamp": 20}],
      "outputs": [{"topic": "J", "key": 1, "value": {"AMOUNT": 5, "NAME": "a"}, "timestamp": 20}]},
-    {"name": "runtime failure expected but statement rejected", "statements": [
+    {"name": "parse failure expected but an unknown column rejected", "statements": [
         "CREATE STREAM TEST (ID INT KEY, V INT) WITH (kafka_topic='test_topic', value_format='JSON');",
         "CREATE STREAM OUTPUT AS SELECT ID, NOPE FROM TEST;"],
-     "expectedException": {"type": "org.apache.kafka.streams.errors.StreamsException"}},
+     "expectedException": {"type": "io.confluent.ksql.parser.exception.ParseFailedException"}},
+    # KsqlStatementException extends KsqlException extends StreamsException: instanceOf holds
+    {"name": "streams exception expected and a statement rejected", "statements": [
+        "CREATE STREAM TEST (ID INT KEY, V INT) WITH (kafka_topic='test_topic', value_format='JSON');",
+        "CREATE STREAM OUTPUT AS SELECT ID, NOPE FROM TEST;"],
+     "expectedException": {"type": "org.apache.kafka.streams.errors.StreamsException", "message": "NOPE"}},
 ]}
 
 
@@ -136,11 +141,18 @@ def test_an_empty_output_list_means_the_queries_write_nothing(results) -> None: 
     assert r.status == "passed", r.reason
 
 
-def test_an_expected_exception_is_a_failure_of_the_right_kind(results) -> None:  # type: ignore[no-untyped-def]
-    """A case expecting a processing failure (StreamsException, no message) does not pass on a
-    rejected statement."""
-    r = results["handmade/runtime failure expected but statement rejected"]
-    assert r.status == "failed" and "expected a processing failure" in r.reason and "NOPE" in r.reason, r.reason
+def test_an_expected_exception_is_checked_against_the_class_ksqldb_throws(results) -> None:  # type: ignore[no-untyped-def]
+    """The expected class is checked as ksqlDB's harness does (instanceOf): an unknown column is a
+    KsqlStatementException, not a ParseFailedException (any rejected statement used to pass
+    for it); a StreamsException is any of ksqlDB's own exceptions too."""
+    r = results["handmade/parse failure expected but an unknown column rejected"]
+    assert r.status == "failed", r.reason
+    assert r.reason.startswith(
+        "expected io.confluent.ksql.parser.exception.ParseFailedException but a statement was rejected, "
+        "which ksqlDB throws as io.confluent.ksql.util.KsqlStatementException"), r.reason
+    assert "NOPE" in r.reason
+    r = results["handmade/streams exception expected and a statement rejected"]
+    assert r.status == "passed", r.reason
 
 
 def test_templated_formats(results) -> None:  # type: ignore[no-untyped-def]
@@ -231,6 +243,35 @@ def test_the_example_pipeline_test_passes_and_a_typo_is_located(bootstrap, spark
     assert failed.status == "failed"
     assert failed.reason == ("statement at line 11 rejected: "
                              "Line: 12, Col: 19: Can't find any functions with the name 'CUONT'"), failed.reason
+
+
+def test_a_users_pipeline_runs_with_the_users_properties_file(bootstrap, spark, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``streamsql test --sql`` runs a pipeline with the properties file ``streamsql run`` reads
+    (here single values unwrapped), not the corpus's settings; the record cache stays off."""
+    from streamsql.conformance import command
+
+    (tmp_path / "streamsql.properties").write_text("ksql.persistence.wrap.single.values=false\n"
+                                                   "ksql.streams.cache.max.bytes.buffering=10000000\n")
+    sql, inputs, outputs = tmp_path / "s.sql", tmp_path / "in.json", tmp_path / "out.json"
+    sql.write_text("CREATE STREAM A (ID STRING KEY, V INT) WITH (kafka_topic='a', value_format='JSON');\n"
+                   "CREATE STREAM B AS SELECT ID, V FROM A;\n"
+                   "CREATE TABLE C AS SELECT ID, COUNT(*) AS N FROM A GROUP BY ID;\n")
+    # single values unwrapped on both sides, as ksqlDB reads the property
+    inputs.write_text(json.dumps({"inputs": [{"topic": "a", "key": "k", "value": 5, "timestamp": 1},
+                                             {"topic": "a", "key": "k", "value": 6, "timestamp": 2}]}))
+    outputs.write_text(json.dumps({"outputs": [{"topic": "B", "key": "k", "value": 5, "timestamp": 1},
+                                               {"topic": "B", "key": "k", "value": 6, "timestamp": 2},
+                                               {"topic": "C", "key": "k", "value": 1, "timestamp": 1},
+                                               {"topic": "C", "key": "k", "value": 2, "timestamp": 2}]}))
+    props = command.user_settings(str(tmp_path / "streamsql.properties"))
+    assert props["ksql.persistence.wrap.single.values"] == "false"
+    assert "ksql.extension.dir" not in props  # the corpus's test functions are not the user's
+    runner = qtt.QttRunner(bootstrap, spark, work_dir=tmp_path / "work", timeout_s=120, engine_properties=props)
+    try:
+        (result,) = runner.run([case_files.load_test_runner_case(sql, inputs, outputs)])
+    finally:
+        runner.close()
+    assert result.status == "passed", result.reason
 
 
 def test_runner_settings_apply_while_cases_run_and_are_restored(spark) -> None:  # type: ignore[no-untyped-def]

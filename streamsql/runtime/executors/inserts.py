@@ -15,7 +15,7 @@ from typing import Any
 
 from streamsql import types as t
 from streamsql.catalog import Source, source_formats
-from streamsql.errors import AnalysisError, CatalogError, spark_message
+from streamsql.errors import PREPARE_FAILED, AnalysisError, CatalogError, spark_message
 from streamsql.formats import FormatSpec, serde_for
 from streamsql.functions.casts import cast_value, has_struct
 from streamsql.planner.planner import compile_constant
@@ -64,7 +64,7 @@ class ValueInserts(StatementExecutor):
         names = stmt.columns or [c.name for c in writable]
         if len(names) != len(stmt.values):
             if stmt.columns:
-                raise AnalysisError(f"Failed to prepare statement: Expected number columns and values to match: "
+                raise AnalysisError(f"{PREPARE_FAILED}Expected number columns and values to match: "
                                     f"{len(names)}, {len(stmt.values)}")
             raise AnalysisError(f"Expected a value for each column. Expected Columns: {names}. "
                                 f"Got {[v.sql() for v in stmt.values]}")

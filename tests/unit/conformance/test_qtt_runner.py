@@ -184,6 +184,9 @@ def test_summary_lines() -> None:
     assert case_results.summary_line(rs) == "1 passed, 1 failed, 1 skipped"
     assert case_results.summary_line(rs[:2]) == "1 passed, 1 failed"
     assert case_results.file_line("f.json", rs).startswith("f.json: 1 passed, 1 failed, 1 skipped")
+    rs.append(case_results.CaseResult("f/d", "f.json", "infrastructure", "Python worker failed to connect back"))
+    assert case_results.summary_line(rs) == "1 passed, 1 failed, 1 infrastructure failure, 1 skipped"
+    assert case_results.file_line("f.json", rs).startswith("f.json: 1 passed, 1 failed, 1 infrastructure, 1 skipped")
 
 
 def test_test_runner_trio(tmp_path: Path) -> None:
@@ -253,8 +256,8 @@ def test_report_has_per_file_counts_and_top_failures(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     case_results.write_report(report, results, 1.0)
     data = json.loads(report.read_text())
-    assert data["files"] == {"a.json": {"passed": 1, "failed": 1, "skipped": 0},
-                             "b.json": {"passed": 0, "failed": 2, "skipped": 1}}
+    assert data["files"] == {"a.json": {"passed": 1, "failed": 1, "infrastructure": 0, "skipped": 0},
+                             "b.json": {"passed": 0, "failed": 2, "infrastructure": 0, "skipped": 1}}
     assert data["top_failures"][0] == {"category": "Not supported yet: FOO", "tests": 2}
     assert [t["id"] for t in data["tests"]] == ["a/1", "a/2", "b/1", "b/2", "b/3"]
 
@@ -349,17 +352,39 @@ def test_markdown_summary_names_a_file_that_is_not_a_report(tmp_path: Path, caps
     assert report.main([str(tmp_path / "missing.json")]) == 2
 
 
-def test_expected_exception_kinds() -> None:
-    """ksqlDB's exception class says which failure a case expects: a rejected statement or a query
-    failing while processing; KsqlException (their base) and unknown classes allow either."""
-    assert expectations.expected_failure_kind({"type": "io.confluent.ksql.util.KsqlStatementException"}) == "statement"
-    assert expectations.expected_failure_kind({"type": "io.confluent.ksql.parser.exception.ParseFailedException"}) == "statement"
-    assert expectations.expected_failure_kind({"type": "org.apache.kafka.streams.errors.StreamsException"}) == "runtime"
-    assert expectations.expected_failure_kind({"type": "io.confluent.ksql.util.KsqlException", "message": "x"}) is None
-    assert expectations.expected_failure_kind({}) is None
+def test_expected_exception_classes_follow_ksqldbs_hierarchy() -> None:
+    """Our failure is mapped once to the class ksqlDB throws there, and the expected class must be
+    one of its classes (instanceOf): KsqlException used to accept a processing failure, which
+    reaches ksqlDB's harness as Kafka Streams' StreamsException (not a KsqlException)."""
+    from streamsql.errors import AnalysisError, ParseError, StreamsqlError
+
+    ksql = "io.confluent.ksql."
+    parse, analysis, runtime = ParseError("x", 1, 1), AnalysisError("x"), StreamsqlError("Query q failed: x")
+    assert expectations.ksql_class(parse, True) == ksql + "parser.exception.ParseFailedException"
+    assert expectations.ksql_class(analysis, True) == ksql + "util.KsqlStatementException"
+    assert expectations.ksql_class(runtime, False) == "org.apache.kafka.streams.errors.StreamsException"
+    for expected in ("parser.exception.ParseFailedException", "util.KsqlStatementException", "util.KsqlException"):
+        assert expectations.class_mismatch({"type": ksql + expected}, parse, True) is None
+    assert expectations.class_mismatch({"type": ksql + "util.KsqlException"}, analysis, True) is None
+    streams = "org.apache.kafka.streams.errors.StreamsException"
+    assert expectations.class_mismatch({"type": streams}, analysis, True) is None
+    assert expectations.class_mismatch({}, runtime, False) is None
+    assert expectations.class_mismatch({"type": ksql + "parser.exception.ParseFailedException"}, analysis, True) == (
+        "expected io.confluent.ksql.parser.exception.ParseFailedException but a statement was rejected, "
+        "which ksqlDB throws as io.confluent.ksql.util.KsqlStatementException")
+    assert expectations.class_mismatch({"type": ksql + "util.KsqlException"}, runtime, False) == (
+        "expected io.confluent.ksql.util.KsqlException but processing failed, "
+        "which ksqlDB throws as org.apache.kafka.streams.errors.StreamsException")
+    assert expectations.class_mismatch({"type": "java.lang.IllegalStateException"}, analysis, True)
+    # ksqlDB's parser also builds the statement (a WITH clause's values): "Failed to prepare statement"
+    built = AnalysisError("Failed to prepare statement: Configuration WINDOW_SIZE is invalid: x")
+    assert expectations.ksql_class(built, True) == ksql + "parser.exception.ParseFailedException"
 
 
-def test_a_case_run_again_after_an_infrastructure_failure_is_counted_and_reported(tmp_path: Path) -> None:
+def test_an_infrastructure_failure_is_reported_as_such_never_run_again_into_a_pass(tmp_path: Path) -> None:
+    """The runner used to run a case that hit a Python worker's connect timeout again (up to 3
+    times) and report the second run's pass; a case runs once, and the machine's failure has its
+    own status, counted apart in the summary and as a failure in the figure."""
     runs: list[str] = []
 
     class Runner(qtt.QttRunner):
@@ -369,16 +394,49 @@ def test_a_case_run_again_after_an_infrastructure_failure_is_counted_and_reporte
         def _run_case_once(self, case: case_files.QttCase, feed_first: bool = True) -> case_results.CaseResult:
             runs.append(case.id)
             if case.id == "flaky" and runs.count("flaky") == 1:
-                return case_results.CaseResult(case.id, case.file, "failed", f"crash: {qtt.QttRunner.INFRA_FAILURE}")
+                return case_results.CaseResult(case.id, case.file, "failed",
+                                               "crash: SparkException: Python worker failed to connect back.")
             return case_results.CaseResult(case.id, case.file, "passed")
 
     results = Runner().run([case_files.QttCase(i, "f.json", i, []) for i in ("steady", "flaky")])
-    assert [(r.id, r.status, r.attempts) for r in results] == [("steady", "passed", 1), ("flaky", "passed", 2)]
-    assert case_results.summary_line(results) == "2 passed, 0 failed (1 run again after an infrastructure failure)"
+    assert runs == ["steady", "flaky"]
+    assert [(r.id, r.status) for r in results] == [("steady", "passed"), ("flaky", "infrastructure")]
+    assert case_results.summary_line(results) == "1 passed, 0 failed, 1 infrastructure failure"
+    assert case_results.summarize(results).not_passed == 1
     case_results.write_report(tmp_path / "r.json", results, 1.0)
     data = json.loads((tmp_path / "r.json").read_text())
-    assert data["retried"] == [{"id": "flaky", "attempts": 2, "status": "passed"}]
-    assert {t["id"]: t["attempts"] for t in data["tests"]} == {"steady": 1, "flaky": 2}
+    assert (data["passed"], data["failed"], data["infrastructure"]) == (1, 0, 1)
+    assert {t["id"]: t["status"] for t in data["tests"]} == {"steady": "passed", "flaky": "infrastructure"}
+    from streamsql.conformance import report
+
+    assert report.markdown(data).startswith("**1 of 2 cases passed (50%; 50% of the 2 not disabled), "
+                                            "1 failed (1 of them infrastructure failures), 0 skipped;")
+
+
+def test_the_rest_runner_runs_a_case_once_and_reports_an_infrastructure_failure() -> None:
+    """The REST runner ran a case whose failure matched a broad list (timeouts, "internal error",
+    STREAM_FAILED) a second time and kept the second result; now once, and only the machine's
+    failures get the infrastructure status: an engine's failure stays a failure."""
+    from streamsql.conformance import rqtt
+
+    runs: list[str] = []
+    reasons = {"worker": "crash: Python worker failed to connect back.",
+               "engine": "query failed: STREAM_FAILED internal error when processing"}
+
+    class Runner(rqtt.RqttRunner):
+        def __init__(self) -> None:  # no server: _run_once is replaced
+            pass
+
+        def _run_once(self, case: rqtt.RqttCase) -> case_results.CaseResult:
+            runs.append(case.id)
+            if runs.count(case.id) == 1:
+                return case_results.CaseResult(case.id, case.file, "failed", reasons[case.id])
+            return case_results.CaseResult(case.id, case.file, "passed")
+
+    runner = Runner()
+    results = [runner.run_case(rqtt.RqttCase(i, "r.json", i, [])) for i in ("worker", "engine")]
+    assert runs == ["worker", "engine"]
+    assert [r.status for r in results] == ["infrastructure", "failed"]
 
 
 def test_a_statement_decides_the_partitions_of_a_listed_topic_without_a_count() -> None:
@@ -437,3 +495,17 @@ def test_headers_are_compared_as_ksqldbs_runner_compares_them() -> None:
     unexpected = [{"topic": "S", "key": 1, "value": {"A": 1}, "timestamp": 5}]
     assert compare.compare_topic("S", unexpected, [with_headers], js, js, None)
     assert compare.compare_topic("S", unexpected, [_rec(1, {"A": 1}, 5)], js, js, None) is None
+
+
+def test_a_users_missing_properties_file_is_a_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import argparse
+
+    from streamsql.conformance import command
+
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    missing = tmp_path / "nope.properties"
+    args = parser.parse_args(["--sql", str(tmp_path / "s.sql"), "--output", str(tmp_path / "o.json"),
+                              "--config", str(missing)])
+    assert command.run_command(args) == 2
+    assert f"Error: config file not found: {missing}" in capsys.readouterr().err
