@@ -42,7 +42,13 @@ from streamsql.planner.ddl import SourceDefinitions
 from streamsql.planner.planner import Planner, QueryPlan
 from streamsql.runtime import query_settings as qs
 from streamsql.runtime import results as r
-from streamsql.runtime.config import VALID_OFFSET_RESETS, EngineConfig, property_names
+from streamsql.runtime.config import (
+    COMMIT_INTERVAL_PROPERTY,
+    VALID_OFFSET_RESETS,
+    EngineConfig,
+    commit_interval_ms,
+    property_names,
+)
 from streamsql.runtime.data_dir import DataDirLock, check_cluster, record_cluster, reset_state
 from streamsql.runtime.executors import (
     LOGGED_STATEMENTS,
@@ -382,6 +388,17 @@ class Engine:
         an aggregation emits the latest value per key per commit (here per micro-batch); 0 (what
         ksqlDB's test harness and ``streamsql test`` set) emits every update."""
         return qs.cache_bytes(self.prop(qs.CACHE_PROPERTY).strip() or qs.RECORD_CACHE_DEFAULT) > 0
+
+    def commit_interval_ms(self) -> int | None:
+        """How often a persistent stateful query runs a micro-batch at most (a Spark
+        processing-time trigger), or None for as soon as records arrive. ksqlDB's record cache
+        emits an aggregation's updates at each commit (``ksql.streams.commit.interval.ms``); so
+        do we with the cache on, which spares the JVM a micro-batch — tens to hundreds of
+        milliseconds of CPU — per handful of rows while records trickle in. The cache off
+        (``streamsql test``, ksqlDB's harness) emits every update as soon as it can."""
+        if not self.record_cache():
+            return None
+        return commit_interval_ms(self.prop(COMMIT_INTERVAL_PROPERTY) or "0") or None
 
     def exactly_once(self) -> bool:
         """``processing.guarantee`` (or ``ksql.streams.processing.guarantee``) is
