@@ -69,6 +69,10 @@ class S3SinkConfig:
     separator: bytes = b"\n"
     extension: str = ".bin"
     pad: int = 10
+    #: Connect's ``directory.delim`` (between the path's parts) and ``file.delim`` (between a
+    #: file name's topic, partition and offset)
+    directory_delim: str = "/"
+    file_delim: str = "+"
     null_values: str = "FAIL"
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
@@ -77,8 +81,9 @@ class S3SinkConfig:
     def object_path(self, topic: str, partition: int, offset: int) -> str:
         extensions = {"JSON": ".json.gz" if self.gzip else ".json", "AVRO": ".avro", "BYTEARRAY": self.extension}
         ext = extensions[self.format]
-        return (f"{self.bucket}/{self.topics_dir}/{topic}/partition={partition}/"
-                f"{topic}+{partition}+{offset:0{self.pad}d}{ext}")
+        d, f = self.directory_delim, self.file_delim
+        return (f"{self.bucket}/{self.topics_dir}{d}{topic}{d}partition={partition}{d}"
+                f"{topic}{f}{partition}{f}{offset:0{self.pad}d}{ext}")
 
     def writer(self) -> ObjectWriter:
         return ObjectWriter(self)
@@ -124,6 +129,7 @@ def parse(settings: c.SinkSettings, config: Mapping[str, str]) -> S3SinkConfig:
         separator=(separator.encode().decode("unicode_escape").encode() if separator is not None else b"\n"),
         extension=config.get("format.bytearray.extension") or ".bin",
         pad=c.integer(config, "filename.offset.zero.pad.width", 10, minimum=1),
+        directory_delim=_delimiter(config, "directory.delim", "/"), file_delim=_delimiter(config, "file.delim", "+"),
         null_values=c.choice(config, "behavior.on.null.values", "FAIL", ("IGNORE", "FAIL")),
         # the keys, else the AWS environment of the process that starts the connector: the
         # executors (other processes, other machines) get the credentials with the configuration
@@ -131,6 +137,17 @@ def parse(settings: c.SinkSettings, config: Mapping[str, str]) -> S3SinkConfig:
         secret_key=config.get("aws.secret.access.key") or os.environ.get("AWS_SECRET_ACCESS_KEY"),
         session_token=None if config.get("aws.access.key.id") else os.environ.get("AWS_SESSION_TOKEN"),
     )
+
+
+def _delimiter(config: Mapping[str, str], key: str, default: str) -> str:
+    """A delimiter of object names: Connect's default when absent; never empty (parts would run
+    together and two objects could get one name)."""
+    value = config.get(key)
+    if value is None:
+        return default
+    if not value:
+        raise c.ConnectorError(f"Invalid value '' for configuration {key}: a delimiter cannot be empty")
+    return value
 
 
 CONNECTOR = c.ConnectorClass(CLASS_NAME, ("S3SinkConnector", "S3Sink"), "SINK", KEYS, parse)

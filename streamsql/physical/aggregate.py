@@ -114,7 +114,7 @@ class AggregateOperator(StatefulProcessor):
 
     def __init__(self, plan: AggregatePlan, limits: dict[str, int], cache: bool,
                  bootstrap: str | None, log_topic: str | None, dropped: Any = None) -> None:
-        from streamsql.udf.aggregate import loaded
+        from streamsql.functions.python.aggregate import loaded
 
         self.plan = plan
         #: the Python UDAFs the plan calls, by value: a worker process never loaded them
@@ -134,8 +134,8 @@ class AggregateOperator(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Any, timerValues: Any = None) -> Iterator[Any]:
         import pandas as pd
 
+        from streamsql.functions.python.aggregate import install
         from streamsql.physical.aggregator import AggregationProcessor
-        from streamsql.udf.aggregate import install
 
         install(self.udafs)
         records = [r for pdf in rows for blob in packed_values(pdf) for r in unpack_rows(blob)]
@@ -168,8 +168,8 @@ def packed_values(pdf: Any) -> Any:
 def _error_reporter(target: LogTarget) -> Any:
     """Where the aggregation reports a record it dropped (a failing Python UDAF, a DECIMAL
     overflow): the processing-log topic, naming the failing function."""
-    from streamsql.udf.aggregate import FunctionError
-    from streamsql.udf.runtime import ErrorLog
+    from streamsql.functions.python.aggregate import FunctionError
+    from streamsql.functions.python.runtime import ErrorLog
 
     errors = ErrorLog(target)
 

@@ -115,14 +115,19 @@ def _dumps(value: Any) -> bytes:
         return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-#: where this module lived until session 41: the state of queries written then names its
-#: classes (``Group``, ``Update``) there, and :func:`_loads` finds them here
-_FORMER_MODULE = "streamsql.runtime.aggregator"
+#: where the modules whose classes the state pickles lived before: the state of queries written
+#: then names them there (this module's ``Group`` and ``Update`` until session 41, the built-in
+#: and Python accumulators until session 42), and :func:`_loads` finds them where they are now
+FORMER_MODULES = {
+    "streamsql.runtime.aggregator": __name__,
+    "streamsql.planner.aggregates": "streamsql.functions.aggregates",
+    "streamsql.udf.aggregate": "streamsql.functions.python.aggregate",
+}
 
 
 class _StateUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        return super().find_class(__name__ if module == _FORMER_MODULE else module, name)
+        return super().find_class(FORMER_MODULES.get(module, module), name)
 
 
 def _loads(blob: bytes) -> Any:

@@ -126,7 +126,7 @@ class SparkBuilder:
     def stored_rows(self, plan: QueryPlan, schema: Any, rows: list[tuple[Any, ...]]) -> DataFrame:
         """A pull query over a table's store: the plan's filter and projection applied to the
         stored rows (``schema``: the table's columns and the source's internal columns)."""
-        from streamsql.udf import functions as python_functions
+        from streamsql.functions.python import library as python_functions
 
         ctx = self.ctx
         python_functions.install(ctx.spark, ctx.bootstrap_servers, ctx.processing_log_topic)
@@ -172,7 +172,7 @@ class SparkBuilder:
         raise TypeError(f"not a transformation step: {step!r}")
 
     def _source(self, step: Scan | Join, max_records: int | None, pipe: str | None = None) -> DataFrame:
-        from streamsql.udf import functions as python_functions
+        from streamsql.functions.python import library as python_functions
 
         ctx = self.ctx
         python_functions.install(ctx.spark, ctx.bootstrap_servers, ctx.processing_log_topic)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from streamsql import types as t
+from streamsql.functions.table_functions import POSITION, array_column
 from streamsql.planner.aggregation import MATCH_COL, AggregatePlan
 from streamsql.planner.expressions import quote
-from streamsql.planner.table_functions import POSITION, array_column
 from streamsql.types import HEADERS_COL, TOMBSTONE_COL
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def select_changes(plan: QueryPlan, source_df: DataFrame) -> DataFrame:
 
 
 def explode(df: DataFrame, arrays: list[str]) -> DataFrame:
-    """Table functions (planner/table_functions.py): one row per position of the longest array;
+    """Table functions (functions/table_functions.py): one row per position of the longest array;
     the arrays stay as ``__TF*`` columns."""
     if not arrays:
         return df

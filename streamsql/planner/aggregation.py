@@ -11,7 +11,7 @@ GROUP BY k1, k2 [HAVING h]``. The plan has three stages:
    (``streamsql.physical.steps.physical_plan``): Spark's own ``groupBy().agg()`` for the shapes
    it computes exactly as ksqlDB (``streamsql.physical.spark_aggregate``), else record by record
    in ``streamsql.physical.aggregator`` (run inside Spark's executors by
-   ``streamsql.physical.aggregate``) with the accumulators of ``streamsql.planner.aggregates``
+   ``streamsql.physical.aggregate``) with the accumulators of ``streamsql.functions.aggregates``
    (the one place aggregate functions live): one update per input record, retractions, windows
    against stream time, EMIT FINAL;
 3. post-aggregation, over ``__K*``, ``__A*``, WINDOWSTART/WINDOWEND: the projection and HAVING
@@ -33,10 +33,10 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.catalog import Source
 from streamsql.errors import AnalysisError
-from streamsql.planner import aggregates
-from streamsql.planner.aggregates import BoundAggregate
+from streamsql.functions.aggregates import BoundAggregate
+from streamsql.functions.catalog import registry
+from streamsql.functions.registry import rejected_types
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
-from streamsql.planner.functions import rejected_types
 from streamsql.sql import ast
 from streamsql.sql.dialect import to_ksql
 
@@ -197,7 +197,7 @@ def _literal_value(node: exp.Expr) -> Any:
 
 
 def is_aggregate_call(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Anonymous) and aggregates.get(str(node.this)) is not None
+    return isinstance(node, exp.Anonymous) and registry().aggregate(str(node.this)) is not None
 
 
 class AggregationPlanner:
@@ -345,8 +345,8 @@ class AggregationPlanner:
         return _replace(expr, fn)
 
     def _aggregate(self, call: exp.Anonymous) -> str:
-        """Bind one aggregate call (the single dispatch point: ``aggregates.get``)."""
-        fn = aggregates.get(str(call.this))
+        """Bind one aggregate call (the single dispatch point: the registry's ``aggregate``)."""
+        fn = registry().aggregate(str(call.this))
         assert fn is not None
         args = [a for a in call.expressions if not isinstance(a, exp.Star)]
         if len(args) < fn.min_args or len(args) > fn.max_args:
@@ -413,11 +413,11 @@ def _shown_expression(node: exp.Expr) -> str:
 def _reject_unknown_functions(expressions: list[exp.Expr | None]) -> None:
     """An unknown function is the error to report (as ksqlDB does), not the absence of
     aggregates it leads to: ``SELECT WONT_FIND_ME(id) ... GROUP BY``."""
-    from streamsql.planner.functions import REGISTRY, unknown_function
+    from streamsql.functions.registry import unknown_function
 
     for expr in expressions:
         for node in expr.find_all(exp.Anonymous) if expr is not None else ():
-            if REGISTRY.get(str(node.this)) is None:
+            if registry().get(str(node.this)) is None:
                 raise unknown_function(str(node.this).upper(), node)
 
 

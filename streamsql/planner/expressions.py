@@ -13,7 +13,7 @@ learns the final output types from Spark's analysis of the built DataFrame.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -22,16 +22,11 @@ from sqlglot import exp
 
 from streamsql import types as t
 from streamsql.errors import AnalysisError, located
+from streamsql.functions.compiled import Compiled, literal_number, quote, string_literal
 
 if TYPE_CHECKING:
-    from streamsql.planner.functions import FunctionRegistry
-    from streamsql.planner.table_functions import TableFunctionCollector
-
-
-@dataclass(frozen=True)
-class Compiled:
-    sql: str
-    type: t.SqlType | None
+    from streamsql.functions.registry import FunctionRegistry
+    from streamsql.functions.table_functions import TableFunctionCollector
 
 
 @dataclass(frozen=True)
@@ -40,16 +35,6 @@ class ScopeColumn:
     type: t.SqlType | None  # None: not known statically (lambda parameters)
     ref: str  # Spark SQL text that reads this column
     qualifier: str | None = None  # the source alias it belongs to
-
-
-def quote(name: str) -> str:
-    """A Spark SQL identifier for ``name``."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def string_literal(value: str) -> str:
-    """A Spark SQL string literal. Spark reads backslash escapes; ksqlDB text has none."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @dataclass
@@ -142,23 +127,6 @@ def numeric_result(a: t.SqlType, b: t.SqlType) -> t.SqlType:
     return t.INTEGER
 
 
-def literal_number(text: str) -> Compiled:
-    """Type a numeric literal the way ksqlDB does: 1 → INTEGER (BIGINT past int32), 1.5 → DECIMAL,
-    1.5E3 → DOUBLE."""
-    if re.fullmatch(r"\d+", text):
-        value = int(text)
-        if value <= 2**31 - 1:
-            return Compiled(text, t.INTEGER)
-        return Compiled(f"{text}L", t.BIGINT)
-    if "e" in text.lower():
-        return Compiled(f"CAST({text} AS DOUBLE)", t.DOUBLE)
-    whole, _, frac = text.partition(".")
-    whole = whole.lstrip("0")
-    scale = len(frac)
-    precision = max(len(whole) + scale, scale, 1)
-    return Compiled(f"CAST({text if text[0] != '.' else '0' + text} AS DECIMAL({precision},{scale}))",
-                    t.Decimal(precision, scale))
-
 
 def _equatable(value: Compiled) -> str:
     """Spark SQL of a value ``=``/``<=>`` can compare: a MAP (which Spark cannot compare) as its
@@ -194,18 +162,27 @@ def iso_to_millis(text: str) -> int:
 
 class ExpressionCompiler:
     """Translates one expression tree against a :class:`Scope`. Function calls are delegated to
-    the function catalog (:mod:`streamsql.planner.functions`)."""
+    the function catalog (:mod:`streamsql.functions.registry`)."""
 
     def __init__(self, scope: Scope, functions: FunctionRegistry | None = None) -> None:
-        from streamsql.planner import functions as fn
+        from streamsql.functions import catalog
 
         self.scope = scope
-        self.functions: FunctionRegistry = functions or fn.REGISTRY
+        self.functions: FunctionRegistry = functions or catalog.registry()
         #: set by the planner for a stream's SELECT list, the one place table functions may appear
         self.table_functions: TableFunctionCollector | None = None
 
+    def in_lambda(self, params: Sequence[tuple[str, t.SqlType | None, str]]) -> ExpressionCompiler:
+        """A compiler of a lambda's body: its parameters (name, type, the Spark ref that reads
+        it) in scope, shadowing columns of the same name."""
+        names = {name for name, _, _ in params}
+        outer = [col for col in self.scope.columns if col.name not in names]
+        inner = Scope([ScopeColumn(name, ty, ref) for name, ty, ref in params] + outer,
+                      self.scope.qualifiers, self.scope.clause)
+        return ExpressionCompiler(inner, self.functions)
+
     def table_function(self, name: str, array: Compiled) -> Compiled:
-        """A table-function call: ``array`` holds its rows; see planner/table_functions.py."""
+        """A table-function call: ``array`` holds its rows; see functions/table_functions.py."""
         if self.table_functions is None:
             raise AnalysisError(f"Table function {name} can only be used in the SELECT list of a query "
                                 f"over a STREAM ({self.scope.clause} is not allowed).")
@@ -308,7 +285,7 @@ class ExpressionCompiler:
         if compiled.type == t.STRING:
             peer = self.compile(other)
             if peer.type is not None and peer.type.kind == t.Kind.TIME:
-                from streamsql.planner.casts import cast_value
+                from streamsql.functions.casts import cast_value
 
                 return Compiled(cast_value(compiled.sql, t.STRING, t.TIME), t.TIME)
         return compiled
@@ -498,7 +475,7 @@ class ExpressionCompiler:
     def _anonymous(self, node: exp.Anonymous) -> Compiled:
         name = str(node.this).upper()
         if self.functions.get(name) is None:
-            from streamsql.planner.functions import unknown_function
+            from streamsql.functions.registry import unknown_function
 
             raise unknown_function(name, node)
         return self.functions.compile_call(name, node.expressions, self)
@@ -521,7 +498,7 @@ class ExpressionCompiler:
 
 def cast_sql(inner: Compiled, target: t.SqlType) -> str:
     """CAST with ksqlDB's results where Spark's differ (e.g. DOUBLE → STRING keeps ``.0``)."""
-    from streamsql.planner.casts import compile_cast
+    from streamsql.functions.casts import compile_cast
 
     return compile_cast(inner, target)
 

@@ -13,21 +13,18 @@ complex values are equal).
 
 from __future__ import annotations
 
-from decimal import Decimal as PyDecimal
-from decimal import InvalidOperation
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from streamsql import types as t
 from streamsql.errors import AnalysisError
+from streamsql.functions.compiled import literal_as
 
 if TYPE_CHECKING:
     from streamsql.planner.expressions import Compiled, ExpressionCompiler
 
 K = t.Kind
-_TRUE = ("true", "yes")
-_FALSE = ("false", "no")
 _COMPLEX = (K.ARRAY, K.MAP, K.STRUCT)
 
 
@@ -36,7 +33,7 @@ class _NeverMatches(Exception):
 
 
 def compile_in(compiler: ExpressionCompiler, node: exp.In) -> Compiled:
-    from streamsql.planner.expressions import Compiled
+    from streamsql.functions.compiled import Compiled
 
     value = compiler.compile(node.this)
     running = value.type
@@ -121,54 +118,6 @@ def _wider(a: t.SqlType, b: t.SqlType) -> t.SqlType:
     return t.BIGINT if K.BIGINT in kinds else t.INTEGER
 
 
-def _type_name(ty: t.SqlType) -> str:
-    return "DECIMAL" if ty.kind == K.DECIMAL else str(ty)
-
-
-def _invalid(text: str, ty: t.SqlType) -> AnalysisError:
-    return AnalysisError(f'invalid input syntax for type {_type_name(ty)}: "{text}".')
-
-
-def literal_as(text: str, target: t.SqlType) -> Compiled:
-    """A string literal converted to ``target`` at statement time (ksqlDB's implicit cast)."""
-    from streamsql.planner.expressions import Compiled, literal_number, string_literal
-
-    k = target.kind
-    if k == K.STRING:
-        return Compiled(string_literal(text), t.STRING)
-    s = text.strip()
-    if k == K.BOOLEAN:
-        low = s.lower()
-        if low and any(w.startswith(low) for w in _TRUE):
-            return Compiled("TRUE", t.BOOLEAN)
-        if low and any(w.startswith(low) for w in _FALSE):
-            return Compiled("FALSE", t.BOOLEAN)
-        raise _invalid(text, target)
-    if k in (K.INTEGER, K.BIGINT):
-        try:
-            return literal_number(str(int(s)))
-        except ValueError:
-            pass
-        try:
-            number = PyDecimal(s)  # '2e1' is 20
-        except InvalidOperation:
-            raise _invalid(text, target) from None
-        if not number.is_finite() or number != number.to_integral_value():
-            raise _invalid(text, target)
-        value = int(number)
-        return Compiled(f"{value}L", t.BIGINT) if k == K.BIGINT else literal_number(str(value))
-    if k in (K.DOUBLE, K.DECIMAL):
-        try:
-            number = PyDecimal(s)
-        except InvalidOperation:
-            raise _invalid(text, target) from None
-        if not number.is_finite():
-            raise _invalid(text, target)
-        return Compiled(f"CAST({string_literal(s)} AS DOUBLE)", t.DOUBLE) if k == K.DOUBLE else \
-            Compiled(f"CAST({string_literal(s)} AS {t.to_spark(target).simpleString()})", target)
-    return Compiled(f"CAST({string_literal(s)} AS {t.to_spark(target).simpleString()})", target)
-
-
 def _constructor(node: exp.Expr) -> str | None:
     if isinstance(node, exp.Array):
         return "ARRAY"
@@ -179,7 +128,7 @@ def _constructor(node: exp.Expr) -> str | None:
 
 def _convert(compiler: ExpressionCompiler, node: exp.Expr, target: t.SqlType | None) -> Compiled:
     """Compile one item, converting literals (also inside constructors) to ``target``."""
-    from streamsql.planner.expressions import Compiled, string_literal
+    from streamsql.functions.compiled import Compiled, string_literal
 
     if target is None:
         return compiler.compile(node)

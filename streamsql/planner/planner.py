@@ -23,11 +23,11 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
+from streamsql.functions import table_functions as tf
+from streamsql.functions.catalog import registry
 from streamsql.planner import pushdown
-from streamsql.planner import table_functions as tf
 from streamsql.planner.aggregation import NON_AGGREGATE_HINT, AggregatePlan, AggregationPlanner
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
-from streamsql.planner.functions import REGISTRY
 from streamsql.planner.joins import JoinedSource, plan_join, side_source_columns
 from streamsql.sql import ast
 
@@ -58,7 +58,7 @@ class QueryPlan:
     limit: int | None = None
     emit: str | None = "CHANGES"
     notes: list[str] = field(default_factory=list)
-    #: arrays of the SELECT's table functions (EXPLODE ...), see planner/table_functions.py
+    #: arrays of the SELECT's table functions (EXPLODE ...), see functions/table_functions.py
     table_functions: list[str] = field(default_factory=list)
     #: the new key columns (by their Spark SQL) whose PARTITION BY expression reads more than the
     #: old key (a value column, ROWTIME): ksqlDB evaluates those on the record's value, so a
@@ -133,7 +133,7 @@ class Planner:
         self._reject_unsupported(query, source)
         _reject_reserved_aliases(query)
         if query.group_by or self._has_aggregates(query):
-            if tf.uses_table_functions(query, REGISTRY):
+            if tf.uses_table_functions(query, registry()):
                 raise AnalysisError(tf.WITH_AGGREGATION)
             if not query.group_by:
                 bare = [e.sql() for item in query.select if item.expression is not None
@@ -217,7 +217,7 @@ class Planner:
         for item in query.select:
             if item.expression is not None:
                 for call in item.expression.find_all(exp.Anonymous):
-                    if REGISTRY.is_aggregate(str(call.this)):
+                    if registry().is_aggregate(str(call.this)):
                         return True
         return False
 
@@ -292,7 +292,7 @@ class Planner:
 
     def _reject_aggregates(self, node: exp.Expr) -> None:
         for call in node.find_all(exp.Anonymous):
-            if REGISTRY.is_aggregate(str(call.this)):
+            if registry().is_aggregate(str(call.this)):
                 raise AnalysisError(f"Use of aggregate function {str(call.this).upper()} requires a GROUP BY clause.")
 
     def _apply_partition_by(self, query: ast.Query, columns: list[OutputColumn], scope: Scope,

@@ -186,8 +186,8 @@ class Engine:
         """Load the Python function files (``ksql.extension.dir`` and the seeds) into the
         function catalog, and have their directories shipped to a cluster's executors (the
         helper modules a file imports). Returns one problem line per file or function not loaded."""
+        from streamsql.functions.python import library as python_functions
         from streamsql.runtime.spark import ship_directory
-        from streamsql.udf import functions as python_functions
 
         problems = python_functions.load(self.config.property("ksql.extension.dir") or None)
         for directory in python_functions.code_directories():

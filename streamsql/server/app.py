@@ -16,7 +16,6 @@ import binascii
 import hmac
 import json
 import logging
-import re
 import secrets
 import threading
 from collections.abc import Awaitable, Callable
@@ -44,6 +43,7 @@ from streamsql.server.errors import (
     UNEXPECTED_ERRORS,
     ServerError,
     bad_request,
+    client_message,
     statement_error,
 )
 from streamsql.server.limits import DEFAULTS, PERSISTENT_ACTIVE_LIMIT, PULL_MAX_QPS, LimitSettings, QueryLimits
@@ -195,23 +195,6 @@ class Response:
                    extra: list[tuple[str, str]] | None = None) -> None:
         await self.start(status, content_type, extra)
         await self.end(json.dumps(body))
-
-
-_EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
-
-
-def client_message(text: str) -> str:
-    """A query error as a client may see it: the exception's own message, never a Python or JVM
-    trace (Spark wraps Python tracebacks from foreachBatch into its messages)."""
-    if "Traceback (most recent call last)" in text:
-        found = [m.group(2) for m in map(_EXCEPTION_LINE.match, text.splitlines()) if m is not None]
-        if found:
-            text = found[-1]
-    if "terminated with exception: " in text:  # Spark's wrapper: keep the cause
-        text = text.split("terminated with exception: ", 1)[1]
-    for marker in ("\n=== Streaming Query", "\n\tat ", "\nJVM stacktrace:", "Traceback (most recent"):
-        text = text.split(marker)[0]
-    return re.sub(r"(\s*SQLSTATE: \w+)+\s*$", "", text.strip()) or SANITIZED_SERVER_ERROR
 
 
 def _dumps(obj: Any) -> str:

@@ -36,6 +36,7 @@ from streamsql.server.errors import (
     UNEXPECTED_ERRORS,
     ServerError,
     bad_request,
+    client_message,
     statement_error,
 )
 from streamsql.server.sharing import PushQueryHub
@@ -442,8 +443,6 @@ def _is_analysis_error(e: BaseException) -> bool:
 
 
 def _clean(e: BaseException) -> str:
-    from streamsql.server.app import client_message
-
     text = client_message(getattr(e, "desc", None) or str(e))
     return text.split("; line ")[0].split("\n")[0]
 

@@ -23,19 +23,18 @@ The shell given no URL talks to the data directory's local server the same way
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamsql.errors import StreamsqlError
-from streamsql.runtime.config import EngineConfig, default_data_dir, resolve_config
+from streamsql.runtime.config import resolve_config
 from streamsql.samples import SAMPLES as SAMPLE_NAMES
 from streamsql.seeds import PIPELINES_DIR
+from streamsql.surfaces.command_config import command_config, kafka_cluster
 
 if TYPE_CHECKING:
     from streamsql.runtime.engine import Engine
@@ -181,56 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@contextlib.contextmanager
-def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
-    """Yield a config with bootstrap servers: the given ones, else the data directory's local
-    broker (started in the background if none runs, and left running for the next command)."""
-    if config.bootstrap_servers:
-        from streamsql.kafka import settings as kafka_settings
-
-        # every client of the cluster, the engine's and a command's own (produce), gets them
-        kafka_settings.check(config.bootstrap_servers, config.client_settings())
-        kafka_settings.register(config.bootstrap_servers, config.client_settings())
-        yield config
-        return
-    from streamsql.kafka.broker import LocalBroker
-
-    record, started = LocalBroker(config.data_dir).ensure()
-    if started:
-        where = "" if config.data_dir == default_data_dir() else f" --data-dir {config.data_dir}"
-        print(f"streamsql: no bootstrap servers given; started the local broker of {config.data_dir} at "
-              f"{record.bootstrap_servers} in the background (pid {record.pid}; topics in memory; it keeps "
-              f"running for the next command: `streamsql broker stop{where}` stops it)", file=sys.stderr, flush=True)
-    else:
-        print(f"streamsql: using the local broker of {config.data_dir} at {record.bootstrap_servers} "
-              f"(pid {record.pid})", file=sys.stderr, flush=True)
-    if config.kafka:
-        print(f"streamsql: the Kafka client settings given ({', '.join(sorted(config.kafka))}) are for a cluster "
-              f"named with --bootstrap-servers; the local broker does not use them", file=sys.stderr, flush=True)
-        config.kafka = {}
-    config.bootstrap_servers = record.bootstrap_servers
-    config.ephemeral_kafka = True
-    try:
-        yield config
-    finally:
-        from streamsql.runtime.spark import stop_spark
-
-        stop_spark()
-
-
-def _config(args: argparse.Namespace) -> EngineConfig:
-    conf = list(getattr(args, "conf", None) or [])
-    if getattr(args, "spark_ui", False):
-        conf.append("spark.ui.enabled=true")
-    config = resolve_config(args.bootstrap_servers, args.data_dir, args.config, args.spark_master, conf,
-                            getattr(args, "kafka_property", None))
-    if config.spark_conf:
-        from streamsql.runtime.spark import configure
-
-        configure(config.spark_conf)
-    return config
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from streamsql.runtime.engine import Engine
     from streamsql.runtime.progress import count_from_start
@@ -244,7 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     variables = _variables(args.define)
     if variables is None:
         return 2
-    engine_config = _config(args)
+    engine_config = command_config(args)
     from streamsql.surfaces.local_server import LocalServer
 
     server = LocalServer(engine_config.data_dir)
@@ -430,7 +379,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from streamsql.surfaces.runner import run_file
     from streamsql.surfaces.terminal import engine_logs_to_file
 
-    engine_config = _config(args)
+    engine_config = command_config(args)
     from streamsql.surfaces.local_server import LocalServer
 
     server = LocalServer(engine_config.data_dir)
@@ -560,7 +509,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 def cmd_produce(args: argparse.Namespace) -> int:
     from streamsql import samples
 
-    with kafka_cluster(_config(args)) as config:
+    with kafka_cluster(command_config(args)) as config:
         assert config.bootstrap_servers
         n = samples.produce(config.bootstrap_servers, args.sample, args.topic, args.count, args.partitions)
         print(f"produced {n} records to {args.topic}")
@@ -589,7 +538,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     if bool(args.tls_cert) != bool(args.tls_key):
         print("Error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
-    engine_config = _config(args)
+    engine_config = command_config(args)
     log_file = engine_logs_to_file(engine_config.data_dir, "server")
     if log_file is not None:
         print(f"streamsql: engine logs (Spark, Kafka clients, requests) go to {log_file}", file=sys.stderr, flush=True)

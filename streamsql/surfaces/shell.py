@@ -452,10 +452,10 @@ def _embedded(args: object) -> int:
     """The shell with its own engine in this process (``--embedded``)."""
     from streamsql.runtime.engine import Engine
     from streamsql.surfaces.backends import EmbeddedBackend
-    from streamsql.surfaces.cli import _config, kafka_cluster
+    from streamsql.surfaces.command_config import command_config, kafka_cluster
     from streamsql.surfaces.terminal import engine_logs_to_file
 
-    engine_config = _config(args)  # type: ignore[arg-type]
+    engine_config = command_config(args)  # type: ignore[arg-type]
     log_file = engine_logs_to_file(engine_config.data_dir, "shell")
     with kafka_cluster(engine_config) as config:
         engine = Engine(config)

@@ -3,7 +3,7 @@ the processing log naming the function and the error, the call yields null, the 
 
 Spark refuses an invalid datetime pattern when it formats the first row and fails the task, so a
 query with one restarted in a loop (issue #52); the date functions now check their pattern
-first (``planner/builtins/datetime_patterns.py``), at planning for a literal and per record for
+first (``functions/builtins/datetime_patterns.py``), at planning for a literal and per record for
 a column. Real broker, real Spark (fixture ``engine``)."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_datetime_pattern_rules_match_spark(spark) -> None:  # type: ignore[no-u
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from streamsql.planner.builtins.datetime_patterns import pattern_error
+    from streamsql.functions.builtins.datetime_patterns import pattern_error
 
     edges = ["yyyy-MM-dd HH:mm:ss.SSS", "yyyy-MM-dd'T'HH:mm:ssX", "''", "'", "yyyy'", "[yyyy]", "yyyy]", "{", "#",
              "ss.SSS'Z", "S" * 9, "S" * 10, "y" * 6, "y" * 7, "GGGGG", "MMMMM", "xxxxxx", "VV", "V", "vvvv", "OOOO",
@@ -144,7 +144,7 @@ def test_an_unknown_time_zone_logs_the_record_and_yields_null(engine, topic_name
 def test_time_zone_rules_match_spark(spark) -> None:  # type: ignore[no-untyped-def]
     """``zone_error`` says what Spark's ``DateTimeUtils.getZoneId`` says, over regions, short ids,
     offsets in every form and near misses."""
-    from streamsql.planner.builtins.datetime_patterns import zone_error
+    from streamsql.functions.builtins.datetime_patterns import zone_error
 
     get_zone = spark._jvm.org.apache.spark.sql.catalyst.util.DateTimeUtils.getZoneId
     zones = ["UTC", "GMT", "UT", "Z", "America/New_York", "Europe/London", "Asia/Kolkata", "Etc/GMT+5", "PST", "EST",

@@ -233,6 +233,9 @@ CASES = [
     ("INT_FROM_BYTES(TO_BYTES('6AEAAA==', 'base64'), 'LITTLE_ENDIAN')", {}, 488, "bytes.json"),
     ("BIGINT_FROM_BYTES(TO_BYTES('//////////8=', 'base64'))", {}, -1, "bytes.json"),
     ("DOUBLE_FROM_BYTES(TO_BYTES('QICTMzMzMzM=', 'base64'))", {}, 530.4, "bytes.json"),
+    ("INT_FROM_BOOLEAN(B)", {"B": ("TRUE", t.BOOLEAN)}, 1, "ksqlDB IntFromBoolean"),
+    ("INT_FROM_BOOLEAN(B)", {"B": ("FALSE", t.BOOLEAN)}, 0, "ksqlDB IntFromBoolean"),
+    ("INT_FROM_BOOLEAN(B)", {"B": ("CAST(NULL AS BOOLEAN)", t.BOOLEAN)}, None, "ksqlDB IntFromBoolean"),
     # bugs the conformance run found (docs/conformance.md), fixed in the function layer
     ("TRIM(S)", {"S": ("' \\t with white space \\t'", S)}, "with white space", "string.json: TRIM is Java's trim"),
     ("LN(X)", {"X": ("CAST(NULL AS DOUBLE)", D)}, None, "math.json: ln of null (the query died)"),

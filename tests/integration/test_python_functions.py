@@ -5,7 +5,6 @@ raises on one row (that row in the processing log, the others written)."""
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -64,9 +63,9 @@ EXTENSION = textwrap.dedent('''
 
 @pytest.fixture
 def ext_engine(bootstrap, spark, tmp_path):  # type: ignore[no-untyped-def]
+    from streamsql.functions.python import library as python_functions
     from streamsql.runtime.config import EngineConfig
     from streamsql.runtime.engine import Engine
-    from streamsql.udf import functions as python_functions
 
     ext = tmp_path / "ext"
     ext.mkdir()

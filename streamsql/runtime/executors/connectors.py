@@ -20,13 +20,13 @@ from streamsql.connectors.classes import parse_sink
 from streamsql.connectors.config import ConnectorError, shown_config, shown_statement
 from streamsql.connectors.policy import ConnectorPolicy
 from streamsql.errors import CatalogError, StreamsqlError
+from streamsql.functions.python.loader import EXTENSION_DIR_PROPERTY
 from streamsql.physical.builder import SparkBuilder
 from streamsql.physical.steps import ConnectorSink, connector_plan
 from streamsql.runtime import internal_topics, paths
 from streamsql.runtime import results as r
 from streamsql.runtime.executors import Deferred, Handler, StatementExecutor
 from streamsql.sql import ast
-from streamsql.udf.loader import EXTENSION_DIR_PROPERTY
 
 #: Connect's connector states as DESCRIBE / SHOW CONNECTORS report them
 RUNNING, FAILED, UNASSIGNED = "RUNNING", "FAILED", "UNASSIGNED"

@@ -17,7 +17,7 @@ from streamsql import types as t
 from streamsql.catalog import Source, source_formats
 from streamsql.errors import AnalysisError, CatalogError, spark_message
 from streamsql.formats import FormatSpec, serde_for
-from streamsql.planner.casts import cast_value, has_struct
+from streamsql.functions.casts import cast_value, has_struct
 from streamsql.planner.planner import compile_constant
 from streamsql.runtime import internal_topics
 from streamsql.runtime import results as r
@@ -102,7 +102,7 @@ class ValueInserts(StatementExecutor):
     def _evaluate_constants(self, items: list[tuple[str, t.SqlType]]) -> list[Any]:
         """Evaluate constant expressions in Spark, cast to the column types (so INSERT VALUES
         accepts the same expressions and coercions as queries do)."""
-        from streamsql.udf import functions as python_functions
+        from streamsql.functions.python import library as python_functions
 
         engine = self.engine
         python_functions.install(engine.spark, engine.bootstrap_servers, engine.processing_log_topic)

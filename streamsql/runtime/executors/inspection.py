@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from streamsql import types as t
 from streamsql.catalog import QueryInfo, Source
 from streamsql.errors import AnalysisError, CatalogError, KafkaError, StreamsqlError, spark_message
+from streamsql.functions.catalog import registry
+from streamsql.functions.registry import unknown_function
 from streamsql.kafka import settings as kafka_settings
 from streamsql.physical.steps import Collect, PhysicalPlan, SparkAggregate
-from streamsql.planner.functions import REGISTRY, unknown_function
 from streamsql.runtime import internal_topics
 from streamsql.runtime import results as r
 from streamsql.runtime.config import DEFAULT_PROPERTIES
@@ -77,7 +78,7 @@ class Inspection(StatementExecutor):
                                 kafka_settings.redacted(dict(session.properties)))
         if what == "FUNCTIONS":
             return r.FunctionList(stmt.text, [r.FunctionInfo(f.name, f.kind, f.category, f.description)
-                                              for f in REGISTRY.all()])
+                                              for f in registry().all()])
         if what == "VARIABLES":
             return r.Properties(stmt.text, dict(self.engine.active_session.variables), {})
         if what == "TYPES":
@@ -210,10 +211,10 @@ class Inspection(StatementExecutor):
         if stmt.connector:
             return self.engine.connectors.describe(stmt)
         if stmt.function:
-            fn = REGISTRY.get(stmt.name or "")
+            fn = registry().get(stmt.name or "")
             if fn is None:
                 raise unknown_function(stmt.name or "")
-            from streamsql.planner.signatures import variants
+            from streamsql.functions.signatures import variants
 
             return r.FunctionDescription(stmt.text, r.FunctionInfo(fn.name, fn.kind, fn.category, fn.description),
                                          [r.FunctionVariant(list(v.params), v.returns, v.variadic)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from streamsql import types as t
 from streamsql.catalog import QueryInfo, Source
 from streamsql.errors import AnalysisError, CatalogError, spark_message
+from streamsql.functions.casts import cast_value
 from streamsql.physical.builder import (
     CHECKPOINT_META,
     SparkBuilder,
@@ -32,7 +33,6 @@ from streamsql.physical.builder import (
 from streamsql.physical.steps import Aggregate, Collect, KafkaSink, PhysicalPlan, physical_plan
 from streamsql.planner import ddl
 from streamsql.planner.aggregation import AggregatePlan
-from streamsql.planner.casts import cast_value
 from streamsql.planner.expressions import quote
 from streamsql.planner.joins import JoinedSource
 from streamsql.planner.planner import QueryPlan

@@ -112,3 +112,23 @@ def test_document_ids_from_keys() -> None:
     assert _document_id(7) == "7"
     assert _document_id({"REGION": "eu", "ID": 3}) == "eu+3"  # composite keys joined (Connect refuses them)
     assert _document_id(None) is None
+
+
+def test_s3_object_names_use_the_directory_and_file_delimiters() -> None:
+    """Connect's S3 sink names an object <topics.dir>/<topic>/partition=<p>/<topic>+<p>+<offset>,
+    its parts joined by ``directory.delim`` and the file name's by ``file.delim``."""
+    from streamsql.connectors.s3 import S3SinkConfig
+
+    def object_path(**keys: str) -> str:
+        _cls, cfg = parse_sink("T", "SINK", {"connector.class": "S3SinkConnector", "topics": "quotes",
+                                             "s3.bucket.name": "b", "flush.size": "1",
+                                             "format.class": "io.confluent.connect.s3.format.json.JsonFormat",
+                                             **keys})
+        assert isinstance(cfg, S3SinkConfig)
+        return cfg.object_path("quotes", 3, 42)
+
+    assert object_path() == "b/topics/quotes/partition=3/quotes+3+0000000042.json"
+    assert object_path(**{"file.delim": "_", "directory.delim": "|"}) == \
+        "b/topics|quotes|partition=3|quotes_3_0000000042.json"
+    with pytest.raises(ConnectorError, match="Invalid value '' for configuration file.delim"):
+        object_path(**{"file.delim": ""})

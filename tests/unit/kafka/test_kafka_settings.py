@@ -103,7 +103,7 @@ def test_a_command_without_an_engine_gives_its_clients_the_settings(tmp_path) ->
     """``streamsql produce`` builds its producer without an engine: the CLI registers the settings
     for the cluster it is given."""
     from streamsql.runtime.config import EngineConfig
-    from streamsql.surfaces.cli import kafka_cluster
+    from streamsql.surfaces.command_config import kafka_cluster
 
     config = EngineConfig("broker-c:9093", tmp_path / "state", kafka={"security.protocol": "SSL"})
     try:

@@ -10,9 +10,9 @@ import pytest
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
+from streamsql.physical.aggregator import AggregationProcessor, MemoryState
 from streamsql.planner.aggregation import MATCH_COL, AggregatePlan
 from streamsql.planner.planner import Planner
-from streamsql.physical.aggregator import AggregationProcessor, MemoryState
 from streamsql.sql import parse
 
 
@@ -153,9 +153,9 @@ def test_sum_list_adds_every_element(catalog: Catalog) -> None:
 
 
 def test_attr_is_the_common_value_or_null_and_retracts() -> None:
-    from streamsql.planner import aggregates
+    from streamsql.functions.catalog import registry
 
-    acc = aggregates.get("ATTR").bind([t.STRING], []).create()
+    acc = registry().aggregate("ATTR").bind([t.STRING], []).create()
     acc.add(["1"])
     acc.add(["1"])
     assert acc.result() == "1"
@@ -195,8 +195,8 @@ class LastSeen:
 @pytest.fixture
 def last_seen(tmp_path: Any) -> Any:
     """A Python UDAF that records every ``map`` call (and fails to map the value "boom")."""
-    from streamsql.udf import functions as python_functions
-    from streamsql.udf.aggregate import _impl
+    from streamsql.functions.python import library as python_functions
+    from streamsql.functions.python.aggregate import _impl
 
     (tmp_path / "last_seen.py").write_text(_COUNTED_UDAF)
     assert python_functions.load(str(tmp_path)) == []
@@ -302,3 +302,37 @@ def test_state_written_when_the_processor_lived_in_runtime_resumes(catalog: Cata
     assert b"streamsql.runtime.aggregator" not in b"".join(now._blobs.values())
     expected = resumed(now)
     assert expected and resumed(before) == expected
+
+
+def test_state_written_when_the_accumulators_lived_in_the_planner_resumes(catalog: Catalog,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state pickles each group's accumulators by class: a query's state written while they
+    lived in ``streamsql.planner.aggregates`` (before ``streamsql/functions/``) resumes."""
+    import sys
+    import types
+
+    from streamsql.functions import aggregates
+
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, COUNT(*) AS n, SUM(v) AS s FROM s GROUP BY id;")
+    first, second = [(1, 2, 1000), (2, 5, 1500), (1, 3, 2000)], [(1, 4, 3000)]
+
+    def batch(state: MemoryState, rows: list[tuple[int, int, int]]) -> list[tuple[Any, ...]]:
+        proc = AggregationProcessor(p, state)
+        updates = proc.process(_rows(p, rows))
+        state.apply(proc.state_changes())
+        return [(u.key, u.results) for u in updates]
+
+    now = MemoryState()
+    batch(now, first)
+    with monkeypatch.context() as m:
+        former = types.ModuleType("streamsql.planner.aggregates")
+        for cls in (aggregates.Count, aggregates.Sum):
+            setattr(former, cls.__name__, cls)
+            m.setattr(cls, "__module__", former.__name__)
+        m.setitem(sys.modules, former.__name__, former)
+        before = MemoryState()
+        batch(before, first)
+    assert b"streamsql.planner.aggregates" in b"".join(before._blobs.values())
+    assert b"streamsql.planner.aggregates" not in b"".join(now._blobs.values())
+    expected = batch(now, second)
+    assert expected == [((1,), [3, 9])] and batch(before, second) == expected

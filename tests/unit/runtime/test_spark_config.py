@@ -79,7 +79,7 @@ def test_conf_flag_is_repeatable_on_every_command_that_takes_a_master():  # type
 
 
 def test_the_cli_hands_spark_settings_to_the_session_it_will_create(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
-    from streamsql.surfaces.cli import _config
+    from streamsql.surfaces.command_config import command_config as _config
 
     monkeypatch.chdir(tmp_path)  # no ./streamsql.properties
     args = build_parser().parse_args(["run", "f.sql", "--conf", "spark.executor.memory=3g"])

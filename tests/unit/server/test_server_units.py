@@ -14,7 +14,7 @@ from streamsql import entities
 from streamsql import types as t
 from streamsql.errors import ConfigError
 from streamsql.runtime import results as r
-from streamsql.server.app import client_message
+from streamsql.server.errors import client_message
 from streamsql.server.authorization import Account, load_users
 from streamsql.server.errors import ServerError, statement_error
 from streamsql.server.service import normalize_overrides

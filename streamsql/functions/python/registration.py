@@ -1,0 +1,113 @@
+"""Python functions in the function catalog: how a call to a UDF, UDTF or UDAF compiles to Spark SQL.
+
+Every overload of a Python function is registered with Spark (by :mod:`streamsql.functions.python.runtime`)
+under its own name, :func:`spark_name`; a call compiles to that Spark function applied to the
+arguments, each cast to the declared parameter type (ksqlDB widens INT → BIGINT → DECIMAL →
+DOUBLE when it picks an overload; a cast makes Spark hand the Python code the declared type).
+
+* UDF: ``spark_fn(args)`` typed as ``returns``.
+* UDTF: ``spark_fn(args)`` typed ``ARRAY<returns>``; the planner's table-function step turns the
+  array into rows (:mod:`streamsql.functions.table_functions`).
+* UDAF: not a Spark function at all: GROUP BY runs in the aggregation processor, record by record,
+  and a UDAF is one more accumulator there (:mod:`streamsql.functions.python.aggregate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from streamsql import types as t
+from streamsql.functions.compiled import Compiled
+from streamsql.functions.python import aggregate
+from streamsql.functions.python.signatures import accepts, declared, spark_name
+from streamsql.functions.registry import FunctionDef, FunctionRegistry, rejected
+
+if TYPE_CHECKING:
+    from streamsql.functions.python.api import FunctionSpec
+
+K = t.Kind
+PYTHON_CATEGORY = "PYTHON"
+
+
+def _argument(c: Compiled, param: t.SqlType | None) -> str:
+    if param is None or c.type == param:
+        return c.sql
+    return f"CAST({c.sql} AS {t.to_spark(param).simpleString()})"
+
+
+class PythonFunction:
+    """All overloads of one Python function name, compiled as one catalog entry."""
+
+    def __init__(self, specs: Sequence[FunctionSpec]) -> None:
+        self.specs = list(specs)
+        self.name = self.specs[0].name
+        self.kind = self.specs[0].kind
+        self.params = [[declared(p) for p in s.params + s.literals] for s in self.specs]
+
+    def overload(self, cs: list[Compiled]) -> int | None:
+        for i, params in enumerate(self.params):
+            if len(params) == len(cs) and all(accepts(p, c.type) for p, c in zip(params, cs)):
+                return i
+        return None
+
+    def compile(self, cs: list[Compiled]) -> Compiled:
+        i = self.overload(cs)
+        if i is None:
+            raise rejected(self.name, cs)
+        spec, params = self.specs[i], self.params[i]
+        args = [_argument(c, p) for c, p in zip(cs, params)]
+        fn = spark_name(self.name, i)
+        result = declared(spec.returns)
+        if self.kind == "TABLE":
+            assert result is not None  # the loader refuses ANY as a return type
+            return Compiled(f"{fn}({', '.join(args)})", t.Array(result))
+        return Compiled(f"{fn}({', '.join(args)})", result)
+
+    def definition(self) -> FunctionDef:
+        lo = min(len(p) for p in self.params)
+        hi = max(len(p) for p in self.params)
+        descriptions = [s.description for s in self.specs if s.description]
+        return FunctionDef(self.name, self.kind, self.compile, signatures=[s.signature() for s in self.specs],
+                           description=(descriptions[0] if descriptions else "Python function")
+                           + f" (Python: {self.specs[0].source_file})",
+                           category=PYTHON_CATEGORY, min_args=lo, max_args=hi,
+                           accepts=lambda cs: self.overload(cs) is not None)
+
+
+#: names registered from Python files, so reloading replaces them but never shadows a built-in
+_python_names: set[str] = set()
+
+
+def register(registry: FunctionRegistry, specs: Sequence[FunctionSpec]) -> list[str]:
+    """Register ``specs`` (grouped by name) in ``registry``. Returns problems, one per name that
+    clashes with a built-in function (those are not registered)."""
+    problems: list[str] = []
+    for old in list(_python_names):  # a reload replaces the previous set of Python functions
+        registry.unregister(old)
+        aggregate.unregister(registry, old)
+        _python_names.discard(old)
+    by_name: dict[str, list[FunctionSpec]] = {}
+    for s in specs:
+        by_name.setdefault(s.name, []).append(s)
+    for name, group in by_name.items():
+        kinds = {s.kind for s in group}
+        existing = registry.get(name)
+        if existing is not None and name not in _python_names:
+            problems.append(f"{group[0].source_file}: function {group[0].python_name} ({name}): the name is a "
+                            f"built-in function; choose another name")
+            continue
+        if len(kinds) > 1:
+            problems.append(f"{group[0].source_file}: function {name} is declared as more than one kind "
+                            f"({', '.join(sorted(kinds))})")
+            continue
+        if kinds == {"AGGREGATE"}:
+            aggregate.register(registry, name, group, PYTHON_CATEGORY)
+        else:
+            registry.register(PythonFunction(group).definition())
+        _python_names.add(name)
+    return problems
+
+
+def python_function_names() -> set[str]:
+    return set(_python_names)
