@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh
+echo "demo.sh: running the demo: the local broker, 20 000 sample payments, the fraud filter (about 1 minute)"
 exec .venv/bin/streamsql demo "$@"

@@ -12,6 +12,7 @@ if [ $# -eq 0 ] && [ ! -d "$qtt/qtt" ]; then
   exit 4
 fi
 scripts/setup.sh
+echo "test.sh: checking the code: ruff, mypy, the import layers (about 1 minute)"
 .venv/bin/ruff check streamsql
 .venv/bin/mypy streamsql
 # the import layering (.importlinter): every package in its layer, no import cycle anywhere
@@ -20,4 +21,7 @@ PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" .venv/bin/lint-imports --no-cache
 # last line names the seed): random runs still find order dependencies (docs/reliability.md)
 order=(-p no:randomly)
 if [ "${STREAMSQL_RANDOM_ORDER:-}" = 1 ]; then order=(); fi
+if [ $# -eq 0 ]; then
+  echo "test.sh: running the whole test suite (under 30 minutes on 2 cores; a dot per test)"
+fi
 exec .venv/bin/python -m pytest -q "${order[@]}" "$@"

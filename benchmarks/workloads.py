@@ -233,7 +233,8 @@ def w2_log_lines(count: int, seed: int = 0) -> Iterator[Record]:
 
 def _w2_sql(input_topic: str, output_topic: str) -> str:
     """Statements 1 and 2 of queries/heavy_hitters.sql (cutter, heavy hitters) on the run's topics;
-    the third (exact counts) is left out so every system does the same work. The cutter's topic is
+    the rest (the top 10 of every line per minute and its search documents) is left out so every
+    system does the same work. The cutter's topic is
     the system's own (named after its output topic): shared, a second system's aggregation read
     the first one's words as well."""
     topics = (("log_lines", input_topic), ("log_words", f"{output_topic}_words"), ("heavy_hitters", output_topic))

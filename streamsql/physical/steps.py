@@ -50,7 +50,11 @@ class Scan:
         if self.pinned is not None:
             at = ", ".join(f"{p}:{o}" for p, o in sorted(self.pinned.items()))
             start = f"{start} as the statement was accepted, partition:offset {at}"
-        pushed = f"; the reader drops rows failing {self.source_filter}" if self.source_filter else ""
+        pushed = ""
+        if self.source_filter:
+            from streamsql.planner.pushdown import filter_text
+
+            pushed = f"; the reader keeps only rows where {filter_text(self.source_filter)}"
         return (f"Scan {self.source.kind.lower()} {self.source.name} (topic {self.source.topic}, "
                 f"key {self.source.key_format}, value {self.source.value_format}, from {start}{pushed})")
 
@@ -139,7 +143,7 @@ class Select:
     def describe(self) -> str:
         parts = [f"Select {', '.join(c.name for c in self.plan.columns)}"]
         if self.plan.where:
-            parts.append(f"where {self.plan.where}")
+            parts.append(f"where {self.plan.where_text or self.plan.where}")
         if self.changelog:
             parts.append("(table changes)")
         if self.in_reader:
@@ -152,8 +156,26 @@ def _aggregation_text(label: str, p: AggregatePlan) -> str:
     calls = ", ".join(c.shown or c.text for c in p.calls)
     text = f"{label} by {keys}: {calls}"
     if p.window is not None:
-        text += f" window {p.window.type} size {p.window.size_ms} ms grace {p.grace_ms} ms"
+        w = p.window
+        spans = [_duration(w.size_ms) if w.type == "SESSION" else f"SIZE {_duration(w.size_ms)}"]
+        if w.advance_ms is not None:
+            spans.append(f"ADVANCE BY {_duration(w.advance_ms)}")
+        spans.append(f"GRACE PERIOD {_duration(p.grace_ms)}")
+        text += f" window {w.type} ({', '.join(spans)})"
     return text
+
+
+_UNITS = (("DAY", 86_400_000), ("HOUR", 3_600_000), ("MINUTE", 60_000), ("SECOND", 1000), ("MILLISECOND", 1))
+
+
+def _duration(ms: int) -> str:
+    """Milliseconds in ksqlDB's words, in the largest unit that states them exactly (60000 ->
+    ``1 MINUTE``): what a reader of EXPLAIN or the topology wrote in the statement."""
+    for unit, size in _UNITS:
+        if ms and ms % size == 0:
+            n = ms // size
+            return f"{n} {unit}{'' if n == 1 else 'S'}"
+    return f"{ms} MILLISECONDS"
 
 
 @dataclass

@@ -70,6 +70,8 @@ class QueryPlan:
     #: the whole WHERE as that JSON tree when the reader evaluates all of it exactly as Spark
     #: (``pushdown.exact_filter``), None otherwise or without a WHERE
     exact_filter: str | None = None
+    #: the WHERE as the statement wrote it, for EXPLAIN and the topology (``where`` is Spark's)
+    where_text: str | None = None
 
     @property
     def key_columns(self) -> list[OutputColumn]:
@@ -187,7 +189,8 @@ class Planner:
                          limit=query.limit, emit=query.emit, table_functions=generators.arrays,
                          keys_from_value=self._keys_from_value(query, source, scope) if repartitioned else frozenset(),
                          source_filter=self._source_filter(query, source, scope),
-                         exact_filter=self._source_filter(query, source, scope, exact=True))
+                         exact_filter=self._source_filter(query, source, scope, exact=True),
+                         where_text=query.where.sql() if query.where is not None else None)
 
     @staticmethod
     def _source_filter(query: ast.Query, source: Source | JoinedSource, scope: Scope, exact: bool = False

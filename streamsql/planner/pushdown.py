@@ -64,6 +64,41 @@ def source_filter(where: exp.Expr | None, scope: Scope, columns: list[t.Column])
     return json.dumps(pushed[0] if len(pushed) == 1 else {"op": "and", "args": pushed}, sort_keys=True)
 
 
+_SQL_COMPARISONS = {"equal": "=", "not_equal": "<>", "less": "<", "less_equal": "<=", "greater": ">",
+                    "greater_equal": ">="}
+
+
+def filter_text(tree_json: str) -> str:
+    """A pushed filter (the JSON tree the reader applies) as the SQL condition it stands for:
+    what EXPLAIN and ``streamsql topology`` print, rather than the reader's internal tree."""
+    return _tree_text(json.loads(tree_json), top=True)
+
+
+def _tree_text(node: dict[str, Any], top: bool = False) -> str:
+    if "column" in node:
+        return str(node["column"])
+    if "value" in node:
+        value = node["value"]
+        if isinstance(value, bool):
+            return "TRUE" if value else "FALSE"
+        if isinstance(value, str):
+            return "'" + value.replace("'", "''") + "'"
+        return repr(value)
+    op, args = node.get("op"), node.get("args", [])
+    if op in ("and", "or"):
+        text = f" {op.upper()} ".join(_tree_text(a) for a in args)
+        return text if top else f"({text})"
+    if op == "is_null":
+        return f"{_tree_text(args[0])} IS NULL"
+    if op == "is_valid":
+        return f"{_tree_text(args[0])} IS NOT NULL"
+    if op == "java_remainder":
+        return f"{_tree_text(args[0])} % {_tree_text(args[1])}"
+    if op in _SQL_COMPARISONS:
+        return f"{_tree_text(args[0])} {_SQL_COMPARISONS[op]} {_tree_text(args[1])}"
+    return json.dumps(node, sort_keys=True)  # a tree this renderer does not know: as it is
+
+
 def exact_filter(where: exp.Expr | None, scope: Scope, columns: list[t.Column]) -> str | None:
     """The whole of ``where`` as the reader's JSON tree when pyarrow evaluates all of it as
     Spark does (a row the tree keeps is one the WHERE keeps, and the reverse), else None."""

@@ -18,7 +18,10 @@ Settings and why:
     64 MB (``-Xmn64m``): the parallel collector sizes it at a third of the heap and touches all
     of it between collections, so a 1 GB driver held ~730 MB resident for a stateless query
     that keeps little alive; with 64 MB, ~480 MB at the same records/s (W1, docs/performance.md).
-    A cluster's driver keeps the JVM's defaults; ``spark.driver.extraJavaOptions`` set by the
+    The heap is not most of a local JVM's memory: in seed 003's pipeline (docs/performance.md)
+    its heap held ~216 MB committed of a ~560 MB PSS; the serial collector with a 128 MB initial
+    heap and 20-40% free left the JVM's peak at 491-618 MB against 546 with these flags, so they
+    stay. A cluster's driver keeps the JVM's defaults; ``spark.driver.extraJavaOptions`` set by the
     user replaces ours.
   * py4j's callback server (which the JVM calls for ``foreachBatch`` and listeners) waits for
     connections with ``select()``, which fails on a descriptor numbered 1,024 or more. A server
@@ -38,6 +41,12 @@ Settings and why:
   * the driver JVM maps a class-data sharing archive of Spark's classes when the installation has
     one (:mod:`streamsql.runtime.class_archive`, built by ``scripts/setup.sh``): session start
     ~8 s → ~4 s on 2 cores. A user's ``spark.driver.extraJavaOptions`` replaces this too.
+  * local masters only: the JVM and every Python process Spark starts run with glibc's
+    ``MALLOC_ARENA_MAX=2`` (:data:`LOCAL_PROCESS_ENV`, unless the environment sets it). glibc gives
+    each thread that allocates its own arena, up to 8 per core, and an arena keeps the pages it
+    once used; Spark's threads, librdkafka's and Arrow's each held some. Seed 003's pipeline over
+    20,000 batches (W4, ``streamsql-cold``): peak PSS of the JVM 640 → 546 MB, of the Python
+    workers 758 → 667 MB (docs/performance.md).
   * the Python workers' ``pyspark.zip`` is byte-compiled once (:mod:`streamsql.runtime.worker_zip`):
     every Python process Spark starts would otherwise compile PySpark from source (0.6 CPU-s each).
 
@@ -122,6 +131,9 @@ _LOG4J = Path(__file__).with_name("log4j2.properties")
 LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -Xmn64m"
 #: the Python worker daemon of a local session: PySpark's, with our tasks' modules preloaded
 WORKER_DAEMON = "streamsql.runtime.worker_daemon"
+#: the environment of a local session's processes (see the module docstring), set before the JVM
+#: and the zygote start so both and everything they start inherit it; a value already set wins
+LOCAL_PROCESS_ENV = {"MALLOC_ARENA_MAX": "2"}
 _registered: set[int] = set()
 DEFAULT_MASTER = "local[2]"
 #: the state store every query uses (see the module docstring)
@@ -220,6 +232,9 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None) -> 
             from streamsql.runtime.worker_zip import ensure_compiled
 
             ensure_compiled()
+            if local:
+                for name, value in LOCAL_PROCESS_ENV.items():
+                    os.environ.setdefault(name, value)
             if local and settings.get("spark.pyspark.python") == sys.executable and zygote.enabled():
                 # every Python process Spark starts is forked from one pre-imported process
                 settings["spark.pyspark.python"] = zygote.ensure_started() or sys.executable

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -197,9 +198,18 @@ def _dot_label(text: str) -> str:
     return json.dumps(text)
 
 
+#: a step's label wraps at this many characters: on one line, a long aggregation or scan made
+#: the rendered picture thousands of pixels wide
+WRAP = 44
+
+
+def _wrap(text: str) -> str:
+    return "\n".join(textwrap.wrap(text, WRAP, break_long_words=False, break_on_hyphens=False)) or text
+
+
 def to_dot(topo: Topology) -> str:
     """Graphviz: queries are clusters of their steps; internal topics grey, side channels dashed."""
-    out = ["digraph pipeline {", "  rankdir=LR;", '  node [fontname="Helvetica", fontsize=10];',
+    out = ["digraph pipeline {", "  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];',
            '  edge [fontname="Helvetica", fontsize=9];']
     for n in topo.nodes:
         if n.kind in ("step", "query") and any(s.query == (n.label if n.kind == "query" else n.query)
@@ -218,7 +228,7 @@ def to_dot(topo: Topology) -> str:
         out.append(f"  subgraph {_dot_id('cluster_' + q.label)} {{")
         out.append(f"    label={_dot_label(q.label)}; style=rounded; color=\"#64748b\";")
         for s in steps:
-            out.append(f"    {_dot_id(s.id)} [label={_dot_label(s.label)}, shape=box, style=rounded];")
+            out.append(f"    {_dot_id(s.id)} [label={_dot_label(_wrap(s.label))}, shape=box, style=rounded];")
         out.append("  }")
     for e in topo.edges:
         attrs = []

@@ -34,7 +34,7 @@ from streamsql.errors import StreamsqlError
 from streamsql.runtime.config import resolve_config
 from streamsql.samples import SAMPLES as SAMPLE_NAMES
 from streamsql.seeds import PIPELINES_DIR
-from streamsql.surfaces.command_config import command_config, kafka_cluster
+from streamsql.surfaces.command_config import command_config, kafka_cluster, topics_note
 
 if TYPE_CHECKING:
     from streamsql.runtime.engine import Engine
@@ -105,8 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--port", type=int, help="port on 127.0.0.1 (default: 9092 in the foreground, a free one "
                                                          "with start)")
     broker.add_argument("--data-dir", help="the data directory whose broker this is, where it records its "
-                                           "address and writes its log (default ./.streamsql; topics are kept "
-                                           "in memory)")
+                                           "address, log and topics (default ./.streamsql)")
+    broker.add_argument("--memory", action="store_true",
+                        help="keep the topics in memory, gone when the broker stops (default: durable, in "
+                             "<data dir>/topics, kept across stop and start)")
     broker.add_argument("--config", help="properties file whose streamsql.data.dir names the data directory")
 
     produce = sub.add_parser("produce", help="write deterministic sample records to a topic")
@@ -440,7 +442,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     (no action) run it in the foreground until Ctrl-C, recorded so the other commands use it."""
     import datetime
 
-    from streamsql.kafka.broker import EmbeddedBroker, LocalBroker
+    from streamsql.kafka.broker import LocalBroker
 
     # the data directory as every other command resolves it (flag, config file, ./.streamsql)
     data_dir = resolve_config(None, args.data_dir, args.config).data_dir
@@ -452,7 +454,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
             return 1
         since = datetime.datetime.fromtimestamp(record.started_at).isoformat(timespec="seconds")
         print(f"local broker of {data_dir}: {record.bootstrap_servers}, pid {record.pid}, {record.mode}, "
-              f"running since {since}, cluster id {record.cluster_id}; topics in memory (gone when it stops)")
+              f"running since {since}, cluster id {record.cluster_id}; {topics_note(record, data_dir)}")
         return 0
     if args.action == "stop":
         from streamsql.surfaces.local_server import LocalServer
@@ -466,14 +468,18 @@ def cmd_broker(args: argparse.Namespace) -> int:
         if stopped is None:
             print(f"no local broker runs for {data_dir}")
             return 1
-        print(f"stopped the local broker of {data_dir} (pid {stopped.pid}); its topics are gone, and the next "
-              f"engine on {data_dir} starts with an empty catalog")
+        if stopped.durable:
+            print(f"stopped the local broker of {data_dir} (pid {stopped.pid}); its topics are kept in "
+                  f"{local.topics_dir} for the next start")
+        else:
+            print(f"stopped the local broker of {data_dir} (pid {stopped.pid}); its topics were in memory and are "
+                  f"gone: the next engine on {data_dir} starts with an empty catalog")
         return 0
     if args.action == "start":
-        record, started = local.ensure(args.port)
+        record, started = local.ensure(args.port, memory=args.memory)
         if started:
             print(f"started the local broker of {data_dir} at {record.bootstrap_servers} in the background "
-                  f"(pid {record.pid}); `streamsql broker stop` stops it")
+                  f"(pid {record.pid}; {topics_note(record, data_dir)}); `streamsql broker stop` stops it")
         else:
             print(f"the local broker of {data_dir} already runs at {record.bootstrap_servers} (pid {record.pid})")
             if args.port is not None and args.port != record.port:
@@ -487,14 +493,15 @@ def cmd_broker(args: argparse.Namespace) -> int:
     # SIGTERM (docker stop, systemd) ends the command through the finally blocks below: the
     # broker stops and its record goes (kill -9 cannot run them; the kernel then stops the broker)
     exit_on_signal(signal.SIGTERM, 0)
-    broker = EmbeddedBroker(port=args.port or 9092, data_dir=data_dir, die_with_parent=True).start()
+    launched = local.launch(args.port or 9092, memory=args.memory, die_with_parent=True)
+    broker = launched.broker
     try:
-        record = local.register(broker)
+        record = local.register(launched)
     except BaseException:
-        broker.stop()
+        launched.stop()
         raise
-    print(f"streamsql: local broker of {data_dir} listening on {broker.bootstrap_servers} (in-memory topics); "
-          f"Ctrl-C to stop", flush=True)
+    print(f"streamsql: local broker of {data_dir} listening on {broker.bootstrap_servers} "
+          f"({topics_note(record, data_dir)}); Ctrl-C to stop", flush=True)
     try:
         code = broker.wait()
         # stopped from outside (`streamsql broker stop` sends SIGTERM, then SIGKILL): a normal end
@@ -503,7 +510,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         return 0
     finally:
         local.unregister(record)
-        broker.stop()
+        launched.stop()
 
 
 def cmd_produce(args: argparse.Namespace) -> int:

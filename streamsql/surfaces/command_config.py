@@ -7,8 +7,13 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from streamsql.runtime.config import EngineConfig, default_data_dir, resolve_config
+
+if TYPE_CHECKING:
+    from streamsql.kafka.broker import BrokerRecord
 
 
 @contextlib.contextmanager
@@ -28,9 +33,10 @@ def kafka_cluster(config: EngineConfig) -> Iterator[EngineConfig]:
     record, started = LocalBroker(config.data_dir).ensure()
     if started:
         where = "" if config.data_dir == default_data_dir() else f" --data-dir {config.data_dir}"
+        note = topics_note(record, config.data_dir)
         print(f"streamsql: no bootstrap servers given; started the local broker of {config.data_dir} at "
-              f"{record.bootstrap_servers} in the background (pid {record.pid}; topics in memory; it keeps "
-              f"running for the next command: `streamsql broker stop{where}` stops it)", file=sys.stderr, flush=True)
+              f"{record.bootstrap_servers} in the background (pid {record.pid}; {note}; it keeps running for "
+              f"the next command: `streamsql broker stop{where}` stops it)", file=sys.stderr, flush=True)
     else:
         print(f"streamsql: using the local broker of {config.data_dir} at {record.bootstrap_servers} "
               f"(pid {record.pid})", file=sys.stderr, flush=True)
@@ -61,3 +67,12 @@ def command_config(args: argparse.Namespace) -> EngineConfig:
 
         configure(config.spark_conf)
     return config
+
+
+def topics_note(record: BrokerRecord, data_dir: Path) -> str:
+    """Where the local broker keeps its topics, for the commands' messages."""
+    from streamsql.kafka.broker import TOPICS_DIR
+
+    if record.durable:
+        return f"topics kept in {Path(data_dir) / TOPICS_DIR} across stop and start"
+    return "topics in memory, gone when it stops"

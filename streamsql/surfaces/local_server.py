@@ -17,19 +17,15 @@ a loopback port, and the REST API runs whatever it is sent. Its address and pid 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from streamsql import background
 from streamsql.errors import StreamsqlError
 
 RECORD_FILE = "server.json"
@@ -70,7 +66,8 @@ class LocalServer:
 
     def __init__(self, data_dir: str | Path) -> None:
         self.data_dir = Path(data_dir).resolve()
-        self.record_path = self.data_dir / RECORD_FILE
+        self.record_file = background.RecordFile(self.data_dir, RECORD_FILE.removesuffix(".json"))
+        self.record_path = self.record_file.path
         self.credentials_path = self.data_dir / CREDENTIALS_FILE
         self.log_path = self.data_dir / LOG_FILE
 
@@ -101,49 +98,27 @@ class LocalServer:
 
     # --- the record ---------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.data_dir / "server.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
     def _read(self) -> ServerRecord | None:
-        try:
-            record = ServerRecord(**json.loads(self.record_path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
+        fields = self.record_file.read()
+        if fields is None:
             return None
-        return record if isinstance(record.pid, int) and record.pid > 1 else None
+        try:
+            return ServerRecord(**fields)
+        except TypeError:
+            return None
 
     def _live(self) -> ServerRecord | None:
-        """The recorded server if its process still runs; a record of one that is gone is removed."""
+        """The recorded server if its process still runs (its command line names this
+        directory's credential file); a record of one that is gone is removed."""
         record = self._read()
-        if record is None or not self._is_server_process(record.pid):
-            self.record_path.unlink(missing_ok=True)
+        if record is None or not background.is_process(record.pid, str(self.credentials_path)):
+            self.record_file.remove()
             return None
         return record
 
-    def _is_server_process(self, pid: int) -> bool:
-        """Alive and that server (its command line names this directory's credential file: a
-        reused pid is not mistaken for it)."""
-        try:
-            os.kill(pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        cmdline = Path(f"/proc/{pid}/cmdline")
-        if Path("/proc/self").exists():
-            try:
-                return str(self.credentials_path).encode() in cmdline.read_bytes()
-            except OSError:
-                return False
-        return True  # no /proc (macOS): the pid is alive
-
     def find(self) -> ServerRecord | None:
         """The data directory's running local server, or None."""
-        with self._locked():
+        with self.record_file.locked():
             return self._live()
 
     # --- start, stop --------------------------------------------------------------------------
@@ -152,7 +127,7 @@ class LocalServer:
                notify: bool = True) -> tuple[ServerRecord, bool]:
         """The running local server, started in the background (and waited for until it answers)
         when none runs; the flag says whether this call started it."""
-        with self._locked():
+        with self.record_file.locked():
             record = self._live()
             if record is not None:
                 return record, False
@@ -166,9 +141,7 @@ class LocalServer:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
             record = ServerRecord(proc.pid, port, time.time(), list(engine_args))
-            tmp = self.record_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(asdict(record)), encoding="utf-8")
-            tmp.replace(self.record_path)
+            self.record_file.write(asdict(record))
             if notify:
                 print(f"streamsql: starting the local server of {self.data_dir} in the background (pid {proc.pid}, "
                       f"log {self.log_path}); it keeps running, with its queries, until `streamsql server stop`",
@@ -176,8 +149,8 @@ class LocalServer:
             try:
                 self._wait_ready(record, proc)
             except BaseException:
-                _terminate(proc.pid, 5.0)
-                self.record_path.unlink(missing_ok=True)
+                background.terminate(proc.pid, 5.0)
+                self.record_file.remove()
                 raise
             return record, True
 
@@ -205,34 +178,18 @@ class LocalServer:
     def stop(self, grace_s: float = STOP_GRACE_S) -> ServerRecord | None:
         """Stop the running local server: SIGTERM (it stops its queries and its engine), then
         SIGKILL after ``grace_s``. Returns what was stopped, or None if nothing ran."""
-        with self._locked():
+        with self.record_file.locked():
             record = self._live()
             if record is None:
                 return None
-            _terminate(record.pid, grace_s)
-            self.record_path.unlink(missing_ok=True)
+            background.terminate(record.pid, grace_s)
+            self.record_file.remove()
             return record
 
     def client(self, record: ServerRecord) -> tuple[str, str, str]:
         """URL, user and password to reach ``record``'s server."""
         user, password = self.credentials()
         return record.url, user, password
-
-
-def _terminate(pid: int, grace_s: float) -> None:
-    from streamsql.kafka.broker import _pid_running
-
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            if not _pid_running(pid):
-                return
-            time.sleep(0.1)
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _pid_running(pid):
-            time.sleep(0.05)
 
 
 def _tail(path: Path, lines: int = 15) -> str:

@@ -211,7 +211,7 @@ def test_explain_prints_the_physical_steps(engine, topic_name):  # type: ignore[
     assert isinstance(planned, r.Explanation)
     steps = planned.text.split("Physical steps:\n", 1)[1].splitlines()
     assert steps[0].startswith("[1] Scan stream EXPLAINED")
-    assert "Aggregate by" in steps[1] and "window TUMBLING size 60000 ms" in steps[1] and "having" in steps[1]
+    assert "Aggregate by" in steps[1] and "window TUMBLING (SIZE 1 MINUTE" in steps[1] and "having" in steps[1]
     assert steps[2].strip().startswith("> [3] Kafka sink EXPLAINED_SUM")
     [created] = engine.execute(sql)
     [running] = engine.execute(f"EXPLAIN {created.query_id};")

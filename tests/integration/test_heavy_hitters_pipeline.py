@@ -1,8 +1,9 @@
 """Seed pipeline 000 (queries/heavy_hitters.sql, then queries/heavy_hitters_elasticsearch.sql) end
-to end on the session broker and SparkSession: JSON log lines → SPLIT_WORDS + EXPLODE →
-HEAVY_HITTERS per 1-minute window, exact counts per word per window, and those counts as
-``{name, count, time}`` documents in a real search server process — checked against counts
-computed here."""
+to end on the session broker and SparkSession: log lines with a text field → the cutter
+(SPLIT_WORDS + EXPLODE) → HEAVY_HITTERS per service and per 1-minute window → the window's top 10
+as ``{name, count, time}`` documents in a real search server process. The lines arrive in two
+rounds into the same windows, the second pushing new words up, so words leave a window's top 10
+and the index must hold only the final one; checked against counts and sketches computed here."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def test_heavy_hitters_pipeline(engine, topic_name):  # type: ignore[no-untyped-
     from osmem_server import OsmemServer
 
     topics = {name: topic_name(name)
-              for name in ("log_lines", "log_words", "heavy_hitters", "word_counts", "word_count_docs")}
+              for name in ("log_lines", "log_words", "heavy_hitters", "top_words", "top_word_places",
+                           "word_count_docs")}
     text, sink_text = SCRIPT.read_text(), SINK_SCRIPT.read_text()
     for name, unique in topics.items():
         text = text.replace(f"'{name}'", f"'{unique}'")
@@ -59,24 +61,37 @@ def test_heavy_hitters_pipeline(engine, topic_name):  # type: ignore[no-untyped-
         search.close()
 
 
-def run_pipeline(engine, topics: dict[str, str], text: str, sink_text: str, search_url: str) -> None:  # type: ignore[no-untyped-def]
-    from tests.integration.test_elasticsearch_sink import documents
-
-    rng = random.Random(0)
-    vocabulary = [f"w{i}" for i in range(60)]
-    weights = [1 / (rank ** 1.3) for rank in range(1, 61)]
-    lines, exact = [], Counter()
-    for i in range(240):  # two minutes of log lines, 2 per second
-        ts = 1_700_000_040_000 + i * 500  # starts on a minute boundary
+def log_lines(rng: random.Random, vocabulary: list[str], weights: list[float], start: int, count: int,
+              exact: Counter, order: list[tuple[int, str]]) -> list[tuple[None, str, int]]:
+    """``count`` lines, 2 per second from ``start``, each 3-8 words drawn with ``weights``; every
+    word is counted in ``exact`` by (service, word, window) and appended to ``order`` with its
+    window, as the cutter emits them (lower-cased)."""
+    lines = []
+    for i in range(count):
+        ts = start + i * 500
         words = rng.choices(vocabulary, weights=weights, k=rng.randint(3, 8))
         msg = " ".join(w.upper() if j == 0 else w for j, w in enumerate(words))  # cutter lower-cases
         service = "api" if i % 3 else None
         lines.append((None, json.dumps({"service": service, "msg": msg}), ts))
         for w in words:
             exact[(service or "all", w, ts - ts % MINUTE)] += 1
-    lines.append((None, "not json at all", lines[-1][2]))  # a bad line: processing log, pipeline goes on
+            order.append((ts - ts % MINUTE, w))
+    return lines
+
+
+def run_pipeline(engine, topics: dict[str, str], text: str, sink_text: str, search_url: str) -> None:  # type: ignore[no-untyped-def]
+    from streamsql.seeds.functions.sketches import HeavyHitters
+    from tests.integration.test_elasticsearch_sink import documents
+
+    rng = random.Random(0)
+    exact: Counter = Counter()
+    order: list[tuple[int, str]] = []
+    start = 1_700_000_040_000  # a minute boundary: two minutes of lines
+    vocabulary = [f"w{i}" for i in range(60)]
+    first = log_lines(rng, vocabulary, [1 / (rank ** 1.3) for rank in range(1, 61)], start, 240, exact, order)
+    first.append((None, "not json at all", first[-1][2]))  # a bad line: processing log, pipeline goes on
     engine.admin.create_topic(topics["log_lines"], 1)
-    produce(engine.admin, topics["log_lines"], lines)
+    produce(engine.admin, topics["log_lines"], first)
 
     # statement by statement, idle in between: each query start spawns a Python source runner
     # that must connect back to Spark within 10 s (several at once can miss it on 2 busy cores)
@@ -85,31 +100,51 @@ def run_pipeline(engine, topics: dict[str, str], text: str, sink_text: str, sear
         engine.wait_until_idle()
     engine.execute(sink_text)
     engine.wait_until_idle()
+    index = topics["word_count_docs"].lower()
+    first_top: dict[int, set[str]] = {}
+    for doc in documents(search_url, index).values():
+        first_top.setdefault(doc["time"], set()).add(doc["name"])
+    assert len(first_top) == 2 and all(len(names) == 10 for names in first_top.values())
 
-    per_word: Counter = Counter()
-    for (_service, word, window), n in exact.items():
-        per_word[(word, window)] += n
-    counts = {k: v["TOTAL"] for k, v in latest(engine.admin, topics["word_counts"]).items()}
-    assert counts == dict(per_word)
+    # the second round, late into the same two windows: new words outnumber most of the first top 10
+    late = log_lines(rng, [f"x{i}" for i in range(8)], [1.0] * 8, start, 240, exact, order)
+    produce(engine.admin, topics["log_lines"], late)
+    engine.wait_until_idle()
 
-    hitters = latest(engine.admin, topics["heavy_hitters"])
     windows = sorted({w for (_, _, w) in exact})
+    assert len(windows) == 2
+    per_window: dict[int, Counter] = {w: Counter() for w in windows}
+    for (_service, word, window), n in exact.items():
+        per_window[window][word] += n
+    sketches = {w: HeavyHitters(10) for w in windows}  # the sketch of every window, fed in the cutter's order
+    for window, word in order:
+        sketches[window].add(word)
+
+    # the search server holds, per window, exactly the sketch's final top 10 with its estimates
+    docs = documents(search_url, index)
+    assert docs == {f"{window}+{place}": {"name": word, "count": estimate, "time": window}
+                    for window in windows
+                    for place, (word, estimate) in enumerate(sketches[window].top(), start=1)}
+    dropped = 0
+    for window in windows:
+        held = {d["name"]: d["count"] for d in docs.values() if d["time"] == window}
+        truth = per_window[window]
+        assert len(held) == 10  # N = 10 distinct words
+        assert all(count >= truth[name] for name, count in held.items())  # count-min never undercounts
+        assert {w for w, _ in truth.most_common(3)} <= set(held)  # the true top 3
+        dropped += len(first_top[window] - set(held))
+    assert dropped > 0  # words did leave a top 10: their documents are gone, no other words remain
+
+    mapping = httpx.get(f"{search_url}/{index}/_mapping", timeout=30).json()[index]["mappings"]["properties"]
+    assert mapping["time"]["type"] == "date" and mapping["name"]["type"] == "keyword"
+
+    # statement 2, per service: 10 words per (service, window), estimates never below the truth
+    hitters = latest(engine.admin, topics["heavy_hitters"])
     assert set(hitters) == {(s, w) for (s, _, w) in exact}
     for (service, window), value in hitters.items():
         truth = Counter({word: n for (s, word, w), n in exact.items() if s == service and w == window})
         top = value["TOP_WORDS"]
         assert len(top) == 10
-        for entry in top:
-            assert entry["ESTIMATE"] >= truth[entry["ITEM"]]
-        true_top5 = {w for w, _ in truth.most_common(5)}
-        assert len(true_top5 & {e["ITEM"] for e in top}) >= 4, (service, window, top, truth.most_common(10))
-    assert len(windows) == 2
-
-    # the search server holds one document per word per minute with the exact count
-    index = topics["word_count_docs"].lower()
-    docs = documents(search_url, index)
-    assert docs == {f"{word}+{window}": {"name": word, "count": n, "time": window}
-                    for (word, window), n in per_word.items()}
-    mapping = httpx.get(f"{search_url}/{index}/_mapping", timeout=30).json()[index]["mappings"]["properties"]
-    assert mapping["time"]["type"] == "date" and mapping["name"]["type"] == "keyword"
+        assert all(entry["ESTIMATE"] >= truth[entry["ITEM"]] for entry in top)
+        assert {w for w, _ in truth.most_common(3)} <= {e["ITEM"] for e in top}, (service, window, top)
     assert engine.failed_queries() == []

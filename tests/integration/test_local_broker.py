@@ -17,7 +17,7 @@ import pytest
 
 from streamsql.errors import KafkaError
 from streamsql.kafka.admin import KafkaAdmin
-from streamsql.kafka.broker import RECORD_FILE, BrokerRecord, EmbeddedBroker, LocalBroker, free_port
+from streamsql.kafka.broker import RECORD_FILE, BrokerRecord, EmbeddedBroker, LaunchedBroker, LocalBroker, free_port
 from streamsql.seeds import PIPELINES_DIR
 from tests.support.cli import run_streamsql
 
@@ -50,13 +50,13 @@ def test_a_data_directory_has_one_local_broker_until_it_is_stopped(tmp_path: Pat
         try:
             with pytest.raises(KafkaError, match=f"already has a local broker at 127.0.0.1:{first.port} "
                                                  f"\\(pid {first.pid}\\)"):
-                local.register(foreground)
+                local.register(LaunchedBroker(foreground, None))
         finally:
             foreground.stop()
     finally:
         stopped = local.stop()
     assert stopped == first
-    assert not _alive(first.pid)
+    assert not _alive(first.pid) and not _alive(first.store_pid)  # the broker and its object store
     assert local.find() is None and local.stop() is None
     assert not (tmp_path / "state" / RECORD_FILE).exists()
 
@@ -138,12 +138,11 @@ def test_produce_then_run_then_shell_see_the_same_topics(tmp_path: Path) -> None
         assert not _alive(record.pid)
         assert _cli("broker", "status", cwd=tmp_path).returncode == 1
 
-        # the next command starts a new broker: the catalog of the old one's topics is reset, saying so
+        # the next command starts the broker again on the same topics: the catalog is kept
         after = _cli("shell", "--embedded", "-e", "SHOW STREAMS;", cwd=tmp_path)
         assert after.returncode == 0, after.stderr
-        assert f"(was {record.cluster_id}: its topics are gone, as when the local broker was stopped): reset the " \
-               f"catalog, checkpoints and table stores in {tmp_path / '.streamsql'}" in after.stderr
-        assert "FRAUDULENT_PAYMENTS" not in after.stdout and "PAYMENTS" not in after.stdout
+        assert "new Kafka cluster" not in after.stderr
+        assert "FRAUDULENT_PAYMENTS" in after.stdout and "PAYMENTS" in after.stdout
     finally:
         local.stop()
 
@@ -199,6 +198,7 @@ def test_a_foreground_broker_leaves_no_process_behind(tmp_path: Path, sig: signa
         proc.send_signal(sig)
         proc.wait(timeout=15)
         assert _wait(lambda: not _alive(record.pid), 10), f"tansu {record.pid} outlived its command"
+        assert _wait(lambda: not _alive(record.store_pid), 10), f"its store {record.store_pid} outlived it"
         assert local.find() is None
         if sig == signal.SIGTERM:
             assert proc.returncode == 0 and not (tmp_path / RECORD_FILE).exists()

@@ -6,8 +6,12 @@ the running server; `server status|stop`. One server (one JVM) for the whole mod
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,3 +118,40 @@ def test_shells_share_the_local_server_and_its_queries_outlive_them(cwd: Path) -
     assert stopped.returncode == 0 and f"pid {record['pid']}" in stopped.stdout
     assert not psutil.pid_exists(record["pid"]) or psutil.Process(record["pid"]).status() == psutil.STATUS_ZOMBIE
     assert run_streamsql("server", "status", cwd=cwd).returncode == 1
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _try_it_block() -> str:
+    """The README's "Try it" block: the first bash block after that heading."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Try it"):]
+    return section[section.index("```bash\n") + len("```bash\n"):section.index("```\n", section.index("```bash\n") + 8)]
+
+
+@pytest.mark.timeout(600)
+def test_the_readmes_try_it_block_runs_as_written(cwd: Path) -> None:
+    """The block runs in bash as written, in a directory whose ``.venv/bin/streamsql`` is this
+    checkout's command; it shares the module's broker (the server is stopped by the test above,
+    so the block's shell starts one, as a new user's would)."""
+    block = _try_it_block()
+    assert len(block.splitlines()) <= 10 and block.startswith(".venv/bin/streamsql produce payments")
+    command = cwd / ".venv" / "bin" / "streamsql"
+    command.parent.mkdir(parents=True, exist_ok=True)
+    command.write_text(f"#!/bin/sh\nPYTHONPATH={README.parent} PYSPARK_PYTHON={sys.executable} "
+                       f'exec {sys.executable} -m streamsql "$@"\n')
+    command.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "STREAMSQL_BOOTSTRAP_SERVERS"}
+    done = subprocess.run(["bash", "-e", "-c", block], cwd=cwd, env=env, capture_output=True, text=True, timeout=540)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert not TRACEBACK.search(output), output
+    assert "produced 1000 records to payments" in done.stdout
+    assert "Created query with ID CSAS_SUSPICIOUS_" in done.stdout
+    rows = [line for line in done.stdout.splitlines() if re.match(r"\|pay-\d+", line)]
+    assert len(rows) == 3, done.stdout
+    assert "Limit Reached" in done.stdout
+    assert "stopped the local server" in done.stdout and "stopped the local broker" in done.stdout
+    assert LocalServer(cwd / ".streamsql").find() is None and LocalBroker(cwd / ".streamsql").find() is None
+    assert (cwd / ".streamsql" / "topics").is_dir()  # the topics stay for next time

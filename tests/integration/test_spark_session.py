@@ -92,3 +92,25 @@ def test_a_local_session_s_jvm_has_a_small_young_generation(spark) -> None:  # t
     young = [p.getUsage().getMax() for name, p in pools.items() if "Eden" in name or "Survivor" in name]
     assert pools.keys() & {"PS Eden Space"}, sorted(pools)  # the parallel collector
     assert 0 < sum(young) <= 64 * 2**20
+
+
+def _arena_max(_: object) -> str | None:
+    import os
+
+    return os.environ.get("MALLOC_ARENA_MAX")
+
+
+def test_a_local_session_s_processes_run_with_two_malloc_arenas(spark) -> None:  # type: ignore[no-untyped-def]
+    """glibc reads MALLOC_ARENA_MAX when a process starts: the JVM and the zygote (whose forks are
+    the Python workers, sharing its allocator's setting) must have been started with it."""
+    import psutil
+
+    from streamsql.runtime import zygote
+    from streamsql.runtime.spark import LOCAL_PROCESS_ENV
+
+    assert LOCAL_PROCESS_ENV == {"MALLOC_ARENA_MAX": "2"}
+    jvm = psutil.Process(spark._jvm.java.lang.ProcessHandle.current().pid())
+    assert jvm.environ().get("MALLOC_ARENA_MAX") == "2"
+    zygote_pid = zygote.running_pid()
+    assert zygote_pid is not None and psutil.Process(zygote_pid).environ().get("MALLOC_ARENA_MAX") == "2"
+    assert set(spark.sparkContext.parallelize(range(2), 2).map(_arena_max).collect()) == {"2"}

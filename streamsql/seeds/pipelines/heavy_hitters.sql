@@ -23,20 +23,34 @@ CREATE TABLE heavy_hitters WITH (KAFKA_TOPIC = 'heavy_hitters', VALUE_FORMAT = '
     GROUP BY service
     EMIT CHANGES;
 
--- 3. The exact sum per word per 1-minute window (what the sketch estimates).
-CREATE TABLE word_counts WITH (KAFKA_TOPIC = 'word_counts', VALUE_FORMAT = 'JSON') AS
-    SELECT word, COUNT(*) AS total
+-- 3. The heavy hitters of every line per 1-minute window, whatever its service: one count-min
+--    sketch (HEAVY_HITTERS) per window and its top 10 words with their estimates (never below
+--    the true count). The window aggregate the search documents come from.
+CREATE TABLE top_words WITH (KAFKA_TOPIC = 'top_words', VALUE_FORMAT = 'JSON') AS
+    SELECT 'all' AS scope, HEAVY_HITTERS(word, 10) AS top_words
     FROM log_words
     WINDOW TUMBLING (SIZE 1 MINUTE)
-    GROUP BY word
+    GROUP BY 'all'
     EMIT CHANGES;
 
--- 4. The same counts as documents for a search server: one row per word per minute, shaped
---    {"name", "count", "time"}, keyed by word and minute (the document id). The sink connector
---    is queries/heavy_hitters_elasticsearch.sql.
-CREATE TABLE word_count_docs WITH (KAFKA_TOPIC = 'word_count_docs', KEY_FORMAT = 'JSON', VALUE_FORMAT = 'JSON') AS
-    SELECT word, ROWTIME - ROWTIME % 60000 AS minute,
-           AS_VALUE(word) AS `name`, COUNT(*) AS `count`, AS_VALUE(ROWTIME - ROWTIME % 60000) AS `time`
-    FROM log_words
-    GROUP BY word, ROWTIME - ROWTIME % 60000
+-- 4. Each change of a window's top 10 as a stream (the table's topic read as events), cut into one
+--    row per place: 1 for the most frequent word, 2 for the next... (the two EXPLODEs are zipped).
+CREATE STREAM top_words_changes (scope VARCHAR KEY, top_words ARRAY<STRUCT<ITEM VARCHAR, ESTIMATE BIGINT>>)
+    WITH (KAFKA_TOPIC = 'top_words', VALUE_FORMAT = 'JSON', WINDOW_TYPE = 'TUMBLING', WINDOW_SIZE = '1 MINUTE');
+
+CREATE STREAM top_word_places WITH (KAFKA_TOPIC = 'top_word_places', VALUE_FORMAT = 'JSON') AS
+    SELECT scope, WINDOWSTART AS minute, WINDOWSTART AS window_start,
+           EXPLODE(GENERATE_SERIES(1, ARRAY_LENGTH(top_words))) AS place, EXPLODE(top_words) AS hit
+    FROM top_words_changes
+    EMIT CHANGES;
+
+-- 5. The documents for a search server, shaped {"name", "count", "time"} (time: the window's start,
+--    epoch milliseconds) and keyed by minute and place, the document id ("<minute>+<place>"): each
+--    change of a window's top 10 overwrites its 10 documents, so per window the index holds exactly
+--    the final top 10 and a word that drops out of it is gone. The sink connector is
+--    queries/heavy_hitters_elasticsearch.sql.
+CREATE STREAM word_count_docs WITH (KAFKA_TOPIC = 'word_count_docs', KEY_FORMAT = 'JSON', VALUE_FORMAT = 'JSON') AS
+    SELECT minute, place, hit->ITEM AS `name`, hit->ESTIMATE AS `count`, window_start AS `time`
+    FROM top_word_places
+    PARTITION BY minute, place
     EMIT CHANGES;

@@ -1,7 +1,7 @@
--- Seed pipeline 000, last step: the per-word counts per minute (table word_count_docs of
+-- Seed pipeline 000, last step: each minute's heavy hitters (stream word_count_docs of
 -- queries/heavy_hitters.sql) as documents {"name", "count", "time"} in Elasticsearch or OpenSearch,
--- one per word per minute (id: word+minute), updated as the count grows.
--- Run it once heavy_hitters.sql has created that table, on the same broker, naming your server:
+-- ten per minute (id: minute+place, 1 to 10), overwritten as the minute's top 10 changes.
+-- Run it once heavy_hitters.sql has created that stream, on the same broker, naming your server:
 --   streamsql run queries/heavy_hitters_elasticsearch.sql --bootstrap-servers HOST:PORT \
 --       --define elasticsearch_url=http://localhost:9200
 

@@ -13,6 +13,7 @@ from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.kafka.filters import compile_filter
 from streamsql.planner.planner import Planner
+from streamsql.planner.pushdown import filter_text
 from streamsql.sql import parse
 from streamsql.types import TOMBSTONE_COL
 
@@ -144,3 +145,16 @@ def test_an_exact_filter_is_the_whole_where_and_keeps_nan_where_spark_does(catal
         assert tree is not None, op
         kept = batch.filter(filter_expression(json.dumps(tree))).column("I").to_pylist()
         assert kept == [i for i, keep in enumerate(expected) if keep], op
+
+
+def test_a_pushed_filter_reads_as_sql_in_explain_and_topology(catalog: Catalog) -> None:
+    def text(where: str) -> str:
+        [stmt] = parse(f"CREATE STREAM o AS SELECT * FROM PAY WHERE {where};")
+        tree = Planner(catalog).plan_query(stmt.query, persistent=True, sink_name="O").source_filter
+        assert tree is not None
+        return filter_text(tree)
+
+    assert text("amount > 0.8") == "AMOUNT > 0.8"
+    assert text("(ok = true OR big IS NULL) AND id IS NOT NULL AND name = 'o''k'") == (
+        "(OK = TRUE OR BIG IS NULL) AND ID IS NOT NULL AND NAME = 'o''k'")
+    assert text("big % 123 <> -7 AND n IN (1, 2)") == "BIG % 123 <> -7 AND (N = 1 OR N = 2)"

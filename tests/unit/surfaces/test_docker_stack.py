@@ -232,6 +232,13 @@ def test_search_setup_provisions_the_index_template_and_a_kibana_data_view_befor
     assert template["template"]["mappings"]["properties"]["time"]["type"] == "date"
     assert view["data_view"]["title"] in template["index_patterns"] and view["override"] is True
     assert view["data_view"]["timeFieldName"] == "time"
+    # the body Kibana 8's POST /api/data_views/data_view accepts: these keys only, a title, string ids
+    assert set(view) <= {"data_view", "override"}
+    assert set(view["data_view"]) <= {"title", "name", "id", "timeFieldName", "allowNoIndex", "fieldAttrs",
+                                      "fieldFormats", "fields", "namespaces", "runtimeFieldMap",
+                                      "sourceFilters", "type", "typeMeta", "version"}
+    assert all(isinstance(view["data_view"][k], str) and view["data_view"][k] for k in ("title", "name", "id"))
+    assert stack["services"]["kibana"]["image"].split(":")[1].startswith("8.")  # the data views API is 8.x's
     setup = stack["services"]["search-setup"]
     assert setup["volumes"] == ["./search:/setup:ro"]
     command = setup["command"][0]

@@ -1,0 +1,151 @@
+"""The local broker's durable topics (issue #55 item 2): tansu on ``s3://`` storage over the
+data directory's file-backed object store (``kafka/object_store``). Real processes: a SIGKILL of
+the broker and of its object store loses no acknowledged record, and none moves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from streamsql.background import pid_running
+from streamsql.kafka.admin import KafkaAdmin
+from streamsql.kafka.broker import CLUSTER_ID_FILE, TOPICS_DIR, LocalBroker, free_port
+from streamsql.kafka.object_store import FileObjectStore, ObjectStoreServer
+
+pytestmark = pytest.mark.integration
+
+
+def _produce(bootstrap: str, topic: str, values: range) -> set[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every record the broker acknowledged."""
+    acked: set[tuple[int, int, bytes]] = set()
+
+    def delivered(err: object, msg: object) -> None:
+        if err is None:
+            acked.add((msg.partition(), msg.offset(), msg.value()))  # type: ignore[attr-defined]
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in values:
+        producer.produce(topic, key=f"k{i % 5}".encode(), value=f"v{i}".encode(), on_delivery=delivered)
+        if i % 50 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    return acked
+
+
+def _gone(pid: int, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while pid_running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _stored(bootstrap: str, topic: str) -> set[tuple[int, int, bytes]]:
+    admin = KafkaAdmin(bootstrap)
+    try:
+        return {(r.partition, r.offset, r.value) for r in admin.read_all(topic)}
+    finally:
+        admin.close()
+
+
+def test_every_acknowledged_record_survives_a_sigkill_of_the_broker_and_its_store(tmp_path: Path) -> None:
+    local = LocalBroker(tmp_path)
+    try:
+        first, started = local.ensure()
+        assert started and first.durable and pid_running(first.store_pid)
+        admin = KafkaAdmin(first.bootstrap_servers)
+        admin.create_topic("kept", 3)
+        admin.close()
+        acked = _produce(first.bootstrap_servers, "kept", range(600))
+        assert len(acked) == 600
+
+        for pid in (first.pid, first.store_pid):  # every process the local broker started
+            os.kill(pid, signal.SIGKILL)
+        assert _gone(first.pid) and _gone(first.store_pid)
+
+        second, started = local.ensure()  # the next command finds them gone and starts both
+        assert started and second.pid != first.pid and second.cluster_id == first.cluster_id
+        assert _stored(second.bootstrap_servers, "kept") == acked  # every record, at its offset
+        more = _produce(second.bootstrap_servers, "kept", range(600, 700))
+        assert {p for p, _o, _v in more} and all((p, o) not in {(a, b) for a, b, _ in acked} for p, o, _v in more)
+        assert _stored(second.bootstrap_servers, "kept") == acked | more
+
+        stopped = local.stop()  # a clean stop keeps them too
+        assert stopped == second and _gone(second.store_pid)
+        third, _ = local.ensure()
+        assert _stored(third.bootstrap_servers, "kept") == acked | more
+        assert (tmp_path / TOPICS_DIR / CLUSTER_ID_FILE).read_text().strip() == third.cluster_id
+    finally:
+        local.stop()
+
+
+def test_a_broker_whose_store_was_killed_is_restarted_with_it(tmp_path: Path) -> None:
+    """Half a durable pair is no broker: a broker that lost its store cannot write."""
+    local = LocalBroker(tmp_path)
+    try:
+        first, _ = local.ensure()
+        os.kill(first.store_pid, signal.SIGKILL)
+        assert _gone(first.store_pid)
+        second, started = local.ensure()
+        assert started and second.store_pid != first.store_pid and _gone(first.pid)
+    finally:
+        local.stop()
+
+
+def test_memory_topics_are_an_option(tmp_path: Path) -> None:
+    local = LocalBroker(tmp_path)
+    try:
+        record, started = local.ensure(memory=True)
+        assert started and not record.durable and record.store_pid == 0
+        assert not (tmp_path / TOPICS_DIR).exists()
+    finally:
+        local.stop()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[str]:
+    server = ObjectStoreServer(FileObjectStore(tmp_path / "objects"), free_port())
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _call(url: str, method: str, data: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_the_object_store_honours_conditional_puts_ranges_and_listing(store: str) -> None:
+    assert _call(f"{store}/b", "PUT")[0] == 200
+    assert _call(f"{store}/b/a/x.json", "PUT", b"one", {"If-None-Match": "*"})[0] == 200
+    assert _call(f"{store}/b/a/x.json", "PUT", b"two", {"If-None-Match": "*"})[0] == 412  # exists
+    assert _call(f"{store}/b/a/x.json", "PUT", b"two", {"If-Match": '"stale"'})[0] == 412
+    etag = urllib.request.urlopen(urllib.request.Request(f"{store}/b/a/x.json", method="HEAD"),
+                                  timeout=30).headers["ETag"]
+    assert _call(f"{store}/b/a/x.json", "PUT", b"two", {"If-Match": etag})[0] == 200
+    assert _call(f"{store}/b/a/x.json", "GET") == (200, b"two")
+    assert _call(f"{store}/b/a/x.json", "GET", headers={"Range": "bytes=1-"}) == (206, b"wo")
+    assert _call(f"{store}/b/a/y/z", "PUT", b"3")[0] == 200
+    status, listing = _call(f"{store}/b?list-type=2&prefix=a/&delimiter=/", "GET")
+    assert status == 200 and b"<Key>a/x.json</Key>" in listing and b"<Prefix>a/y/</Prefix>" in listing
+    assert _call(f"{store}/b/a/../../escape", "PUT", b"no")[0] == 400  # never outside its bucket
+    assert _call(f"{store}/b/a/x.json", "DELETE")[0] == 204
+    assert _call(f"{store}/b/a/x.json", "GET")[0] == 404
