@@ -153,6 +153,20 @@ def big_expression(terms: int = EXPRESSION_TERMS, positive: bool = True) -> str:
     return f"SELECT K, N FROM {TABLE} WHERE K = 'k0' AND ({total}) {'>=' if positive else '<'} 0;"
 
 
+def parse_seconds(sql: str, runs: int = 5) -> float:
+    """The median time of parsing ``sql`` with the server's parser, in this process (the server
+    parses a statement the same way before anything else; the request's other costs are its
+    planning and its pull query)."""
+    from streamsql.sql.parser import parse
+
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        parse(sql)
+        times.append(time.perf_counter() - start)
+    return round(sorted(times)[runs // 2], 3)
+
+
 def check_counts(counts: dict[str, int], acked: dict[str, int], sent: dict[str, int]) -> list[str]:
     """Every key's count in the table against the writer's rows: at least what was acknowledged
     (an acknowledged row must be counted), at most what was sent (a timed-out request may still
@@ -624,10 +638,12 @@ def must_show(result: dict[str, Any], pull_throughput: bool) -> list[tuple[str, 
             lines.append(("1,500-term WHERE answered correctly under load", "not run (--expression-period 0)", None))
         quiet = result.get("expression_quiet")
         if quiet is not None:
-            lines.append(("1,500-term statement < 0.5 s (whole request on the quiet server: bounds the parse)",
-                          f"{quiet['seconds']:.2f} s, "
+            parse_s = quiet.get("parse_s_median")
+            lines.append(("1,500-term statement parsed in < 0.5 s (the server's parser, median of 5)",
+                          (f"{parse_s:.3f} s" if parse_s is not None else "not measured")
+                          + f"; the whole request on the quiet server {quiet['seconds']:.2f} s, "
                           + ("correct" if quiet["correct"] else "WRONG: " + quiet["answer"][:120]),
-                          quiet["seconds"] < 0.5 and quiet["correct"]))
+                          parse_s is not None and parse_s < 0.5 and quiet["correct"]))
         left = result["after"]
         lines.append(("no push query left running",
                       f"streaming threads {left['streaming_threads']} (before the load "
@@ -711,7 +727,8 @@ def main(argv: list[str] | None = None) -> int:
                 status, rows, seconds, text = 0, [], args.expression_timeout * 3, _error_of(e)
             correct = status == 200 and len(rows) == 1 and rows[0][0] == "k0"
             result["expression_quiet"] = {"seconds": round(seconds, 3), "correct": correct, "answer": text[:300],
-                                          "statement_chars": len(big_expression())}
+                                          "statement_chars": len(big_expression()),
+                                          "parse_s_median": parse_seconds(big_expression())}
             print(f"server_load: the 1,500-term pull query alone: {seconds:.2f}s "
                   f"({'correct' if correct else 'WRONG: ' + text[:200]})", flush=True)
         threads_before = streaming_threads(server_pid)

@@ -162,6 +162,9 @@ class EmbeddedBroker:
         reading = sys.modules.get("streamsql.kafka.reading")
         if reading is not None:  # this process's cached readers of it would retry it forever
             reading.close_consumers(self.bootstrap_servers)
+        clients = sys.modules.get("streamsql.kafka.clients")
+        if clients is not None:  # and its shared producers (the processing log's)
+            clients.close_producers(self.bootstrap_servers)
         collector = sys.modules.get("streamsql.kafka.collector")
         if collector is not None:  # and so would its shared admin clients
             collector.forget_shared_admin_clients(self.bootstrap_servers)

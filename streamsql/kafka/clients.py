@@ -115,6 +115,21 @@ def drop_producer(p: Producer) -> None:
                 del _PRODUCERS[k]
 
 
+def close_producers(bootstrap: str) -> None:
+    """Forget this process's producers of the cluster at ``bootstrap``, their unsent records
+    purged: for a cluster that is gone while the process lives on (an embedded broker stopped),
+    whose producers would otherwise retry it, and log each failure, until the process ends."""
+    with _PRODUCERS_LOCK:
+        closing = [p for key, p in _PRODUCERS.items() if key[0] == bootstrap]
+        for key in [key for key in _PRODUCERS if key[0] == bootstrap]:
+            del _PRODUCERS[key]
+    for p in closing:
+        try:
+            p.purge()
+        except Exception:  # noqa: BLE001 - already unusable: dropping it is all that is left
+            pass
+
+
 def produce_waiting(producer: Any, topic: str, kwargs: dict[str, Any]) -> None:
     """``produce`` with back-pressure: wait for deliveries when the local queue is full (the one
     copy of this loop: the sink, the sample producer and the benchmarks use it)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -191,3 +191,44 @@ def read_range(opts: SourceOptions, schema: StructType, partition: int, start: i
         except Exception:  # noqa: BLE001 - the next assign() resets anyway
             pass
         _checkin(opts, consumer)
+
+
+#: how long one wait for records of a followed topic lasts: the longest a row waits in the
+#: client's queue before a follower hands it on, and how soon a closed follower notices
+_FOLLOW_WAIT_S = 0.05
+#: a follower's fetch waits at the broker up to this long for records (answered as soon as one
+#: arrives): an idle followed topic costs the broker a fetch per this interval
+_FOLLOW_FETCH_WAIT_MS = 250
+
+
+def follow(opts: SourceOptions, schema: StructType, starts: dict[int, int], stopped: Callable[[], bool]
+           ) -> Iterator[pa.RecordBatch]:
+    """Yield Arrow batches of every record at or after ``starts`` (partition → offset; -2 is the
+    earliest) as they arrive, until ``stopped()``: what a push query the server answers itself
+    reads (``runtime/push.py``), decoded as the streaming source's tasks decode (bad records to
+    the processing log, the pushed WHERE, record times). Partitions added after the start are not
+    followed. Its own consumer, closed at the end: a follower lives as long as its client."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import KafkaError as CKError
+
+    builders = {p: BatchBuilder(opts, schema, p) for p in starts}
+    # a follower waits at the broker for new records (a long poll), unlike a range reader
+    consumer = Consumer({**reader_config(opts), "fetch.wait.max.ms": _FOLLOW_FETCH_WAIT_MS, **opts.kafka})
+    try:
+        consumer.assign([TopicPartition(opts.topic, p, o) for p, o in sorted(starts.items())])
+        while not stopped():
+            msgs = consumer.consume(opts.batch_rows, _FOLLOW_WAIT_S)
+            by_partition: dict[int, list[Any]] = {}
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == CKError._PARTITION_EOF or err.retriable() or err.code() == CKError._TRANSPORT:
+                        continue
+                    raise KafkaError(f"cannot read topic '{opts.topic}': {err.str()}")
+                partition = m.partition()
+                assert partition is not None  # a record always has one
+                by_partition.setdefault(partition, []).append(m)
+            for partition, rows in by_partition.items():
+                yield from builders[partition].build(rows)
+    finally:
+        consumer.close()

@@ -88,6 +88,8 @@ class BuildContext:
     #: ``processing.guarantee=exactly_once_v2``: Kafka sinks write each task's rows in one
     #: transaction (kafka/transactions.py), sources read committed records only
     exactly_once: bool = False
+    #: a stateful query's micro-batches start at most this often (``Engine.commit_interval_ms``)
+    trigger_interval_ms: int | None = None
 
 
 class SparkBuilder:
@@ -313,6 +315,9 @@ class SparkBuilder:
                 writer = writer.trigger(availableNow=True)
         else:
             raise TypeError(f"not a terminal step: {terminal!r}")
+        if self.ctx.trigger_interval_ms and any(isinstance(s, STATEFUL_STEPS) for s in plan.steps) and not (
+                isinstance(terminal, Collect) and terminal.available_now):
+            writer = writer.trigger(processingTime=f"{self.ctx.trigger_interval_ms} milliseconds")
         writer = writer.option("checkpointLocation", str(checkpoint))
         if query_name:
             writer = writer.queryName(query_name)

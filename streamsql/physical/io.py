@@ -46,21 +46,14 @@ def kafka_options(bootstrap_servers: str, source: Source) -> dict[str, str]:
     return options
 
 
-def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, starting_offsets: str,
-                pinned: Mapping[int, int] | None = None, query_id: str, max_records: int | None = None,
-                processing_log_topic: str | None = None, processing_log_rows: bool = False,
-                throw_on_invalid_timestamp: bool = False, read_committed: bool = False,
-                source_filter: str | None = None, pipe: str | None = None) -> DataFrame:
-    """The streaming DataFrame of ``source``: its columns plus ROWTIME/ROWPARTITION/ROWOFFSET and
-    the internal ``__HEADERS``/``__TOMBSTONE``. ``pinned``: the offsets (partition → offset)
-    a query without a checkpoint begins at, instead of ``starting_offsets``. With a TIMESTAMP
-    column, ROWTIME is that column (a BIGINT or TIMESTAMP one read by the Kafka reader, a string
-    one parsed here); records without a usable time go to the processing log
-    (``kafka/timestamps.py``). ``source_filter``: the WHERE conjuncts the reader applies to each
-    decoded batch (``planner/pushdown.py``). ``pipe``: the query's stateless step and sink, run
-    by the reader's tasks (``kafka/pipe.py``): the DataFrame then has no columns, a row per
-    record written."""
-    reader = spark.readStream.format(DATA_SOURCE)
+def stream_options(bootstrap_servers: str, source: Source, *, starting_offsets: str,
+                   pinned: Mapping[int, int] | None = None, query_id: str, max_records: int | None = None,
+                   processing_log_topic: str | None = None, processing_log_rows: bool = False,
+                   throw_on_invalid_timestamp: bool = False, read_committed: bool = False,
+                   source_filter: str | None = None, pipe: str | None = None) -> dict[str, str]:
+    """The Kafka reader's options for ``source`` (:func:`read_stream` says what each means): one
+    home for what a stream read is, whether Spark's source reads it or the server follows it
+    (``runtime/push.py``)."""
     options = kafka_options(bootstrap_servers, source)
     options["startingOffsets"] = starting_offsets if pinned is None else json.dumps(
         {source.topic: {str(p): int(o) for p, o in sorted(pinned.items())}})
@@ -80,10 +73,33 @@ def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, 
     if processing_log_topic:
         options["processingLogTopic"] = processing_log_topic
         options["processingLogRows"] = str(processing_log_rows).lower()
-    parsed = _parsed_timestamp(source)
-    if source.timestamp_column and not parsed:
+    if source.timestamp_column and not _parsed_timestamp(source):
         options["timestampColumn"] = source.timestamp_column
         options["timestampThrowOnInvalid"] = str(throw_on_invalid_timestamp).lower()
+    return options
+
+
+def read_stream(spark: SparkSession, bootstrap_servers: str, source: Source, *, starting_offsets: str,
+                pinned: Mapping[int, int] | None = None, query_id: str, max_records: int | None = None,
+                processing_log_topic: str | None = None, processing_log_rows: bool = False,
+                throw_on_invalid_timestamp: bool = False, read_committed: bool = False,
+                source_filter: str | None = None, pipe: str | None = None) -> DataFrame:
+    """The streaming DataFrame of ``source``: its columns plus ROWTIME/ROWPARTITION/ROWOFFSET and
+    the internal ``__HEADERS``/``__TOMBSTONE``. ``pinned``: the offsets (partition → offset)
+    a query without a checkpoint begins at, instead of ``starting_offsets``. With a TIMESTAMP
+    column, ROWTIME is that column (a BIGINT or TIMESTAMP one read by the Kafka reader, a string
+    one parsed here); records without a usable time go to the processing log
+    (``kafka/timestamps.py``). ``source_filter``: the WHERE conjuncts the reader applies to each
+    decoded batch (``planner/pushdown.py``). ``pipe``: the query's stateless step and sink, run
+    by the reader's tasks (``kafka/pipe.py``): the DataFrame then has no columns, a row per
+    record written."""
+    reader = spark.readStream.format(DATA_SOURCE)
+    options = stream_options(bootstrap_servers, source, starting_offsets=starting_offsets, pinned=pinned,
+                             query_id=query_id, max_records=max_records, processing_log_topic=processing_log_topic,
+                             processing_log_rows=processing_log_rows,
+                             throw_on_invalid_timestamp=throw_on_invalid_timestamp, read_committed=read_committed,
+                             source_filter=source_filter, pipe=pipe)
+    parsed = _parsed_timestamp(source)
     df = reader.options(**options).load()
     if parsed:
         df = checked_times(df, source, PLogTarget(bootstrap_servers, processing_log_topic), query_id,

@@ -32,6 +32,7 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "ksql.output.topic.name.prefix": "",
     "ksql.persistence.wrap.single.values": "true",
     "ksql.streams.max.records.per.batch": "100000",
+    "ksql.streams.commit.interval.ms": "500",
     "ksql.query.pull.table.scan.enabled": "true",
     "ksql.query.pull.range.scan.enabled": "true",
     "ksql.timestamp.throw.on.invalid": "false",
@@ -56,6 +57,21 @@ def property_names(name: str) -> tuple[str, str]:
 def same_property(a: str, b: str) -> bool:
     return b in property_names(a)
 
+
+COMMIT_INTERVAL_PROPERTY = "ksql.streams.commit.interval.ms"
+
+
+def commit_interval_ms(text: str) -> int:
+    """``ksql.streams.commit.interval.ms`` as milliseconds (ksqlDB's message for a bad one)."""
+    try:
+        ms = int(text.strip())
+    except ValueError:
+        raise ConfigError(f"Invalid value {text} for configuration commit.interval.ms: "
+                          f"Not a number of type LONG") from None
+    if ms < 0:
+        raise ConfigError(f"Invalid value {text} for configuration commit.interval.ms: Value must be at least 0")
+    return ms
+
 #: every property streamsql reads: name -> (default, what it does). Set in the config file, with
 #: SET in a session, or as a request's ``streamsProperties`` (``ksql.streams.`` may prefix a name).
 PROPERTY_DOCS: dict[str, tuple[str, str]] = {
@@ -74,6 +90,10 @@ PROPERTY_DOCS: dict[str, tuple[str, str]] = {
     "ksql.streams.cache.max.bytes.buffering": ("10485760", "ksqlDB's record cache: > 0 emits an aggregation's "
                                                            "latest value per key per micro-batch, 0 every update"),
     "ksql.streams.max.records.per.batch": ("100000", "most Kafka records a query reads per micro-batch"),
+    "ksql.streams.commit.interval.ms": ("500", "with the record cache on, a persistent aggregation or table "
+                                               "runs a micro-batch at most this often while records trickle in "
+                                               "(a backlog is read in batches back to back); 0: whenever records "
+                                               "arrive"),
     "processing.guarantee": ("at_least_once", "`at_least_once` (a micro-batch replayed after a crash is written "
                                               "again) or `exactly_once_v2` (each task's output is one Kafka "
                                               "transaction a replay does not repeat; readers read committed "

@@ -46,6 +46,7 @@ CLIENT_SETTABLE: frozenset[str] = frozenset({
     "ksql.persistence.default.format.value",
     "ksql.streams.cache.max.bytes.buffering",
     "ksql.streams.max.records.per.batch",
+    "ksql.streams.commit.interval.ms",
     "processing.guarantee",
     "ksql.query.pull.table.scan.enabled",
     "ksql.query.pull.range.scan.enabled",

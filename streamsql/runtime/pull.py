@@ -370,7 +370,7 @@ def arrow_pull(where: exp.Expr | None, plan: Any, table: Source, scope: Any) -> 
         if set(program) <= {"column", "type"}:
             sql_type = t.from_spark(t.to_spark(stored[program["column"]]))
         else:
-            sql_type = _program_type(str(program["type"]))
+            sql_type = program_type(str(program["type"]))
         result.append(t.Column(c.name, sql_type, "key" if c.is_key else "value"))
     read = _tree_columns(json.loads(tree)) if tree is not None else set()
     for _, program in programs:
@@ -403,7 +403,7 @@ def _tree_columns(node: Any) -> set[str]:
     return set()
 
 
-def _program_type(kind: str) -> t.SqlType:
+def program_type(kind: str) -> t.SqlType:
     if kind.startswith("decimal("):
         precision, scale = kind[len("decimal("):-1].split(",")
         return t.Decimal(int(precision), int(scale))

@@ -71,6 +71,7 @@ class ValueInserts(StatementExecutor):
         by_name = {c.name: c for c in target.columns}
         rowtime: int | None = None
         given: dict[str, str] = {}
+        known: dict[str, Any] = {}  # plain literals of the column's own type: no Spark job
         for name, node in zip(names, stmt.values):
             if name == t.ROWTIME:
                 rowtime = int(self._evaluate_constants([(compile_constant(node).sql, t.BIGINT)])[0] or 0)
@@ -82,13 +83,18 @@ class ValueInserts(StatementExecutor):
                 raise AnalysisError(f"Column name {name} does not exist.")
             if col.role in ("headers", "header"):
                 raise AnalysisError(f"Cannot insert into HEADER columns: {name}")
+            plain = plain_literal(node, col.type)
+            if plain is not _NOT_PLAIN:
+                known[name] = plain
+                continue
             value = compile_constant(node)
             # a STRUCT literal fills the column's struct by field name (absent fields null), as
             # ksqlDB, also inside an ARRAY or a MAP (Spark's CAST would match fields by position)
             given[name] = cast_value(value.sql, value.type, col.type) if has_struct(value.type) else value.sql
-        values = self._evaluate_constants([(given.get(c.name, "NULL"), c.type) for c in writable])
-        row = dict(zip([c.name for c in writable], values))
-        key_bytes, value_bytes = encode_row(target, {name: value.as_py() for name, value in row.items()})
+        evaluated = [c for c in writable if c.name not in known]
+        values = self._evaluate_constants([(given.get(c.name, "NULL"), c.type) for c in evaluated]) if evaluated else []
+        row = {**dict(zip([c.name for c in evaluated], values)), **known}
+        key_bytes, value_bytes = encode_row(target, {c.name: row[c.name] for c in writable})
         self.engine.admin.produce(target.topic, key_bytes, value_bytes,
                            rowtime if rowtime is not None else int(time.time() * 1000))
         return r.CommandStatus(stmt.text, "Inserted 1 row")
@@ -105,7 +111,38 @@ class ValueInserts(StatementExecutor):
             table = self.engine.spark.sql("SELECT " + ", ".join(exprs)).toArrow()
         except Exception as e:
             raise AnalysisError(f"Failed to evaluate values: {spark_message(e)}") from None
-        return [table.column(i)[0] for i in range(len(items))]
+        return [table.column(i)[0].as_py() for i in range(len(items))]
+
+
+_NOT_PLAIN = object()
+_INT_RANGES = {t.Kind.INTEGER: (-(2**31), 2**31 - 1), t.Kind.BIGINT: (-(2**63), 2**63 - 1)}
+
+
+def plain_literal(node: Any, column: t.SqlType) -> Any:
+    """The value of a literal that needs no evaluation to fit ``column`` (a string into a
+    STRING, an in-range integer into an INT or BIGINT, a boolean into a BOOLEAN, NULL into any),
+    or ``_NOT_PLAIN``. What Spark's ``CAST`` would give for these is the literal itself; every
+    other value (expressions, widening, decimals, overflow) is evaluated by Spark. A writer
+    inserting rows one request at a time so costs no Spark job per row."""
+    from sqlglot import exp
+
+    kind = column.kind
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Boolean):
+        return bool(node.this) if kind == t.Kind.BOOLEAN else _NOT_PLAIN
+    negative = isinstance(node, exp.Neg)
+    literal = node.this if negative else node
+    if not isinstance(literal, exp.Literal):
+        return _NOT_PLAIN
+    if literal.is_string:
+        return literal.this if kind == t.Kind.STRING and not negative else _NOT_PLAIN
+    text = str(literal.this)
+    if kind not in _INT_RANGES or not text.isdigit():
+        return _NOT_PLAIN
+    value = -int(text) if negative else int(text)
+    low, high = _INT_RANGES[kind]
+    return value if low <= value <= high else _NOT_PLAIN
 
 
 

@@ -308,7 +308,9 @@ class PersistentQueries(StatementExecutor):
         if sink.is_table:  # its store follows the changelog topic the query writes
             self._store(sink)
             engine.followed[sink.name] = changelog
-        context = engine.build_context(query_id, count_late=any(isinstance(s, Aggregate) for s in physical.steps))
+        count_late = any(isinstance(s, Aggregate) for s in physical.steps)
+        context = replace(engine.build_context(query_id, count_late=count_late),
+                          trigger_interval_ms=engine.commit_interval_ms())
         handle = SparkBuilder(context).start(physical, checkpoint, query_id)
         engine.queries.started(engine.catalog.queries[query_id], handle, checkpoint,
                                restart=lambda: self.start(query_id, plan, stmt, sink))

@@ -15,7 +15,13 @@ from streamsql.kafka import transactions
 from streamsql.kafka.transactions import GUARANTEE_PROPERTY
 from streamsql.runtime import query_settings as qs
 from streamsql.runtime import results as r
-from streamsql.runtime.config import VALID_OFFSET_RESETS, same_property
+from streamsql.runtime.config import (
+    COMMIT_INTERVAL_PROPERTY,
+    VALID_OFFSET_RESETS,
+    commit_interval_ms,
+    property_names,
+    same_property,
+)
 from streamsql.runtime.executors import Handler, StatementExecutor
 from streamsql.runtime.property_policy import PropertyPolicy
 from streamsql.sql import ast
@@ -41,11 +47,17 @@ class SessionStatements(StatementExecutor):
             qs.operator_choice(stmt.value)
         if same_property(stmt.name, GUARANTEE_PROPERTY):
             transactions.guarantee(stmt.value)
-        self.engine.active_session.properties[stmt.name] = stmt.value
+        if same_property(stmt.name, COMMIT_INTERVAL_PROPERTY):
+            commit_interval_ms(stmt.value)
+        properties = self.engine.active_session.properties
+        for spelling in property_names(stmt.name):  # one setting, whichever spelling set it last
+            properties.pop(spelling, None)
+        properties[stmt.name] = stmt.value
         return r.CommandStatus(stmt.text, f"Successfully changed local property '{stmt.name}' to '{stmt.value}'.")
 
     def unset_property(self, stmt: ast.UnsetProperty) -> r.Result:
-        self.engine.active_session.properties.pop(stmt.name, None)
+        for spelling in property_names(stmt.name):
+            self.engine.active_session.properties.pop(spelling, None)
         return r.CommandStatus(stmt.text, f"Successfully unset local property '{stmt.name}'.")
 
     def define_variable(self, stmt: ast.DefineVariable) -> r.Result:

@@ -29,10 +29,11 @@ from streamsql.physical.builder import SparkBuilder
 from streamsql.physical.steps import Collect, PhysicalPlan, physical_plan
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.planner import QueryPlan, source_columns, source_scope
+from streamsql.runtime import push, starts
 from streamsql.runtime import results as r
-from streamsql.runtime import starts
 from streamsql.runtime.executors import Handler, StatementExecutor
 from streamsql.runtime.pull import cached_arrow_pull, check_access_path, lookup_for
+from streamsql.runtime.push import ArrowPush, arrow_push
 from streamsql.runtime.queries import stop_handle
 from streamsql.sql import ast
 from streamsql.types import TOMBSTONE_COL
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamsql")
 
+#: Kafka's offset for a partition's earliest record (``OFFSET_BEGINNING``)
+EARLIEST = -2
 PULL_QUERY_HELP = " See https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query."
 
 
@@ -58,6 +61,10 @@ class TransientQueries(StatementExecutor):
         self.pull_paths: Counter[str] = Counter()
         #: whether a pull query may take the Arrow path (tests compare it with Spark's)
         self.arrow_pulls = True
+        #: push queries answered per path: ``arrow`` (``push.ArrowPush``, the engine follows the
+        #: topic) or ``spark`` (a streaming query); and whether the first may be taken (tests)
+        self.push_paths: Counter[str] = Counter()
+        self.arrow_pushes = True
 
     def handlers(self) -> Mapping[type[ast.Statement], Handler]:
         return {ast.SelectStatement: self.select}
@@ -85,6 +92,10 @@ class TransientQueries(StatementExecutor):
                 raise AnalysisError("Pull queries don't support GROUP BY clauses." + PULL_QUERY_HELP)
             if plan.source.is_table:
                 return self._pull_table(stmt, plan)
+        if push and self.arrow_pushes and not isinstance(plan, AggregatePlan):
+            fast = arrow_push(plan)
+            if fast is not None:
+                return self._push_in_process(stmt, plan, fast, query_id)
         starting = engine.offset_reset() if push else "earliest"
         builder = SparkBuilder(engine.build_context(query_id))
         names = [c.name for c in plan.columns]
@@ -122,6 +133,7 @@ class TransientQueries(StatementExecutor):
 
         if push:  # listed by SHOW QUERIES until it ends; TERMINATE <id> ends it
             engine.queries.push_started(QueryInfo(query_id, stmt.text, "", [plan.source.name], "PUSH"), stream.close)
+            self.push_paths["spark"] += 1
 
         def watch() -> None:
             try:
@@ -139,6 +151,33 @@ class TransientQueries(StatementExecutor):
 
         stream.on_close(lambda: stop_handle(handle))
         threading.Thread(target=watch, name=f"watch-{query_id}", daemon=True).start()
+        return stream
+
+    def _push_in_process(self, stmt: ast.SelectStatement, plan: QueryPlan, fast: ArrowPush,
+                         query_id: str) -> r.RowStream:
+        """A push query over a stream that the engine follows itself (``runtime/push.py``):
+        from the topic's end at acceptance (or its start under ``auto.offset.reset=earliest``),
+        listed by SHOW QUERIES and ended by TERMINATE as a Spark push query is."""
+        from streamsql.kafka.options import SourceOptions
+        from streamsql.physical import io
+
+        engine = self.engine
+        source = plan.source
+        ctx = engine.build_context(query_id)
+        if engine.offset_reset() == "latest":
+            begin = engine.admin.end_offsets(source.topic)
+        else:
+            begin = {p: EARLIEST for p in range(engine.admin.partitions(source.topic))}
+        opts = SourceOptions.parse(io.stream_options(
+            ctx.bootstrap_servers, source, starting_offsets="latest", query_id=query_id,
+            processing_log_topic=ctx.processing_log_topic, processing_log_rows=ctx.processing_log_rows,
+            read_committed=ctx.exactly_once))
+        stream = r.RowStream(stmt.text, query_id, [(c.name, str(c.type)) for c in fast.result], limit=plan.limit,
+                             kind="push")
+        engine.queries.push_started(QueryInfo(query_id, stmt.text, "", [source.name], "PUSH"), stream.close)
+        self.push_paths["arrow"] += 1
+        threading.Thread(target=push.serve, name=f"push-{query_id}", daemon=True,
+                         args=(fast, opts, begin, stream, lambda: engine.queries.push_ended(query_id))).start()
         return stream
 
     def _check_pull_query(self, query: ast.Query) -> None:

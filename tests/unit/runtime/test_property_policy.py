@@ -24,6 +24,7 @@ EXPECTED = {
     "ksql.output.topic.name.prefix": True,
     "ksql.persistence.wrap.single.values": True,
     "ksql.streams.max.records.per.batch": True,
+    "ksql.streams.commit.interval.ms": True,
     "ksql.query.pull.table.scan.enabled": True,
     "ksql.query.pull.range.scan.enabled": True,
     "ksql.timestamp.throw.on.invalid": True,
