@@ -163,10 +163,49 @@ class ProgressTotals(StreamingQueryListener):
     def onQueryTerminated(self, event: Any) -> None:
         pass
 
+    @property
+    def _jlistener(self) -> Any:
+        """What the JVM calls: :class:`_ProgressAsJson`, not PySpark's own wrapper (see there)."""
+        from pyspark import SparkContext
+
+        made = getattr(self, "_jlistenerobj", None)
+        if made is None:
+            assert SparkContext._jvm is not None
+            made = self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_ProgressAsJson(self))
+        return made
+
     def snapshot(self, name: str) -> QueryTotals:
         with self.lock:
             t = self.totals.get(name)
             return QueryTotals(t.batches, t.input_rows, t.output_rows, t.dropped_by_watermark) if t else QueryTotals()
+
+
+class _ProgressAsJson:
+    """The py4j callback of :class:`ProgressTotals`: each micro-batch's progress crosses from the
+    JVM as one JSON string. PySpark's own wrapper builds the event field by field, a py4j round
+    trip per field, per source, per state operator and per metric (a few hundred per batch): that
+    kept Spark's listener thread at ~0.35 of a core for a table's 2 batches a second on a team's
+    server (``benchmarks/server_load.py``, 2026-12-07). The other events are not needed."""
+
+    def __init__(self, listener: ProgressTotals) -> None:
+        self.listener = listener
+
+    def onQueryStarted(self, jevent: Any) -> None:
+        pass
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        from pyspark.sql.streaming.listener import QueryProgressEvent
+
+        self.listener.onQueryProgress(QueryProgressEvent.fromJson({"progress": json.loads(jevent.progress().json())}))
+
+    def onQueryIdle(self, jevent: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, jevent: Any) -> None:
+        pass
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
 _LISTENERS: dict[int, ProgressTotals] = {}
