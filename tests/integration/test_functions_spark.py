@@ -281,6 +281,11 @@ CASES = [
     ("CAST(A AS STRING)", {"A": ("3720000", t.TIME)}, "01:02", "Java LocalTime.toString"),
     ("TIMESTAMPTOSTRING(X, 'yyyy-MM-dd HH:mm:ss zzz', 'Europe/London')", {"X": ("1526075913000L", L)},
      "2018-05-11 22:58:33 BST", "timestamp-to-string.json"),
+    # past what a Spark TIMESTAMP holds: null, where Spark's timestamp_millis failed the whole query
+    ("TIMESTAMPTOSTRING(X, 'EEE, d MMM')", {"X": ("9223372036854775807L", L)}, None, "docs/differences.md"),
+    ("TIMESTAMPTOSTRING(X, 'yyyy')", {"X": ("-9223372036854775807L", L)}, None, "docs/differences.md"),
+    ("TIMESTAMPTOSTRING(X, 'yyyy')", {"X": ("9223372036854775L", L)}, "+294247", "the largest that fits (Java's year sign)"),
+    ("FROM_UNIXTIME(X) IS NULL", {"X": ("9223372036854775807L", L)}, True, "docs/differences.md"),
 ]
 
 

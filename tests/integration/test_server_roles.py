@@ -76,6 +76,14 @@ def data(server: ServerProcess) -> dict[str, str]:
         ok(ksql(c, f"CREATE TABLE {table} AS SELECT K, COUNT(*) AS N FROM {stream} GROUP BY K;",
                 streamsProperties={"auto.offset.reset": "earliest"}))
         ok(ksql(c, "".join(f"INSERT INTO {stream} (K, V) VALUES ('k{i % 2}', {i});" for i in range(4))))
+        # the table counts them once its query has read them (its first micro-batch takes a few
+        # seconds): the tests below compare against these counts
+        deadline = time.monotonic() + 120
+        while True:
+            counts = pull(c, f"SELECT K, N FROM {table};")
+            if sorted(row[1] for row in counts.json()[1:]) == [2, 2] or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
     return {"stream": stream, "table": table, "topic": topic}
 
 

@@ -158,8 +158,21 @@ def _parse_timestamp(cs: list[Compiled]) -> Compiled:
     return c(_from_zone(f"to_timestamp({cs[0].sql}, {cs[1].sql})", cs[2] if len(cs) > 2 else None), t.TIMESTAMP)
 
 
+#: the epoch milliseconds a Spark TIMESTAMP can hold (microseconds in a 64-bit long)
+_MAX_TIMESTAMP_MILLIS = 9_223_372_036_854_775
+
+
+def millis_timestamp(sql: str) -> str:
+    """Spark SQL: the TIMESTAMP of epoch milliseconds, null where Spark's TIMESTAMP cannot hold
+    them (beyond about ±292,000 years). Spark's ``timestamp_millis`` fails the whole query there
+    (a DATETIME_OVERFLOW, at planning when the value is a literal); Java's Instant, which ksqlDB
+    formats, reaches further (docs/differences.md)."""
+    return (f"timestamp_millis(CASE WHEN ({sql}) BETWEEN -{_MAX_TIMESTAMP_MILLIS} AND {_MAX_TIMESTAMP_MILLIS} "
+            f"THEN ({sql}) END)")
+
+
 def _timestamp_to_string(cs: list[Compiled]) -> Compiled:
-    return c(format_in_zone(f"timestamp_millis({cs[0].sql})", cs[1], cs[2] if len(cs) > 2 else None), t.STRING)
+    return c(format_in_zone(millis_timestamp(cs[0].sql), cs[1], cs[2] if len(cs) > 2 else None), t.STRING)
 
 
 def _string_to_timestamp(cs: list[Compiled]) -> Compiled:
@@ -238,7 +251,7 @@ def register(reg: FunctionRegistry) -> None:
         category=CAT, description="Epoch milliseconds of a TIMESTAMP, or of now.", accepts=any_sig(sig(), sig("ts")))
     add(reg, "UNIX_DATE", lambda cs: c(f"unix_date({cs[0].sql if cs else 'current_date()'})", t.INTEGER), lo=0, hi=1,
         category=CAT, description="Epoch days of a DATE, or of today.", accepts=any_sig(sig(), sig("date")))
-    add(reg, "FROM_UNIXTIME", lambda cs: c(f"timestamp_millis({cs[0].sql})", t.TIMESTAMP), lo=1, hi=1,
+    add(reg, "FROM_UNIXTIME", lambda cs: c(millis_timestamp(cs[0].sql), t.TIMESTAMP), lo=1, hi=1,
         category=CAT, description="The TIMESTAMP of epoch milliseconds.", accepts=sig("long"))
     add(reg, "FROM_DAYS", lambda cs: c(f"date_from_unix_date({cs[0].sql})", t.DATE), lo=1, hi=1, category=CAT,
         description="The DATE of epoch days.", accepts=sig("long"))
