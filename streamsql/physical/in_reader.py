@@ -50,18 +50,24 @@ def runs_in_reader(plan: QueryPlan, target: Source) -> bool:
     (``pushdown.exact_filter``) or none, and every output column translated
     (:func:`column_program`). PARTITION BY, table functions, LIMIT and windowed keys keep
     Spark's plan."""
+    if target.is_table or target.timestamp_column or target.window_type:
+        return False
+    return reads_alone(plan) and plan.limit is None and reader_columns(plan) is not None
+
+
+def reads_alone(plan: QueryPlan) -> bool:
+    """Whether ``plan``'s rows are its stream's records one by one, each kept or dropped by a WHERE
+    that translates whole (``pushdown.exact_filter``): a stream read alone (no join, not a table,
+    not windowed), the record's own time (no TIMESTAMP column), no PARTITION BY, table functions
+    or keys taken from the value. What a reader's task (:func:`runs_in_reader`) and the engine's
+    own push queries (``runtime/push.py``) both need before translating the columns."""
     source = plan.source
-    if target.is_table or target.timestamp_column:
-        return False
     if (getattr(source, "join", None) is not None or source.is_table or source.window_type
-            or source.timestamp_column or target.window_type):
+            or source.timestamp_column):
         return False
-    if (plan.rowtime_sql != t.ROWTIME or plan.repartitioned or plan.table_functions or plan.limit is not None
-            or plan.keys_from_value):
+    if plan.rowtime_sql != t.ROWTIME or plan.repartitioned or plan.table_functions or plan.keys_from_value:
         return False
-    if plan.where is not None and plan.exact_filter is None:
-        return False
-    return reader_columns(plan) is not None
+    return plan.where is None or plan.exact_filter is not None
 
 
 def reader_columns(plan: QueryPlan, types: dict[str, str] | None = None) -> tuple[tuple[str, Program], ...] | None:

@@ -71,15 +71,10 @@ class ArrowPush:
 def arrow_push(plan: QueryPlan) -> ArrowPush | None:
     """The :class:`ArrowPush` of a push query, or None where Spark's plan must run it (see the
     module's docstring for which)."""
-    from streamsql.physical.in_reader import reader_columns
+    from streamsql.physical.in_reader import reader_columns, reads_alone
 
     source = plan.source
-    if (getattr(source, "join", None) is not None or source.is_table or source.window_type
-            or source.timestamp_column):
-        return None
-    if plan.rowtime_sql != t.ROWTIME or plan.repartitioned or plan.table_functions or plan.keys_from_value:
-        return None
-    if plan.where is not None and plan.exact_filter is None:
+    if not reads_alone(plan):
         return None
     programs = reader_columns(plan)
     if programs is None:
