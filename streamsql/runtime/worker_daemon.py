@@ -21,12 +21,6 @@ its thread pools in a forked child — the same as every ``multiprocessing`` for
 ``import pandas`` on Linux. :func:`preload` imports nothing that starts Spark, Kafka clients or
 anything else with live threads or sockets.
 
-Between two tasks a reused worker gives back the memory its last task freed
-(:func:`release_freed_memory`). PySpark collects garbage there; but glibc keeps the freed chunks of
-a large batch (its heap and its mmap threshold grow with the biggest block it has freed), and
-pyarrow's mimalloc keeps its freed pages, so an idle worker stayed as large as its largest batch
-had made it (seed 003's pipeline: docs/performance.md).
-
 Local masters only (:mod:`streamsql.runtime.spark`): the daemon starts before any task ships
 code, so this module must be importable from the daemon's own path, which on a local master is
 the driver's ``sys.path``; a cluster's executors keep PySpark's daemon.
@@ -34,13 +28,9 @@ the driver's ``sys.path``; a cluster's executors keep PySpark's daemon.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 import importlib
 import sys
-from collections.abc import Callable
-from typing import Any
 
 #: what a streamsql task imports: PySpark's worker and Arrow serializers, then the Kafka source
 #: and sink (which bring confluent-kafka, orjson, pyarrow and the formats they decode)
@@ -72,52 +62,11 @@ def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
     return missing
 
 
-def _glibc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None where the C library is not glibc."""
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        return None
-    if trim is not None:
-        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
-
-
-_malloc_trim = _glibc_trim()
-
-
-def release_freed_memory() -> None:
-    """Give the pages a finished task freed back to the system: pyarrow's pool (mimalloc or
-    jemalloc) purges its unused pages, glibc returns its arenas' free pages (``malloc_trim(0)``).
-    A few milliseconds once per task; the next task's allocations fault pages in again."""
-    gc.collect()
-    pyarrow = sys.modules.get("pyarrow")
-    if pyarrow is not None:
-        pyarrow.default_memory_pool().release_unused()
-    if _malloc_trim is not None:
-        _malloc_trim(0)
-
-
-def _releasing(run_task: Callable[..., int]) -> Callable[..., int]:
-    """``pyspark.daemon.worker`` (one task in a forked worker), then :func:`release_freed_memory`."""
-
-    def worker(*args: Any) -> int:
-        try:
-            return run_task(*args)
-        finally:
-            release_freed_memory()
-
-    return worker
-
-
 def main() -> None:
     preload()
-    import pyspark.daemon
+    from pyspark.daemon import manager
 
-    # the daemon's loop calls the module's ``worker`` by name after each fork and for each task
-    pyspark.daemon.worker = _releasing(pyspark.daemon.worker)
-    pyspark.daemon.manager()
+    manager()
 
 
 if __name__ == "__main__":

@@ -22,16 +22,3 @@ def test_tasks_run_in_workers_of_the_preloading_daemon(spark) -> None:  # type: 
         assert "-m streamsql.runtime.worker_daemon" in parent, parent
         # a map over numbers imports nothing of streamsql's: the daemon did before it forked
         assert preloaded
-
-
-def _task_runner(_: object) -> str:
-    import sys
-
-    return sys.modules["pyspark.daemon"].worker.__qualname__  # type: ignore[no-any-return]
-
-
-def test_workers_give_back_what_a_task_freed_after_each_task(spark) -> None:  # type: ignore[no-untyped-def]
-    # the daemon's per-task runner is wrapped by worker_daemon._releasing (malloc_trim and
-    # pyarrow's release_unused after each task; their effect: tests/unit/runtime/test_worker_daemon_memory.py)
-    runners = set(spark.sparkContext.parallelize(range(4), 2).map(_task_runner).collect())
-    assert runners == {"_releasing.<locals>.worker"}
