@@ -273,7 +273,7 @@ class KsqlClient:
                     self.close_query(stream.query_id)
                 except StreamsqlError:
                     pass  # already ended on the server
-            _drop(conn)
+            _unblock(conn)  # the reader thread closes the connection once it wakes
 
         stream.on_close(close)
         return stream
@@ -313,12 +313,19 @@ class KsqlClient:
             _drop(conn)
 
 
-def _drop(conn: http.client.HTTPConnection) -> None:
-    """Close a connection, unblocking a reader thread waiting on it."""
+def _unblock(conn: http.client.HTTPConnection) -> None:
+    """Wake a reader thread waiting on a connection (its read returns at once) without closing
+    the connection under it: http.client's response is not safe to close from another thread
+    while being read, so the reader closes it (:func:`_drop`)."""
     sock = conn.sock
     if sock is not None:
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+def _drop(conn: http.client.HTTPConnection) -> None:
+    """Close a connection, unblocking a reader thread waiting on it."""
+    _unblock(conn)
     conn.close()

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from streamsql.conformance.server_process import ServerProcess
+from streamsql.runtime.results import RowStream
 from tests.support.proxies import self_signed
 
 pytestmark = pytest.mark.integration
@@ -693,3 +694,29 @@ def test_statements_nested_past_the_limit_answer_a_statement_error(client: httpx
         assert resp.status_code == 400, resp.text
         assert "nesting is too deep" in resp.json()["message"] and "32" in resp.json()["message"]
     assert ok(ksql(client, "SHOW STREAMS;"))[0]["@type"] == "streams"
+
+
+def test_closing_a_push_query_stream_raises_nothing_in_its_reader_thread(server: ServerProcess) -> None:
+    """The shell's Ctrl-C closes a push query's stream while its reader thread waits on the
+    response. Closing the connection under that thread made http.client raise in it
+    (``'NoneType' object has no attribute 'close'``), a traceback on the user's terminal."""
+    from streamsql.client import KsqlClient
+
+    with httpx.Client(base_url=server.url, auth=(USER, PASSWORD), timeout=600) as c:
+        name = make_stream(c, rows=1)
+    kc = KsqlClient(server.url, user=USER, password=PASSWORD)
+    raised: list[BaseException | None] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: raised.append(args.exc_value)
+    try:
+        for _ in range(15):
+            stream = kc.query_stream(f"SELECT * FROM {name} EMIT CHANGES;", {"auto.offset.reset": "earliest"})
+            assert stream.poll(60) == ["k0", 0]
+            assert stream.poll(0.05) is RowStream.TIMEOUT  # the reader now waits on the response
+            stream.close()
+            for thread in threading.enumerate():
+                if thread.name.startswith("query-stream-"):
+                    thread.join(30)
+    finally:
+        threading.excepthook = previous
+    assert raised == []
