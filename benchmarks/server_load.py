@@ -62,6 +62,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmarks.http1 import Http1Error, LeanClient
 from benchmarks.measure import pss_bytes
 
 #: the statements of a round and the other kinds of requests, in report order
@@ -228,7 +229,7 @@ def _error_of(exc: BaseException) -> str:
 
     if isinstance(exc, (asyncio.TimeoutError, httpx.TimeoutException)):
         return "timeout"
-    if isinstance(exc, httpx.HTTPError):
+    if isinstance(exc, (httpx.HTTPError, Http1Error)):
         return f"connection: {type(exc).__name__}"
     return f"{type(exc).__name__}: {exc}"[:200]
 
@@ -253,7 +254,10 @@ async def _pull(client: Any, rec: Recorder, kind: str, scheduled: float, sql: st
     error = None
     rows: list[Any] = []
     try:
-        resp = await asyncio.wait_for(client.post("/query-stream", json={"sql": sql, "properties": {}}), timeout)
+        body = {"sql": sql, "properties": {}}
+        call = client.post("/query-stream", body) if isinstance(client, LeanClient) else \
+            client.post("/query-stream", json=body)
+        resp = await asyncio.wait_for(call, timeout)
         if resp.status_code // 100 != 2:
             error = f"status {resp.status_code}: {resp.text[:200]}"
         else:
@@ -390,12 +394,16 @@ async def _expression_client(url: str, cfg: dict[str, Any], rec: Recorder) -> No
 
 async def _pull_closed_loop(url: str, index: int, cfg: dict[str, Any], rec: Recorder, http2: bool) -> None:
     """Closed loop: the next pull query leaves when the previous one is answered (latency is then
-    service time; the throughput is the figure)."""
+    service time; the throughput is the figure). HTTP/1.1 goes through the lean client
+    (``benchmarks/http1.py``): httpx's own CPU per request would take most of a core from the
+    server on 2 cores."""
     import httpx
 
     rng = random.Random(index)
     await _sleep_until(cfg["start"])
-    async with httpx.AsyncClient(base_url=url, verify=shared_ssl_context(), timeout=None, http2=http2) as client:
+    client: Any = (httpx.AsyncClient(base_url=url, verify=shared_ssl_context(), timeout=None, http2=True)
+                   if http2 else LeanClient(url))
+    async with client:
         while (now := time.monotonic()) < cfg["end"]:
             key = f"k{rng.randrange(cfg['keys'])}"
             await _pull(client, rec, "pull", now, f"SELECT * FROM {TABLE} WHERE K = '{key}';", cfg["timeout"],
