@@ -139,3 +139,38 @@ def test_aggregated_and_windowed_tables(engine, topic_name):  # type: ignore[no-
         assert fast[1], sql
     [pull] = engine.execute("SELECT * FROM counts WHERE k = 'k1';")
     assert list(pull.rows(timeout=60)) == [["k1", 4]]
+
+
+def test_a_pull_querys_plan_is_reused_until_its_table_is_replaced(engine, topic_name):  # type: ignore[no-untyped-def]
+    """The same pull query sent again is not planned again; a table dropped and created again
+    under its name (other columns) is planned anew, never answered by the old plan."""
+    src = topic_name("replan")
+    create = (f"CREATE TABLE replan_t (id STRING PRIMARY KEY, {{cols}}) WITH (KAFKA_TOPIC='{src}', "
+              f"VALUE_FORMAT='JSON', PARTITIONS=1); CREATE TABLE replan_m AS SELECT * FROM replan_t;")
+    engine.execute(create.format(cols="a INT"))
+    produce(engine.admin, src, [("k", '{"A": 1, "B": "two"}', 1)])
+    engine.wait_until_idle()
+    planned = []
+    planner = engine.planner
+    original = planner.plan_query
+
+    def counting(query, **kw):  # type: ignore[no-untyped-def]
+        if query.source.name == "REPLAN_M":  # the pull queries (the CTAS plans over REPLAN_T)
+            planned.append(query)
+        return original(query, **kw)
+
+    planner.plan_query = counting
+    try:
+        for _ in range(3):
+            [pull] = engine.execute("SELECT * FROM replan_m WHERE id = 'k';")
+            assert list(pull.rows(timeout=60)) == [["k", 1]]
+        assert len(planned) == 1
+        engine.execute("DROP TABLE replan_m DELETE TOPIC; DROP TABLE replan_t;")
+        engine.execute(create.format(cols="b STRING"))
+        engine.wait_until_idle()
+        [pull] = engine.execute("SELECT * FROM replan_m WHERE id = 'k';")
+        assert pull.columns == [("ID", "STRING"), ("B", "STRING")]
+        assert list(pull.rows(timeout=60)) == [["k", "two"]]
+        assert len(planned) == 2
+    finally:
+        planner.plan_query = original

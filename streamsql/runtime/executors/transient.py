@@ -15,10 +15,10 @@ import shutil
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from sqlglot import exp
 
@@ -45,9 +45,33 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamsql")
 
+V = TypeVar("V")
+
 #: Kafka's offset for a partition's earliest record (``OFFSET_BEGINNING``)
 EARLIEST = -2
 PULL_QUERY_HELP = " See https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query."
+
+
+class RecentlyUsed(Generic[V]):
+    """A small thread-safe map that forgets its least recently used entries beyond ``size``."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Any, V] = OrderedDict()
+
+    def get(self, key: Any) -> V | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+            return hit
+
+    def put(self, key: Any, value: V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
 
 
 class TransientQueries(StatementExecutor):
@@ -56,6 +80,9 @@ class TransientQueries(StatementExecutor):
         #: makes transient query ids unique within one millisecond (``next`` of a count is
         #: atomic: queries of several clients start at once)
         self._seq = itertools.count(1)
+        #: the plans of pull queries over tables sent again (a dashboard's, a service's lookups
+        #: by key): planning was a tenth of such a query's cost in the server
+        self._pull_plans: RecentlyUsed[QueryPlan] = RecentlyUsed(256)
         #: pull queries over tables answered per path: ``arrow`` (``pull.ArrowPull``, no Spark
         #: job) or ``spark`` (a batch query over the stored rows); tests read it
         self.pull_paths: Counter[str] = Counter()
@@ -82,10 +109,18 @@ class TransientQueries(StatementExecutor):
 
     def select(self, stmt: ast.SelectStatement) -> r.Result:
         engine = self.engine
-        if stmt.query.emit is None:
-            self._check_pull_query(stmt.query)
-        plan = engine.planner.plan_query(stmt.query, persistent=False)
         push = stmt.query.emit is not None
+        plan: QueryPlan | AggregatePlan | None = None
+        if not push:
+            plan = self._pull_plans.get(self._pull_plan_key(stmt))
+            if plan is not None and plan.source is not engine.catalog.find(stmt.query.source.name):
+                plan = None  # planned over a table since replaced
+        if plan is None:
+            if not push:
+                self._check_pull_query(stmt.query)
+            plan = engine.planner.plan_query(stmt.query, persistent=False)
+            if not push and isinstance(plan, QueryPlan) and plan.source.is_table:
+                self._pull_plans.put(self._pull_plan_key(stmt), plan)
         query_id = f"transient_{plan.source.name}_{int(time.time() * 1000)}{next(self._seq)}"
         if not push:
             if isinstance(plan, AggregatePlan):
@@ -179,6 +214,13 @@ class TransientQueries(StatementExecutor):
         threading.Thread(target=push.serve, name=f"push-{query_id}", daemon=True,
                          args=(fast, opts, begin, stream, lambda: engine.queries.push_ended(query_id))).start()
         return stream
+
+    def _pull_plan_key(self, stmt: ast.SelectStatement) -> tuple[Any, ...]:
+        """What a pull query's plan depends on: its text (variables substituted), the table as
+        the catalog holds it now (a change replaces the object) and the catalog's types."""
+        catalog = self.engine.catalog
+        return (stmt.text, id(catalog.find(stmt.query.source.name)),
+                tuple(sorted((k, str(v)) for k, v in catalog.types.items())))
 
     def _check_pull_query(self, query: ast.Query) -> None:
         """What a pull query may not have, in ksqlDB's words, before planning would fail on it
