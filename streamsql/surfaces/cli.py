@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 TOPOLOGY_FORMATS = ("text", "json", "dot", "mermaid")
 BROKER_ACTIONS = ("start", "status", "stop")
 SERVER_ACTIONS = ("start", "status", "stop")
+#: the REST server's HTTP listeners (``server/main.py``)
+HTTP_SERVERS = ("hypercorn", "granian")
 #: drawn by Graphviz's ``dot`` from the DOT text
 RENDERED_FORMATS = ("svg", "png")
 
@@ -157,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="open connections at most; one more is answered 503 and closed")
     server.add_argument("--request-header-timeout-ms", type=positive_int, default=30000,
                         help="a request whose line and headers take longer to arrive is closed (slow clients)")
+    server.add_argument("--http-server", choices=HTTP_SERVERS, default="hypercorn",
+                        help="the HTTP listener: hypercorn (default) or granian (HTTP in Rust: about a fifth of "
+                             "the CPU per request; --max-connections does not apply; docs/performance.md)")
     _common(server)
 
     topology = sub.add_parser("topology", help="draw a .sql file's pipeline: sources, queries and their steps, "
@@ -554,7 +559,7 @@ def cmd_server(args: argparse.Namespace) -> int:
                               limits=LimitSettings.from_config(engine_config))
     with kafka_cluster(engine_config) as config:
         listen = ListenOptions(args.host, args.port or 8088, args.tls_cert, args.tls_key, args.max_connections,
-                               args.request_header_timeout_ms / 1000)
+                               args.request_header_timeout_ms / 1000, args.http_server)
         return serve(config, listen, settings)
 
 
