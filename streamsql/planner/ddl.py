@@ -22,7 +22,7 @@ from streamsql.errors import PREPARE_FAILED, AnalysisError, ConfigError, Unsuppo
 from streamsql.formats import compression, schema_registry, serde_for
 from streamsql.formats import registry as format_registry
 from streamsql.formats import schema_registry_settings as registry_settings
-from streamsql.functions.catalog import registry
+from streamsql.functions.registry import FunctionRegistry
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.sql import ast
 from streamsql.sql.dialect import to_ksql
@@ -422,12 +422,12 @@ def format_options(props: dict[str, Any], side: str, fmt: str) -> dict[str, str]
     return out
 
 
-def check_table_is_grouped(stmt: ast.CreateAsSelect) -> None:
+def check_table_is_grouped(stmt: ast.CreateAsSelect, functions: FunctionRegistry) -> None:
     """CREATE TABLE AS SELECT with aggregates needs a GROUP BY (ksqlDB's message lists the calls,
     COUNT(*) as it rewrites it: COUNT(ROWTIME))."""
     if stmt.kind != "TABLE" or stmt.query.group_by:
         return
-    per_item = [[call for call in item.expression.find_all(exp.Anonymous) if registry().is_aggregate(str(call.this))]
+    per_item = [[call for call in item.expression.find_all(exp.Anonymous) if functions.is_aggregate(str(call.this))]
                 for item in stmt.query.select if item.expression is not None]
     calls = [call for item_calls in per_item for call in item_calls]
     if calls and all(per_item):  # a bare column is reported first (the planner's non-aggregate message)

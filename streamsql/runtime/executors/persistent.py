@@ -75,7 +75,7 @@ class PersistentQueries(StatementExecutor):
         if read is not None and read.window_type and read.is_table:
             raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
         ddl.check_timestamp_projected(stmt)
-        ddl.check_table_is_grouped(stmt)
+        ddl.check_table_is_grouped(stmt, engine.functions)
         plan = engine.planner.plan_query(stmt.query, persistent=True, sink_name=stmt.name)
         produces_table = isinstance(plan, AggregatePlan) or plan.source.is_table
         if produces_table and stmt.kind == "STREAM":
