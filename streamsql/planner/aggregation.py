@@ -33,6 +33,7 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.catalog import Source
 from streamsql.errors import AnalysisError
+from streamsql.formats.features import features
 from streamsql.functions.aggregates import BoundAggregate
 from streamsql.functions.registry import FunctionRegistry, rejected_types
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
@@ -215,9 +216,9 @@ class AggregationPlanner:
         where = None
         if query.where is not None:
             where = ExpressionCompiler(self.scope.with_clause("WHERE"), self.functions).compile(query.where).sql
-        if self.source.value_format.upper() == "KAFKA":
-            raise AnalysisError(f"Source(s) {self.source.name} are using the 'KAFKA' value format. This format does "
-                                f"not yet support GROUP BY.")
+        if not features(self.source.value_format).joins_and_groups:
+            raise AnalysisError(f"Source(s) {self.source.name} are using the '{self.source.value_format.upper()}' "
+                                f"value format. This format does not yet support GROUP BY.")
         if query.window is not None and self.source.is_table:
             raise AnalysisError("Windowed aggregations are not supported on tables: use a stream as the source")
         if query.window is None:  # a non-windowed result has no window bounds to name a column after

@@ -42,6 +42,7 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError, located
+from streamsql.formats.features import features
 from streamsql.functions.registry import FunctionRegistry
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, quote
 from streamsql.sql import ast
@@ -168,10 +169,11 @@ def plan_join(catalog: Catalog, query: ast.Query, functions: FunctionRegistry) -
     first = catalog.get(query.source.name)
     tree = _Tree(first, [(query.source.alias or first.name, first)])
     rights = [catalog.get(clause.right.name) for clause in query.joins]
-    kafka = [s.name for s in [first, *rights] if s.value_format.upper() == "KAFKA"]
-    if kafka:
-        raise AnalysisError(f"Source(s) {', '.join(kafka)} are using the 'KAFKA' value format. This format "
-                            f"does not yet support JOIN.")
+    unjoinable = [s for s in [first, *rights] if not features(s.value_format).joins_and_groups]
+    if unjoinable:
+        raise AnalysisError(f"Source(s) {', '.join(s.name for s in unjoinable)} are using the "
+                            f"'{unjoinable[0].value_format.upper()}' value format. This format does not yet "
+                            f"support JOIN.")
     # every ON clause is checked for its sides before any join is planned (ksqlDB's analyzer)
     leaves = _Tree(first, list(tree.leaves))
     for clause, right_src in zip(query.joins, rights):
@@ -214,11 +216,6 @@ def _check_windowing(left_alias: str, left: Source, right_alias: str, right: Sou
             f"can only be joined to other hopping and tumbling windowed sources")
 
 
-#: key formats whose keys carry a registry schema id: ksqlDB repartitions both sides of a join
-#: over them, so that equal keys written with different schema ids meet
-_REGISTRY_KEY_FORMATS = ("AVRO", "JSON_SR", "PROTOBUF")
-
-
 def _check_windowed_keys(left: Source, left_expr: Any, right: Source, right_expr: Any) -> None:
     """ksqlDB's rules for a join of windowed sources (``PreJoinRepartitionNode``,
     ``SchemaKStream.selectKey``): a windowed source cannot be repartitioned, so each side must be
@@ -231,7 +228,9 @@ def _check_windowed_keys(left: Source, left_expr: Any, right: Source, right_expr
     for src, expr in ((left, left_expr), (right, right_expr)):
         if not _on_own_key(expr, src):
             raise AnalysisError(repartition)
-        forced = src.key_format.upper() in _REGISTRY_KEY_FORMATS
+        # keys carrying a registry schema id: ksqlDB repartitions both sides of the join over
+        # them, so that equal keys written with different schema ids meet
+        forced = features(src.key_format).uses_registry
         if forced and src.is_table:
             raise AnalysisError(repartition + " As a result, ksqlDB does not support joins on windowed sources with "
                                 "Schema-Registry-enabled key formats (AVRO, JSON_SR, PROTOBUF) at this time. Please "
