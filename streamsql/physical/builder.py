@@ -237,8 +237,10 @@ class SparkBuilder:
         values = self._bucket_values(step.buckets)
         keyed = pre.withColumn(BUCKET_COL, _expr(bucket_expression([n for n, _, _ in plan.keys], values)))
         packed = keyed.mapInArrow(agg.pack, f"{BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
+        functions = self.ctx.python_functions
+        udafs = functions.aggregates([c.function.name for c in plan.calls]) if functions is not None else None
         operator = agg.AggregateOperator(plan, self.ctx.limits, step.cache, self.ctx.bootstrap_servers,
-                                         self.ctx.processing_log_topic, self.ctx.dropped_counter)
+                                         self.ctx.processing_log_topic, self.ctx.dropped_counter, udafs)
         updates = packed.groupBy(BUCKET_COL).transformWithStateInPandas(
             statefulProcessor=operator, outputStructType=agg.output_schema(), outputMode="Append", timeMode="None")
         unpack, schema = agg.unpacker(plan)

@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamsql.functions.python import loader, registration, runtime
-from streamsql.functions.python.api import FunctionSpec
+from streamsql.functions.python.api import AGGREGATE, FunctionSpec
 from streamsql.functions.registry import FunctionRegistry
 from streamsql.kafka.processing_log import LogTarget
 
@@ -123,6 +124,13 @@ class PythonFunctions:
         """The names of the Python functions loaded."""
         with self._lock:
             return set(self._names)
+
+    def aggregates(self, names: Sequence[str]) -> dict[str, list[FunctionSpec]]:
+        """The overloads of those of ``names`` that are this engine's Python UDAFs: a query
+        carries them to Spark's workers (``physical/aggregate.AggregateOperator``)."""
+        with self._lock:
+            return {n: list(self._specs[n]) for n in names
+                    if n in self._specs and self._specs[n][0].kind == AGGREGATE}
 
     def install(self, spark: SparkSession, bootstrap: str | None, processing_log_topic: str | None) -> None:
         """Make the loaded functions callable in ``spark``'s SQL (see :func:`install`)."""

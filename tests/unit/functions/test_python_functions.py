@@ -153,6 +153,41 @@ def test_two_engines_registries_keep_their_own_python_functions(extension_dir: P
     assert builtin_registry().get("SHOUT") is None and builtin_registry().get("SPLIT_WORDS") is None
 
 
+def test_each_engine_s_queries_carry_its_own_udaf(extension_dir: Path, tmp_path: Path) -> None:
+    """Two engines declare a UDAF of one name: each one's aggregation carries its own to the
+    workers, and a worker running one query's batch after the other's runs that query's UDAF."""
+    from streamsql.functions.python.aggregate import _impl, install
+
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    (other_dir / "shortest.py").write_text(
+        'from streamsql.udf import udaf\n'
+        '@udaf(name="LONGEST", returns="VARCHAR", params=["VARCHAR"], literals=["INT"])\n'
+        'class Shortest:\n'
+        '    def __init__(self, limit):\n        self.limit = limit\n'
+        '    def initialize(self):\n        return None\n'
+        '    def aggregate(self, value, acc):\n        return value if acc is None or len(value) < len(acc) else acc\n'
+        '    def merge(self, a, b):\n        return a\n'
+        '    def map(self, acc):\n        return acc\n')
+    first, second = PythonFunctions(builtin_registry()), PythonFunctions(builtin_registry())
+    first.load(str(extension_dir))
+    assert second.load(str(other_dir)) == []
+    mine, theirs = first.aggregates(["LONGEST", "SHOUT", "COUNT"]), second.aggregates(["LONGEST"])
+    assert list(mine) == list(theirs) == ["LONGEST"] and mine["LONGEST"][0].impl is not theirs["LONGEST"][0].impl
+
+    def folded(words: list[str]) -> str:
+        udaf = _impl("LONGEST", 0, [10])
+        acc = udaf.initialize()
+        for word in words:
+            acc = udaf.aggregate(word, acc)
+        return str(udaf.map(acc))
+
+    install(theirs)
+    assert folded(["abc", "a", "ab"]) == "a"
+    install(mine)  # the next batch in this worker is the first engine's query's
+    assert folded(["abc", "a", "ab"]) == "abc"
+
+
 @pytest.fixture
 def catalog() -> Catalog:
     c = Catalog()
