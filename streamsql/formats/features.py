@@ -66,4 +66,4 @@ def is_known(name: str) -> bool:
 def features(name: str) -> FormatFeatures:
     """The features of format ``name`` (any case); an unknown name has none (the statement's
     check of its formats names it first)."""
-    return FORMATS.get(str(name).upper()) or FormatFeatures(str(name).upper(), joins_and_groups=True)
+    return FORMATS.get(str(name).upper()) or FormatFeatures(str(name).upper())
