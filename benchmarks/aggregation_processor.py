@@ -13,6 +13,7 @@ import time
 
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
+from streamsql.functions.catalog import builtin_registry
 from streamsql.planner.planner import Planner
 from streamsql.physical.aggregator import AggregationProcessor, MemoryState
 from streamsql.sql import parse
@@ -35,7 +36,7 @@ def main() -> None:
                        key_format="NONE", value_format="JSON"))
     for name, sql in QUERIES.items():
         [stmt] = parse(sql)
-        plan = Planner(catalog).plan_query(stmt.query, persistent=True, sink_name="O")
+        plan = Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=True, sink_name="O")
         rows = []
         for i in range(args.records):
             row = {"__K0": f"k{i % args.keys}", t.ROWTIME: i * 10, t.ROWPARTITION: 0, t.ROWOFFSET: i}

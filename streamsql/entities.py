@@ -87,10 +87,6 @@ def _statement_text(stmt: ast.Statement | None, result: r.Result) -> str:
     return text if text.endswith(";") else text + ";"
 
 
-def _shows(result: r.Result, what: str) -> bool:
-    return re.match(rf"\s*(SHOW|LIST)\s+{what}\b", result.statement, re.IGNORECASE) is not None
-
-
 def to_entity(result: r.Result, stmt: ast.Statement | None = None, catalog: Catalog | None = None,
               seq: int | None = None) -> dict[str, Any] | None:
     """The entity of one executed statement's result, or None for statements ksqlDB answers
@@ -141,11 +137,11 @@ def to_entity(result: r.Result, stmt: ast.Statement | None = None, catalog: Cata
                 if source is not None and catalog is not None else _result_description(result))
         return {"@type": "sourceDescription", **base, "sourceDescription": desc, "warnings": []}
     if isinstance(result, r.Properties):
-        if _shows(result, "VARIABLES"):
+        if result.listing == "VARIABLES":
             return {"@type": "variables", **base,
                     "variables": [{"name": k, "value": v} for k, v in sorted(result.properties.items())],
                     "warnings": []}
-        if _shows(result, "TYPES") and catalog is not None:
+        if result.listing == "TYPES" and catalog is not None:
             return {"@type": "type_list", **base,
                     "types": {name: schema_info(catalog.types[name]) for name in sorted(catalog.types)},
                     "warnings": []}

@@ -1,5 +1,7 @@
 """Encoding a case's input records and decoding the output records, with the formats the
-sources declare (KAFKA, JSON, DELIMITED, AVRO, PROTOBUF, JSON_SR; windowed keys).
+sources declare (KAFKA, JSON, DELIMITED, AVRO, PROTOBUF, JSON_SR; windowed keys). Whether a
+record carries a registry schema id, and of which type, is the format's feature
+(``formats/features.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from streamsql.errors import ConfigError
 from streamsql.formats import schema_registry
+from streamsql.formats.features import features
 
 
 def raw_encode(value: Any) -> bytes | None:
@@ -31,12 +34,13 @@ def encode_with(spec: Any, value: Any, schema: tuple[int, str] | None = None) ->
     if value is None:
         return None
     name = spec.name.upper()
-    if name == "AVRO":
-        return _encode_avro(spec, value, schema)
-    if name == "JSON_SR":
-        return schema_registry.frame(_writer(spec, schema)[0], json.dumps(value).encode("utf-8"))
-    if name in ("PROTOBUF", "PROTOBUF_NOSR"):
+    fmt = features(name)
+    if fmt.protobuf:
         return _encode_protobuf(spec, value, schema)
+    if fmt.schema_type == "AVRO":
+        return _encode_avro(spec, value, schema)
+    if fmt.schema_type == "JSON":
+        return schema_registry.frame(_writer(spec, schema)[0], json.dumps(value).encode("utf-8"))
     if name == "JSON":
         return json.dumps(value).encode("utf-8")
     if name == "DELIMITED":
@@ -79,7 +83,7 @@ def _encode_avro(spec: Any, value: Any, schema: tuple[int, str] | None) -> bytes
 def _encode_protobuf(spec: Any, value: Any, schema: tuple[int, str] | None) -> bytes:
     from streamsql.formats import protobuf_format as pf
 
-    registry = spec.name.upper() == "PROTOBUF"
+    registry = features(spec.name).uses_registry
     if registry:
         schema_id, text = _writer(spec, schema)
     else:
@@ -97,7 +101,7 @@ def _decode_protobuf(spec: Any, raw: bytes) -> Any:
     from streamsql.formats import protobuf_format as pf
 
     try:
-        if spec.name.upper() == "PROTOBUF":
+        if features(spec.name).uses_registry:
             schema_id, payload = schema_registry.split_header(raw)
             path, used = pf._message_indexes(payload)
             text = (spec.options.get("schemas") or {}).get(str(schema_id))
@@ -172,11 +176,12 @@ def decode_with(spec: Any | None, raw: bytes | None) -> Any:
     if raw is None:
         return None
     name = spec.name.upper() if spec is not None else None
-    if name == "AVRO":
-        return _decode_avro(spec, raw)
-    if name in ("PROTOBUF", "PROTOBUF_NOSR"):
+    fmt = features(name or "")
+    if fmt.protobuf:
         return _decode_protobuf(spec, raw)
-    if name == "JSON_SR":
+    if fmt.schema_type == "AVRO":
+        return _decode_avro(spec, raw)
+    if fmt.schema_type == "JSON":
         try:
             raw = bytes(schema_registry.split_header(raw)[1])
         except ValueError as e:

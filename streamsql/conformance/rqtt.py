@@ -305,10 +305,10 @@ class RqttRunner:
         """Registry formats: write with the schema the server registered for the source (the
         subject's latest), read any id from the registry."""
         from streamsql.formats import schema_registry
-        from streamsql.formats.registry import REGISTRY_SCHEMA_TYPES
+        from streamsql.formats.features import features
 
         for is_key, fmt in ((True, source.key_format), (False, source.value_format)):
-            if fmt not in REGISTRY_SCHEMA_TYPES:
+            if not features(fmt).uses_registry:
                 continue
             subject = schema_registry.subject_for(source.topic, is_key)
             latest = schema_registry.latest(self.registry.url, subject)

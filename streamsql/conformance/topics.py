@@ -12,6 +12,7 @@ from typing import Any
 from streamsql.conformance.cases import QttCase
 from streamsql.errors import StreamsqlError
 from streamsql.formats import schema_registry
+from streamsql.formats.features import features
 from streamsql.sql import split_statements
 
 _TOPIC_PROP = re.compile(r"(KAFKA_TOPIC\s*=\s*)'((?:[^']|'')*)'", re.IGNORECASE)
@@ -57,9 +58,8 @@ def register_topic_schemas(case: QttCase, prefix: str, url: str,
             if schema is None:
                 continue
             fmt = str(entry.get(f"{side}Format") or _case_format(case) or "AVRO").upper()
-            schema_type = {"JSON_SR": "JSON", "PROTOBUF_NOSR": "PROTOBUF"}.get(fmt, fmt)
-            if schema_type not in ("AVRO", "JSON", "PROTOBUF"):
-                schema_type = "AVRO"
+            # a schema's text is read as its format's (PROTOBUF_NOSR's as Protobuf), else as Avro
+            schema_type = features(fmt).schema_type or ("PROTOBUF" if features(fmt).protobuf else "AVRO")
             text = schema_registry.schema_text(schema, schema_type)
             topic = prefix + str(entry.get("name"))
             wanted = entry.get(f"{side}SchemaId")
@@ -105,7 +105,8 @@ def ddl_schemas(case: QttCase, prefix: str) -> list[tuple[str, str, str]]:
                       or defaults.get(f"ksql.persistence.default.format.{side.lower()}")
                       or ("KAFKA" if is_key else "")).upper()
             cols = [c for c in stmt.columns if c.role == ("key" if is_key else "value")]
-            if fmt not in format_registry.REGISTRY_SCHEMA_TYPES or not cols:
+            schema_type = features(fmt).schema_type
+            if schema_type is None or not cols:
                 continue
             wrap = str(props.get("WRAP_SINGLE_VALUE", "true")).lower() != "false"
             unwrapped = len(cols) == 1 and (is_key or not wrap)
@@ -116,8 +117,7 @@ def ddl_schemas(case: QttCase, prefix: str) -> list[tuple[str, str, str]]:
             except StreamsqlError:
                 continue
             topic = str(props.get("KAFKA_TOPIC"))
-            out.append((schema_registry.subject_for(topic, is_key), schema,
-                        format_registry.REGISTRY_SCHEMA_TYPES[fmt]))
+            out.append((schema_registry.subject_for(topic, is_key), schema, schema_type))
     return out
 
 

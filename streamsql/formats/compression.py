@@ -21,11 +21,10 @@ import pyarrow as pa
 
 from streamsql.errors import ConfigError
 from streamsql.formats.base import DecodeResult, FormatSpec, Serde
+from streamsql.formats.features import LINE_FORMATS, features
 
 #: the codecs VALUE_COMPRESSION accepts
 CODECS = {"GZIP"}
-#: the value formats whose payloads are line-oriented text, so a batch splits into records by line
-LINE_FORMATS = ("DELIMITED", "JSON")
 
 
 def check_compression(codec: str, fmt: str, side: str) -> str:
@@ -35,7 +34,7 @@ def check_compression(codec: str, fmt: str, side: str) -> str:
         raise ConfigError(f"Invalid value {codec} for property {side}_COMPRESSION: String must be one of: GZIP")
     if side != "VALUE":
         raise ConfigError(f"{side}_COMPRESSION is not supported: only values may be compressed (VALUE_COMPRESSION)")
-    if fmt.upper() not in LINE_FORMATS:
+    if not features(fmt).line_oriented:
         raise ConfigError(f"VALUE_COMPRESSION is only valid with the line-oriented value formats "
                           f"({', '.join(LINE_FORMATS)}), not {fmt}")
     return name

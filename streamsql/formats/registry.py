@@ -1,16 +1,19 @@
-"""Format name to serde. Every check ksqlDB makes when a source is declared with a format (column
-count, supported types, delimiter) happens here, at ``serde_for`` time, as a ``ConfigError`` with
-ksqlDB's wording, so a query never starts with a serde that cannot work."""
+"""Format name to serde (what each format supports: ``formats/features.py``). Every check ksqlDB
+makes when a source is declared with a format (column count, supported types, delimiter) happens
+here, at ``serde_for`` time, as a ``ConfigError`` with ksqlDB's wording, so a query never starts
+with a serde that cannot work."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from streamsql.errors import ConfigError
 from streamsql.formats import avro_format, compression, json_sr_format, protobuf_format
 from streamsql.formats.avro_format import AvroSerde
 from streamsql.formats.base import FormatSpec, Serde
 from streamsql.formats.delimited import DelimitedSerde
+from streamsql.formats.features import SUPPORTED
 from streamsql.formats.json_format import JsonSerde
 from streamsql.formats.json_sr_format import JsonSrSerde
 from streamsql.formats.kafka_format import KafkaSerde
@@ -18,44 +21,45 @@ from streamsql.formats.none_format import NoneSerde
 from streamsql.formats.protobuf_format import ProtobufSerde
 from streamsql.types import Column
 
-SUPPORTED = ("JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF", "PROTOBUF_NOSR")
-
 
 def serde_for(spec: FormatSpec) -> Serde:
     """The serde of ``spec``; a ``VALUE_COMPRESSION`` option wraps it (``formats.compression``)."""
     return compression.wrap(_plain_serde(spec), spec)
 
 
+def _none(spec: FormatSpec) -> Serde:
+    if spec.columns:
+        got = ", ".join(c.sql() for c in spec.columns)
+        raise ConfigError(f"The 'NONE' format can only be used when no columns are defined. Got: [{got}]")
+    return NoneSerde()
+
+
+def _void_when_keyless(make: Callable[[FormatSpec], Serde]) -> Callable[[FormatSpec], Serde]:
+    """ksqlDB's void serde for a side declared with this format but no columns (a keyless source)."""
+    return lambda spec: make(spec) if spec.columns else NoneSerde()
+
+
+#: how each format of ``features.FORMATS`` builds its serde
+_SERDES: dict[str, Callable[[FormatSpec], Serde]] = {
+    "JSON": JsonSerde,
+    "DELIMITED": _void_when_keyless(DelimitedSerde),
+    "KAFKA": _void_when_keyless(KafkaSerde),
+    "NONE": _none,
+    "AVRO": AvroSerde,
+    "JSON_SR": JsonSrSerde,
+    "PROTOBUF": lambda spec: ProtobufSerde(spec, registry=True),
+    "PROTOBUF_NOSR": lambda spec: ProtobufSerde(spec, registry=False),
+}
+
+
 def _plain_serde(spec: FormatSpec) -> Serde:
-    name = spec.name.upper()
-    if name == "NONE":
-        if spec.columns:
-            got = ", ".join(c.sql() for c in spec.columns)
-            raise ConfigError(
-                f"The 'NONE' format can only be used when no columns are defined. Got: [{got}]"
-            )
-        return NoneSerde()
-    if name == "JSON":
-        return JsonSerde(spec)
-    if name == "AVRO":
-        return AvroSerde(spec)
-    if name == "JSON_SR":
-        return JsonSrSerde(spec)
-    if name in ("PROTOBUF", "PROTOBUF_NOSR"):
-        return ProtobufSerde(spec, registry=name == "PROTOBUF")
-    if name in ("KAFKA", "DELIMITED") and not spec.columns:
-        return NoneSerde()  # ksqlDB's void serde: keyless sources declared with these formats
-    if name == "KAFKA":
-        return KafkaSerde(spec)
-    if name == "DELIMITED":
-        return DelimitedSerde(spec)
-    raise ConfigError(f"Unknown format: {spec.name}. Supported: {', '.join(SUPPORTED)}")
+    make = _SERDES.get(spec.name.upper())
+    if make is None:
+        raise ConfigError(f"Unknown format: {spec.name}. Supported: {', '.join(SUPPORTED)}")
+    return make(spec)
 
 
 # --- formats whose records carry a Schema Registry id ----------------------------------------------
-
-#: format name → the registry's ``schemaType`` of its schemas
-REGISTRY_SCHEMA_TYPES = {"AVRO": "AVRO", "JSON_SR": "JSON", "PROTOBUF": "PROTOBUF"}
 
 
 def registry_schema(fmt: str, columns: tuple[Column, ...] | list[Column], *, unwrapped: bool,

@@ -1,20 +1,15 @@
-"""The process's function catalog: one :class:`FunctionRegistry`, built from the built-in modules
-on first use (each module registers its functions into it; none fills a registry when imported).
+"""The built-in function catalog: a new :class:`FunctionRegistry` of ksqlDB's functions, each
+built-in module registering its own into it (none fills a registry when imported).
 
-One per process, not per engine: Python function files load into it process-wide (see
-:mod:`streamsql.functions.python.library`), and the planner, ``SHOW FUNCTIONS`` and the
-shell's completion all read the same catalog.
+The engine (its composition root) builds one per engine and loads its Python functions into it
+(:class:`streamsql.functions.python.library.PythonFunctions`); the planner, ``SHOW FUNCTIONS``
+and the shell's completion read the registry of the engine they are given, never a module-wide one.
 """
 
 from __future__ import annotations
 
-import threading
-
 from streamsql.functions import aggregates, builtins, table_functions
 from streamsql.functions.registry import FunctionRegistry
-
-_lock = threading.Lock()
-_registry: list[FunctionRegistry] = []
 
 
 def builtin_registry() -> FunctionRegistry:
@@ -24,11 +19,3 @@ def builtin_registry() -> FunctionRegistry:
     table_functions.register(registry)
     aggregates.register(registry)
     return registry
-
-
-def registry() -> FunctionRegistry:
-    """The process's registry, built on the first call."""
-    with _lock:
-        if not _registry:
-            _registry.append(builtin_registry())
-        return _registry[0]

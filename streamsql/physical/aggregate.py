@@ -113,12 +113,14 @@ class AggregateOperator(StatefulProcessor):
     """The ``StatefulProcessor`` of the aggregate step: one call per bucket and micro-batch."""
 
     def __init__(self, plan: AggregatePlan, limits: dict[str, int], cache: bool,
-                 bootstrap: str | None, log_topic: str | None, dropped: Any = None) -> None:
+                 bootstrap: str | None, log_topic: str | None, dropped: Any = None,
+                 udafs: dict[str, list[Any]] | None = None) -> None:
         from streamsql.functions.python.aggregate import loaded
 
         self.plan = plan
-        #: the Python UDAFs the plan calls, by value: a worker process never loaded them
-        self.udafs = loaded([c.function.name for c in plan.calls])
+        #: the Python UDAFs the plan calls (the engine's: ``PythonFunctions.aggregates``), by
+        #: value: a worker process never loaded them
+        self.udafs = udafs if udafs is not None else loaded([c.function.name for c in plan.calls])
         #: a Spark accumulator: records dropped as late, for the driver's query statistics
         self.dropped = dropped
         self.limits = limits

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from streamsql.functions.python.library import PythonFunctions
     from streamsql.planner.planner import QueryPlan
 
 #: written into a stateful query's checkpoint: what its state layout depends on
@@ -90,6 +91,8 @@ class BuildContext:
     exactly_once: bool = False
     #: a stateful query's micro-batches start at most this often (``Engine.commit_interval_ms``)
     trigger_interval_ms: int | None = None
+    #: the engine's Python functions, made callable in Spark's SQL before a plan is built
+    python_functions: PythonFunctions | None = None
 
 
 class SparkBuilder:
@@ -97,6 +100,14 @@ class SparkBuilder:
         self.ctx = ctx
         #: a resumed query's shuffle-partition count (its checkpoint's), which its buckets follow
         self._shuffle_partitions: int | None = None
+
+    def _install_functions(self) -> None:
+        """The engine's Python functions and the built-ins that run in Python, callable in the
+        session's SQL (the plan's expressions call them by their Spark names)."""
+        from streamsql.functions.python import library
+
+        ctx = self.ctx
+        library.install(ctx.spark, ctx.python_functions, ctx.bootstrap_servers, ctx.processing_log_topic)
 
     # --- DataFrames ------------------------------------------------------------------------
 
@@ -126,11 +137,8 @@ class SparkBuilder:
     def stored_rows(self, plan: QueryPlan, schema: Any, rows: list[tuple[Any, ...]]) -> DataFrame:
         """A pull query over a table's store: the plan's filter and projection applied to the
         stored rows (``schema``: the table's columns and the source's internal columns)."""
-        from streamsql.functions.python import library as python_functions
-
-        ctx = self.ctx
-        python_functions.install(ctx.spark, ctx.bootstrap_servers, ctx.processing_log_topic)
-        return frames.select(plan, ctx.spark.createDataFrame(rows, schema))
+        self._install_functions()
+        return frames.select(plan, self.ctx.spark.createDataFrame(rows, schema))
 
     def dataframe(self, plan: PhysicalPlan, upto: int | None = None, checkpoint: Path | None = None) -> DataFrame:
         """The streaming DataFrame of the plan's steps (all but a terminal one). ``checkpoint``: a
@@ -172,10 +180,7 @@ class SparkBuilder:
         raise TypeError(f"not a transformation step: {step!r}")
 
     def _source(self, step: Scan | Join, max_records: int | None, pipe: str | None = None) -> DataFrame:
-        from streamsql.functions.python import library as python_functions
-
-        ctx = self.ctx
-        python_functions.install(ctx.spark, ctx.bootstrap_servers, ctx.processing_log_topic)
+        self._install_functions()
         return self._join(step, max_records) if isinstance(step, Join) else self._scan(step, max_records, pipe)
 
     def _scan(self, step: Scan, max_records: int | None, pipe: str | None = None) -> DataFrame:
@@ -232,8 +237,10 @@ class SparkBuilder:
         values = self._bucket_values(step.buckets)
         keyed = pre.withColumn(BUCKET_COL, _expr(bucket_expression([n for n, _, _ in plan.keys], values)))
         packed = keyed.mapInArrow(agg.pack, f"{BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
+        functions = self.ctx.python_functions
+        udafs = functions.aggregates([c.function.name for c in plan.calls]) if functions is not None else None
         operator = agg.AggregateOperator(plan, self.ctx.limits, step.cache, self.ctx.bootstrap_servers,
-                                         self.ctx.processing_log_topic, self.ctx.dropped_counter)
+                                         self.ctx.processing_log_topic, self.ctx.dropped_counter, udafs)
         updates = packed.groupBy(BUCKET_COL).transformWithStateInPandas(
             statefulProcessor=operator, outputStructType=agg.output_schema(), outputMode="Append", timeMode="None")
         unpack, schema = agg.unpacker(plan)

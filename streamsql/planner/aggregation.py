@@ -33,9 +33,9 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.catalog import Source
 from streamsql.errors import AnalysisError
+from streamsql.formats.features import features
 from streamsql.functions.aggregates import BoundAggregate
-from streamsql.functions.catalog import registry
-from streamsql.functions.registry import rejected_types
+from streamsql.functions.registry import FunctionRegistry, rejected_types
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
 from streamsql.sql import ast
 from streamsql.sql.dialect import to_ksql
@@ -196,29 +196,29 @@ def _literal_value(node: exp.Expr) -> Any:
     raise AnalysisError(f"Aggregate parameter {node.sql()} must be a literal")
 
 
-def is_aggregate_call(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Anonymous) and registry().aggregate(str(node.this)) is not None
-
-
 class AggregationPlanner:
-    def __init__(self, source: Source, alias: str, scope: Scope) -> None:
+    def __init__(self, source: Source, alias: str, scope: Scope, functions: FunctionRegistry) -> None:
         self.source = source
         self.alias = alias
         self.scope = scope
-        self.compiler = ExpressionCompiler(scope)
+        self.functions = functions
+        self.compiler = ExpressionCompiler(scope, functions)
         self.key_exprs: list[exp.Expr] = []
         self.keys: list[tuple[str, str, t.SqlType | None]] = []
         self.calls: list[AggregateCall] = []
         self.arguments: list[tuple[str, str]] = []
         self._call_index: dict[str, str] = {}
 
+    def _is_aggregate_call(self, node: exp.Expr) -> bool:
+        return isinstance(node, exp.Anonymous) and self.functions.aggregate(str(node.this)) is not None
+
     def plan(self, query: ast.Query, persistent: bool, sink_name: str | None) -> AggregatePlan:
         where = None
         if query.where is not None:
-            where = ExpressionCompiler(self.scope.with_clause("WHERE")).compile(query.where).sql
-        if self.source.value_format.upper() == "KAFKA":
-            raise AnalysisError(f"Source(s) {self.source.name} are using the 'KAFKA' value format. This format does "
-                                f"not yet support GROUP BY.")
+            where = ExpressionCompiler(self.scope.with_clause("WHERE"), self.functions).compile(query.where).sql
+        if not features(self.source.value_format).joins_and_groups:
+            raise AnalysisError(f"Source(s) {self.source.name} are using the '{self.source.value_format.upper()}' "
+                                f"value format. This format does not yet support GROUP BY.")
         if query.window is not None and self.source.is_table:
             raise AnalysisError("Windowed aggregations are not supported on tables: use a stream as the source")
         if query.window is None:  # a non-windowed result has no window bounds to name a column after
@@ -230,13 +230,13 @@ class AggregationPlanner:
         for expr in query.group_by:
             _reject_window_bounds(expr)
             for call in expr.find_all(exp.Anonymous):
-                if is_aggregate_call(call):
+                if self._is_aggregate_call(call):
                     raise AnalysisError(f"GROUP BY does not support aggregate functions: {str(call.this).upper()} "
                                         f"is an aggregate function.")
         if query.having is not None:
             _reject_window_bounds(query.having)
         for i, expr in enumerate(query.group_by):
-            compiled = ExpressionCompiler(self.scope.with_clause("GROUP BY")).compile(expr)
+            compiled = ExpressionCompiler(self.scope.with_clause("GROUP BY"), self.functions).compile(expr)
             if any(sql == compiled.sql for _name, sql, _ty in self.keys):
                 raise AnalysisError(f"Duplicate GROUP BY expression: {to_ksql(expr).upper()}")
             self.key_exprs.append(expr)
@@ -251,7 +251,7 @@ class AggregationPlanner:
             if missing:  # ksqlDB names the whole SELECT expression (reported after the aggregate check)
                 non_aggregate.append(_shown_expression(item.expression))
                 continue
-            compiled = ExpressionCompiler(self._post_scope()).compile(post)
+            compiled = ExpressionCompiler(self._post_scope(), self.functions).compile(post)
             key_index = self._key_index(item.expression)
             name = item.alias or _implicit_name(item.expression)
             if name is None:
@@ -262,7 +262,7 @@ class AggregationPlanner:
         if query.having is not None:
             post = self._post_expression(query.having, bad)
         if not self.calls:
-            _reject_unknown_functions([i.expression for i in query.select] + [query.having])
+            _reject_unknown_functions([i.expression for i in query.select] + [query.having], self.functions)
             raise AnalysisError("GROUP BY requires aggregate functions in either the SELECT or HAVING clause.")
         if non_aggregate:
             raise AnalysisError("Non-aggregate SELECT expression(s) not part of GROUP BY: " + ", ".join(non_aggregate)
@@ -271,7 +271,7 @@ class AggregationPlanner:
             if bad:
                 raise AnalysisError("Non-aggregate HAVING expression not part of GROUP BY: " + ", ".join(bad))
             try:
-                having = ExpressionCompiler(self._post_scope().with_clause("HAVING")).compile(post).sql
+                having = ExpressionCompiler(self._post_scope().with_clause("HAVING"), self.functions).compile(post).sql
             except AnalysisError as e:
                 raise AnalysisError(self._unrewritten(str(e))) from None
         if self.source.is_table:
@@ -332,7 +332,7 @@ class AggregationPlanner:
             idx = self._key_index(node)
             if idx is not None:
                 return _ident(f"__K{idx}")
-            if is_aggregate_call(node):
+            if self._is_aggregate_call(node):
                 return _ident(self._aggregate(node))  # type: ignore[arg-type]
             if isinstance(node, exp.Column) and node.name.upper() in (t.WINDOWSTART, t.WINDOWEND) \
                     and (not node.table or node.table.upper() in (self.alias.upper(), self.source.name.upper())):
@@ -346,7 +346,7 @@ class AggregationPlanner:
 
     def _aggregate(self, call: exp.Anonymous) -> str:
         """Bind one aggregate call (the single dispatch point: the registry's ``aggregate``)."""
-        fn = registry().aggregate(str(call.this))
+        fn = self.functions.aggregate(str(call.this))
         assert fn is not None
         args = [a for a in call.expressions if not isinstance(a, exp.Star)]
         if len(args) < fn.min_args or len(args) > fn.max_args:
@@ -356,7 +356,7 @@ class AggregationPlanner:
             _reject_window_bounds(a)
         compiled = []
         for a in args[:n_columns]:
-            if is_aggregate_call(a):
+            if self._is_aggregate_call(a):
                 raise AnalysisError(f"Aggregate functions can not be nested: {call.sql()}")
             compiled.append(self.compiler.compile(a))
         params = []
@@ -410,14 +410,14 @@ def _shown_expression(node: exp.Expr) -> str:
     return f"({text})" if isinstance(node, exp.Binary) else text
 
 
-def _reject_unknown_functions(expressions: list[exp.Expr | None]) -> None:
+def _reject_unknown_functions(expressions: list[exp.Expr | None], functions: FunctionRegistry) -> None:
     """An unknown function is the error to report (as ksqlDB does), not the absence of
     aggregates it leads to: ``SELECT WONT_FIND_ME(id) ... GROUP BY``."""
     from streamsql.functions.registry import unknown_function
 
     for expr in expressions:
         for node in expr.find_all(exp.Anonymous) if expr is not None else ():
-            if registry().get(str(node.this)) is None:
+            if functions.get(str(node.this)) is None:
                 raise unknown_function(str(node.this).upper(), node)
 
 

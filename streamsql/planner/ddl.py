@@ -22,7 +22,8 @@ from streamsql.errors import PREPARE_FAILED, AnalysisError, ConfigError, Unsuppo
 from streamsql.formats import compression, schema_registry, serde_for
 from streamsql.formats import registry as format_registry
 from streamsql.formats import schema_registry_settings as registry_settings
-from streamsql.functions.catalog import registry
+from streamsql.formats.features import features, is_known
+from streamsql.functions.registry import FunctionRegistry
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.sql import ast
 from streamsql.sql.dialect import to_ksql
@@ -30,9 +31,7 @@ from streamsql.sql.dialect import to_ksql
 if TYPE_CHECKING:
     from streamsql.planner.planner import QueryPlan
 
-KNOWN_FORMATS = {"JSON", "DELIMITED", "KAFKA", "NONE", "AVRO", "JSON_SR", "PROTOBUF", "PROTOBUF_NOSR"}
 #: formats whose records carry a Schema Registry id
-REGISTRY_FORMATS = set(format_registry.REGISTRY_SCHEMA_TYPES)
 
 
 class SourceDefinitions:
@@ -59,7 +58,7 @@ class SourceDefinitions:
             if props.get(f"{side}_SCHEMA_ID") is None:
                 continue
             fmt = key_format if is_key else value_format
-            if str(fmt).upper() not in REGISTRY_FORMATS:
+            if not features(fmt).uses_registry:
                 raise AnalysisError(f"{side}_FORMAT should support schema inference when {side}_SCHEMA_ID is "
                                     f"provided. Current format is {str(fmt).upper()}.")
             if any(c.is_key == is_key and c.role in ("key", "value") for c in columns):
@@ -106,7 +105,7 @@ class SourceDefinitions:
             raise AnalysisError("Missing required property \"VALUE_FORMAT\" which has no default value.")
         value = str(value_str).upper()
         for f in (key, value):
-            if f not in KNOWN_FORMATS:
+            if not is_known(f):
                 raise AnalysisError(f"Unknown format: {f}")
         return key, value
 
@@ -115,7 +114,7 @@ class SourceDefinitions:
         do both (JSON, Avro, Protobuf), as ksqlDB's SerdeFeaturesFactory."""
         wrap = props.get("WRAP_SINGLE_VALUE")
         if wrap is None:
-            if str(value_format).upper() in _WRAPPING_FORMATS:
+            if features(value_format).wraps_single_value:
                 return self.prop("ksql.persistence.wrap.single.values").strip().lower() != "false"
             return True
         value_cols = [c for c in columns if c.role == "value"]
@@ -123,7 +122,7 @@ class SourceDefinitions:
             raise AnalysisError("'WRAP_SINGLE_VALUE' is only valid for single-field value schemas")
         if isinstance(wrap, str):
             wrap = wrap.strip().lower() == "true"
-        if wrap and str(value_format).upper() not in _WRAPPING_FORMATS:  # KAFKA, DELIMITED: always bare
+        if wrap and not features(value_format).wraps_single_value:  # KAFKA, DELIMITED: always bare
             raise ConfigError(f"Format '{str(value_format).upper()}' does not support 'WRAP_SINGLE_VALUE' set to "
                               f"'true'.")
         return bool(wrap)
@@ -159,7 +158,7 @@ class SourceDefinitions:
         them from the subject's latest schema (or the one ``KEY_/VALUE_SCHEMA_ID`` names).
         ``inferred_from`` receives the schema each inferred side came from (True: the key)."""
         out = list(columns)
-        if value_format in REGISTRY_FORMATS and not any(c.role == "value" for c in columns):
+        if features(value_format).uses_registry and not any(c.role == "value" for c in columns):
             url = self.registry_url(value_format)
             found = self.schema_to_infer(url, topic, False, props.get("VALUE_SCHEMA_ID"))
             if found is not None:
@@ -170,7 +169,7 @@ class SourceDefinitions:
                                                              imports=schema_registry.imports(url, found),
                                                              keep_names=props.get("VALUE_SCHEMA_ID") is not None)
                 inferred_from[False] = found
-        if key_format in REGISTRY_FORMATS and not any(c.is_key for c in columns):
+        if features(key_format).uses_registry and not any(c.is_key for c in columns):
             url = self.registry_url(key_format)
             found = self.schema_to_infer(url, topic, True, props.get("KEY_SCHEMA_ID"))
             if found is not None:
@@ -194,7 +193,8 @@ class SourceDefinitions:
         sides = ((True, source.key_format, source.key_columns, "KEY"),
                  (False, source.value_format, source.value_columns, "VALUE"))
         for is_key, fmt, cols, side in sides:
-            if fmt not in REGISTRY_FORMATS or not cols:
+            schema_type = features(fmt).schema_type
+            if schema_type is None or not cols:
                 continue
             url = self.registry_url(fmt)
             subject = schema_registry.subject_for(source.topic, is_key)
@@ -214,15 +214,14 @@ class SourceDefinitions:
                 writer_id, known[found.id] = found.id, found.text
             else:
                 try:
-                    writer_id = schema_registry.register(url, subject, text,
-                                                         format_registry.REGISTRY_SCHEMA_TYPES[fmt])
+                    writer_id = schema_registry.register(url, subject, text, schema_type)
                     known[writer_id] = text
                 except ConfigError:
                     if not known:
                         raise
                     writer_id = max(known)  # the registry refused ours (compatibility): write with its latest
             imported = {}
-            if fmt == "PROTOBUF":  # the schemas that import others travel with what they import
+            if features(fmt).protobuf:  # the schemas that import others travel with what they import
                 imported = {i: found_imports for i in known
                             if (found_imports := schema_registry.imports(url, schema_registry.by_id(url, i)))}
             binding = schema_registry.SchemaBinding(url, subject, writer_id, known, imported)
@@ -292,8 +291,6 @@ class SourceDefinitions:
         )
 
 
-#: formats whose single value column may be wrapped in a record or left bare
-_WRAPPING_FORMATS = {"JSON", "JSON_SR", "AVRO", "PROTOBUF", "PROTOBUF_NOSR"}
 
 
 def check_delimiters(props: dict[str, Any], key_format: str, value_format: str) -> None:
@@ -313,7 +310,7 @@ def check_delimiters(props: dict[str, Any], key_format: str, value_format: str) 
         if reason is not None:
             raise ConfigError(f"{PREPARE_FAILED}Configuration {side}_DELIMITER is invalid: {reason}\n"
                               f"Example valid value: ';'")
-        if str(fmt).upper() != "DELIMITED":
+        if not features(fmt).delimited:
             raise ConfigError(f"{str(fmt).upper()} does not support the following configs: [delimiter]")
 
 
@@ -410,7 +407,7 @@ def format_options(props: dict[str, Any], side: str, fmt: str) -> dict[str, str]
         out["fullName"] = name
     nullable = props.get(f"{side}_PROTOBUF_NULLABLE_REPRESENTATION")
     if nullable is not None:
-        if not fmt.startswith("PROTOBUF"):
+        if not features(fmt).protobuf:
             raise AnalysisError(f"{side}_PROTOBUF_NULLABLE_REPRESENTATION is only valid for the PROTOBUF formats")
         if str(nullable).upper() not in ("OPTIONAL", "WRAPPER"):
             raise AnalysisError(f"Invalid value {nullable} for property {side}_PROTOBUF_NULLABLE_REPRESENTATION: "
@@ -422,12 +419,12 @@ def format_options(props: dict[str, Any], side: str, fmt: str) -> dict[str, str]
     return out
 
 
-def check_table_is_grouped(stmt: ast.CreateAsSelect) -> None:
+def check_table_is_grouped(stmt: ast.CreateAsSelect, functions: FunctionRegistry) -> None:
     """CREATE TABLE AS SELECT with aggregates needs a GROUP BY (ksqlDB's message lists the calls,
     COUNT(*) as it rewrites it: COUNT(ROWTIME))."""
     if stmt.kind != "TABLE" or stmt.query.group_by:
         return
-    per_item = [[call for call in item.expression.find_all(exp.Anonymous) if registry().is_aggregate(str(call.this))]
+    per_item = [[call for call in item.expression.find_all(exp.Anonymous) if functions.is_aggregate(str(call.this))]
                 for item in stmt.query.select if item.expression is not None]
     calls = [call for item_calls in per_item for call in item_calls]
     if calls and all(per_item):  # a bare column is reported first (the planner's non-aggregate message)

@@ -162,13 +162,11 @@ def iso_to_millis(text: str) -> int:
 
 class ExpressionCompiler:
     """Translates one expression tree against a :class:`Scope`. Function calls are delegated to
-    the function catalog (:mod:`streamsql.functions.registry`)."""
+    ``functions``, the registry of the engine whose statement it analyses."""
 
-    def __init__(self, scope: Scope, functions: FunctionRegistry | None = None) -> None:
-        from streamsql.functions import catalog
-
+    def __init__(self, scope: Scope, functions: FunctionRegistry) -> None:
         self.scope = scope
-        self.functions: FunctionRegistry = functions or catalog.registry()
+        self.functions = functions
         #: set by the planner for a stream's SELECT list, the one place table functions may appear
         self.table_functions: TableFunctionCollector | None = None
 

@@ -42,6 +42,8 @@ from sqlglot import exp
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError, located
+from streamsql.formats.features import features
+from streamsql.functions.registry import FunctionRegistry
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, quote
 from streamsql.sql import ast
 from streamsql.sql.dialect import to_ksql
@@ -160,16 +162,18 @@ class _Tree:
         return next(src for a, src in self.leaves if a == alias)
 
 
-def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
+def plan_join(catalog: Catalog, query: ast.Query, functions: FunctionRegistry) -> tuple[JoinedSource, Scope]:
     """The joined source of ``query`` (its JOINs applied left to right: ``a JOIN b ON .. JOIN c
-    ON ..`` is ``(a ⋈ b) ⋈ c``) and the scope its expressions resolve in."""
+    ON ..`` is ``(a ⋈ b) ⋈ c``) and the scope its expressions resolve in; ``functions``: the
+    registry its join expressions' calls compile against."""
     first = catalog.get(query.source.name)
     tree = _Tree(first, [(query.source.alias or first.name, first)])
     rights = [catalog.get(clause.right.name) for clause in query.joins]
-    kafka = [s.name for s in [first, *rights] if s.value_format.upper() == "KAFKA"]
-    if kafka:
-        raise AnalysisError(f"Source(s) {', '.join(kafka)} are using the 'KAFKA' value format. This format "
-                            f"does not yet support JOIN.")
+    unjoinable = [s for s in [first, *rights] if not features(s.value_format).joins_and_groups]
+    if unjoinable:
+        raise AnalysisError(f"Source(s) {', '.join(s.name for s in unjoinable)} are using the "
+                            f"'{unjoinable[0].value_format.upper()}' value format. This format does not yet "
+                            f"support JOIN.")
     # every ON clause is checked for its sides before any join is planned (ksqlDB's analyzer)
     leaves = _Tree(first, list(tree.leaves))
     for clause, right_src in zip(query.joins, rights):
@@ -182,7 +186,7 @@ def plan_join(catalog: Catalog, query: ast.Query) -> tuple[JoinedSource, Scope]:
         _check_windowing(left_alias, leaves.leaf(left_alias), right_alias, right_src)
     joined: JoinedSource | None = None
     for clause, right_src in zip(query.joins, rights):
-        joined, tree = _join(tree, clause, right_src, query.select)
+        joined, tree = _join(tree, clause, right_src, query.select, functions)
     assert joined is not None
     return joined, _joined_scope(joined)
 
@@ -212,11 +216,6 @@ def _check_windowing(left_alias: str, left: Source, right_alias: str, right: Sou
             f"can only be joined to other hopping and tumbling windowed sources")
 
 
-#: key formats whose keys carry a registry schema id: ksqlDB repartitions both sides of a join
-#: over them, so that equal keys written with different schema ids meet
-_REGISTRY_KEY_FORMATS = ("AVRO", "JSON_SR", "PROTOBUF")
-
-
 def _check_windowed_keys(left: Source, left_expr: Any, right: Source, right_expr: Any) -> None:
     """ksqlDB's rules for a join of windowed sources (``PreJoinRepartitionNode``,
     ``SchemaKStream.selectKey``): a windowed source cannot be repartitioned, so each side must be
@@ -229,7 +228,9 @@ def _check_windowed_keys(left: Source, left_expr: Any, right: Source, right_expr
     for src, expr in ((left, left_expr), (right, right_expr)):
         if not _on_own_key(expr, src):
             raise AnalysisError(repartition)
-        forced = src.key_format.upper() in _REGISTRY_KEY_FORMATS
+        # keys carrying a registry schema id: ksqlDB repartitions both sides of the join over
+        # them, so that equal keys written with different schema ids meet
+        forced = features(src.key_format).uses_registry
         if forced and src.is_table:
             raise AnalysisError(repartition + " As a result, ksqlDB does not support joins on windowed sources with "
                                 "Schema-Registry-enabled key formats (AVRO, JSON_SR, PROTOBUF) at this time. Please "
@@ -239,7 +240,8 @@ def _check_windowed_keys(left: Source, left_expr: Any, right: Source, right_expr
             raise AnalysisError(repartition)
 
 
-def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tuple[JoinedSource, _Tree]:
+def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any],
+          functions: FunctionRegistry) -> tuple[JoinedSource, _Tree]:
     """One JOIN clause applied to the tree so far."""
     right_alias = clause.right.alias or right_src.name
     both = _Tree(tree.source, [*tree.leaves, (right_alias, right_src)])
@@ -269,8 +271,9 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any]) -> tup
                             "windowed. Please drop the window definition (ie. the WITHIN clause) and try "
                             "to execute your join again.")
     left_scope = _side_scope(left_src, left_alias) if len(tree.leaves) == 1 else _joined_scope(left_src)
-    lk = ExpressionCompiler(left_scope).compile(left_expr if len(tree.leaves) > 1 else _unqualified(left_expr))
-    rk = ExpressionCompiler(_side_scope(right_src, right_alias)).compile(_unqualified(right_expr))
+    lk = ExpressionCompiler(left_scope, functions).compile(
+        left_expr if len(tree.leaves) > 1 else _unqualified(left_expr))
+    rk = ExpressionCompiler(_side_scope(right_src, right_alias), functions).compile(_unqualified(right_expr))
     left_text, right_text = _text(left_expr, both), _text(right_expr, both)
     written = f"{_text(clause.on.this, both)} = {_text(clause.on.expression, both)}"  # ksqlDB shows it as written
     right_on_key = (len(right_src.key_columns) == 1 and isinstance(right_expr, exp.Column)

@@ -24,7 +24,7 @@ from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
 from streamsql.functions import table_functions as tf
-from streamsql.functions.catalog import registry
+from streamsql.functions.registry import FunctionRegistry
 from streamsql.planner import pushdown
 from streamsql.planner.aggregation import NON_AGGREGATE_HINT, AggregatePlan, AggregationPlanner
 from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
@@ -118,15 +118,19 @@ def source_scope(source: Source, alias: str) -> Scope:
 
 
 class Planner:
-    def __init__(self, catalog: Catalog) -> None:
+    """A query's analysis against ``catalog``'s sources and ``functions``, the registry of the
+    engine whose statements it plans (built-in and that engine's Python functions)."""
+
+    def __init__(self, catalog: Catalog, functions: FunctionRegistry) -> None:
         self.catalog = catalog
+        self.functions = functions
 
     # --- analysis ------------------------------------------------------------------------------
 
     def plan_query(self, query: ast.Query, persistent: bool, sink_name: str | None = None) -> QueryPlan | AggregatePlan:
         source: Source | JoinedSource
         if query.joins:
-            source, scope = plan_join(self.catalog, query)
+            source, scope = plan_join(self.catalog, query, self.functions)
             alias = source.name
         else:
             source = self.catalog.get(query.source.name)
@@ -135,7 +139,7 @@ class Planner:
         self._reject_unsupported(query, source)
         _reject_reserved_aliases(query)
         if query.group_by or self._has_aggregates(query):
-            if tf.uses_table_functions(query, registry()):
+            if tf.uses_table_functions(query, self.functions):
                 raise AnalysisError(tf.WITH_AGGREGATION)
             if not query.group_by:
                 bare = [e.sql() for item in query.select if item.expression is not None
@@ -149,7 +153,7 @@ class Planner:
                 # a push query folds the whole stream into one group (ksqlDB), keyed by a constant
                 # that is not in the projection
                 query = dataclasses.replace(query, group_by=[exp.Literal.number(1)])
-            return AggregationPlanner(source, alias, scope).plan(query, persistent, sink_name)
+            return AggregationPlanner(source, alias, scope, self.functions).plan(query, persistent, sink_name)
         if query.window is not None:
             raise AnalysisError("WINDOW clause requires a GROUP BY clause.")
         if query.having is not None:
@@ -157,7 +161,7 @@ class Planner:
 
         where = None
         if query.where is not None:
-            compiled = ExpressionCompiler(scope.with_clause("WHERE")).compile(query.where)
+            compiled = ExpressionCompiler(scope.with_clause("WHERE"), self.functions).compile(query.where)
             if compiled.type is not None and compiled.type != t.BOOLEAN:
                 raise AnalysisError(f"Type error in WHERE expression: Should evaluate to boolean but is "
                                     f"{query.where.sql()} ({compiled.type}) instead.")
@@ -215,19 +219,18 @@ class Planner:
                                 f"{', '.join(c.name for c in source.key_columns)} instead "
                                 f"of {', '.join(e.sql() for e in query.partition_by)}")
 
-    @staticmethod
-    def _has_aggregates(query: ast.Query) -> bool:
+    def _has_aggregates(self, query: ast.Query) -> bool:
         for item in query.select:
             if item.expression is not None:
                 for call in item.expression.find_all(exp.Anonymous):
-                    if registry().is_aggregate(str(call.this)):
+                    if self.functions.is_aggregate(str(call.this)):
                         return True
         return False
 
     def _projection(self, query: ast.Query, source: Source, alias: str, scope: Scope,
                     table_functions: tf.TableFunctionCollector | None = None,
                     persistent: bool = False) -> list[OutputColumn]:
-        compiler = ExpressionCompiler(scope)
+        compiler = ExpressionCompiler(scope, self.functions)
         compiler.table_functions = table_functions
         out: list[OutputColumn] = []
         generated = 0
@@ -295,7 +298,7 @@ class Planner:
 
     def _reject_aggregates(self, node: exp.Expr) -> None:
         for call in node.find_all(exp.Anonymous):
-            if registry().is_aggregate(str(call.this)):
+            if self.functions.is_aggregate(str(call.this)):
                 raise AnalysisError(f"Use of aggregate function {str(call.this).upper()} requires a GROUP BY clause.")
 
     def _apply_partition_by(self, query: ast.Query, columns: list[OutputColumn], scope: Scope,
@@ -303,7 +306,7 @@ class Planner:
         """PARTITION BY makes its expressions the key; the projection must include them."""
         if len(query.partition_by) == 1 and isinstance(query.partition_by[0], exp.Null):
             return [OutputColumn(c.name, c.sql, c.type, False) for c in columns]
-        compiler = ExpressionCompiler(scope.with_clause("PARTITION BY"))
+        compiler = ExpressionCompiler(scope.with_clause("PARTITION BY"), self.functions)
         keys = [compiler.compile(e) for e in query.partition_by]
         key_sql = {k.sql for k in keys}
         if len(query.select) == 1 and query.select[0].star and query.select[0].expression is None:
@@ -318,11 +321,10 @@ class Planner:
         result.sort(key=lambda c: (not c.is_key, order.get(c.sql, 0) if c.is_key else 0))
         return result
 
-    @staticmethod
-    def _keys_from_value(query: ast.Query, source: Source, scope: Scope) -> frozenset[str]:
+    def _keys_from_value(self, query: ast.Query, source: Source, scope: Scope) -> frozenset[str]:
         """The Spark SQL of the PARTITION BY expressions that read a column besides the key."""
         key_names = {c.name for c in source.key_columns}
-        compiler = ExpressionCompiler(scope.with_clause("PARTITION BY"))
+        compiler = ExpressionCompiler(scope.with_clause("PARTITION BY"), self.functions)
         return frozenset(compiler.compile(e).sql for e in query.partition_by
                          if any(col.name not in key_names for col in e.find_all(exp.Column)))
 
@@ -423,9 +425,9 @@ class Planner:
             seen.add(c.name)
 
 
-def compile_constant(node: exp.Expr) -> Compiled:
+def compile_constant(node: exp.Expr, functions: FunctionRegistry) -> Compiled:
     """Compile an expression with no columns in scope (INSERT VALUES)."""
-    return ExpressionCompiler(Scope([], set(), "VALUES")).compile(node)
+    return ExpressionCompiler(Scope([], set(), "VALUES"), functions).compile(node)
 
 
 def _reject_reserved_aliases(query: ast.Query) -> None:

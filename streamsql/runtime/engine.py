@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 from streamsql.catalog import Catalog, FileCommandLog, Source
 from streamsql.catalog.commands import CommandLog
 from streamsql.errors import AnalysisError, CatalogError, ConfigError, StreamsqlError
+from streamsql.functions.catalog import builtin_registry
+from streamsql.functions.python.library import PythonFunctions
 from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka import transactions
 from streamsql.kafka.transactions import GUARANTEE_PROPERTY
@@ -130,7 +132,11 @@ class Engine:
         self.data_dir = Path(config.data_dir)
         self.catalog = Catalog()
         self._parsed = ParseCache()
-        self.planner = Planner(self.catalog)
+        #: the functions this engine's statements may call: the built-ins and its own Python
+        #: functions (``ksql.extension.dir``), which no other engine in the process sees
+        self.functions = builtin_registry()
+        self.python_functions = PythonFunctions(self.functions)
+        self.planner = Planner(self.catalog, self.functions)
         self.definitions = SourceDefinitions(self.prop)
         #: the engine's own session (the CLI, shell and runner run under it)
         self.session = Session()
@@ -220,14 +226,13 @@ class Engine:
         return self._command_log
 
     def _load_python_functions(self) -> list[str]:
-        """Load the Python function files (``ksql.extension.dir`` and the seeds) into the
-        function catalog, and have their directories shipped to a cluster's executors (the
+        """Load the Python function files (``ksql.extension.dir`` and the seeds) into this
+        engine's function registry, and have their directories shipped to a cluster's executors (the
         helper modules a file imports). Returns one problem line per file or function not loaded."""
-        from streamsql.functions.python import library as python_functions
         from streamsql.runtime.spark import ship_directory
 
-        problems = python_functions.load(self.config.property("ksql.extension.dir") or None)
-        for directory in python_functions.code_directories():
+        problems = self.python_functions.load(self.config.property("ksql.extension.dir") or None)
+        for directory in self.python_functions.code_directories():
             ship_directory(directory)
         return problems
 
@@ -399,7 +404,7 @@ class Engine:
             max_records=int(self.prop("ksql.streams.max.records.per.batch") or 0) or None,
             throw_on_invalid_timestamp=self.prop("ksql.timestamp.throw.on.invalid").strip().lower() == "true",
             query_id=query_id, limits=self._collection_limits(),
-            exactly_once=self.exactly_once())
+            exactly_once=self.exactly_once(), python_functions=self.python_functions)
 
     def aggregation_buckets(self, plan: AggregatePlan) -> int:
         """How many state buckets a new aggregation gets: ``streamsql.aggregation.buckets``, else

@@ -8,6 +8,7 @@ follow ksqlDB's REST entities (currentStatus, streams, queries, sourceDescriptio
 from __future__ import annotations
 
 import queue
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -134,8 +135,17 @@ class SourceDescription(Result):
 
 @dataclass
 class Properties(Result):
+    """SHOW PROPERTIES, and the name → value listings of SHOW VARIABLES and SHOW TYPES."""
+
     properties: dict[str, str]
     overridden: dict[str, str]
+
+    @property
+    def listing(self) -> str:
+        """Which listing this is, from its statement: VARIABLES, TYPES or PROPERTIES (every
+        surface shows them differently: the REST entity's type, the text tables' headers)."""
+        m = re.match(r"\s*(?:SHOW|LIST)\s+(VARIABLES|TYPES)\b", self.statement, re.IGNORECASE)
+        return m.group(1).upper() if m else "PROPERTIES"
 
 
 @dataclass

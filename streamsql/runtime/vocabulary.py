@@ -52,14 +52,13 @@ class Vocabulary:
 def engine_vocabulary(engine: Engine) -> Vocabulary:
     """What ``engine`` knows now: its catalog's sources, columns, queries and topics, the
     functions, the properties (defaults and the session's) and the session's variables."""
-    from streamsql.functions.catalog import registry
     from streamsql.runtime.config import DEFAULT_PROPERTIES
 
     catalog = engine.catalog
     sources = list(catalog.sources.values())  # a copy: another request may change the catalog
     return Vocabulary({s.name: ("TABLE" if s.is_table else "STREAM") for s in sources},
                       {s.name: [c.name for c in s.columns] for s in sources}, sorted(catalog.queries),
-                      sorted({f.name for f in registry().all()}),
+                      sorted({f.name for f in engine.functions.all()}),
                       sorted(set(DEFAULT_PROPERTIES) | set(engine.session.properties)),
                       sorted(engine.session.variables), sorted({s.topic for s in sources}))
 

@@ -9,10 +9,12 @@ Public API (the rest of the engine uses only these):
     parse_type(text) -> types.SqlType
     to_sql_type(datatype: sqlglot.exp.DataType) -> types.SqlType
     split_statements(text) -> list[str]                 statement texts, as written
+    ends_statement(text) -> bool                        the text ends with a statement's ``;``
     substitute_variables(text, variables) -> str        ``${name}`` substitution alone
 """
 
 from streamsql.sql.parser import (
+    ends_statement,
     parse,
     parse_expression,
     parse_type,
@@ -21,5 +23,5 @@ from streamsql.sql.parser import (
     to_sql_type,
 )
 
-__all__ = ["parse", "parse_expression", "parse_type", "split_statements",
+__all__ = ["ends_statement", "parse", "parse_expression", "parse_type", "split_statements",
            "substitute_variables", "to_sql_type"]

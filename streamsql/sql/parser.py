@@ -124,6 +124,25 @@ def split_statements(text: str) -> list[str]:
     return [s for s in out if s and tokenize(s)]
 
 
+def ends_statement(text: str) -> bool:
+    """Whether ``text`` ends with a statement's ``;`` — outside strings, quoted identifiers and
+    comments, with only comments after it — as :func:`split_statements` and :func:`parse`
+    split scripts (the shell runs its input on Enter when it does). Unterminated quotes and
+    comments do not end a statement."""
+    try:
+        chunks = _Script(text).chunks()
+    except errors.ParseError:
+        return False
+    if not chunks:
+        return False
+    if chunks[-1].end < len(text):  # the last chunk ends at a ';', then whitespace
+        return True
+    try:  # text after the last ';': comments only?
+        return len(chunks) > 1 and not tokenize(chunks[-1].text)
+    except sqlglot.errors.SqlglotError:
+        return False
+
+
 def substitute_variables(text: str, variables: Mapping[str, str]) -> str:
     """``text`` with ``${name}`` replaced by its value (names case-insensitive), as :func:`parse`
     does before parsing; ``$${name}`` stays a literal ``${name}``."""

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamsql.runtime import results as r
+from streamsql.surfaces import presenters
+from streamsql.surfaces.presenters import cell_text
 
 
 def underlined_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], footer: Sequence[str] = (),
@@ -33,66 +35,29 @@ def underlined_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], foot
     return "\n".join(out + list(footer))
 
 
-def cell_text(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, default=str, separators=(",", ":"))
-    return str(v)
-
-
 def _display_type(sql_type: str) -> str:
     """ksqlDB shows strings as ``VARCHAR(STRING)`` in DESCRIBE."""
     return "VARCHAR(STRING)" if sql_type.upper() in ("STRING", "VARCHAR") else sql_type
 
 
-def _statement_words(result: r.Result) -> list[str]:
-    return result.statement.upper().split()[:3]
-
-
 def render_entity(result: r.Result, width: int = 120) -> str:
-    """One statement result in the ksql CLI's tabular layout (row streams excepted)."""
-    if isinstance(result, (r.CommandStatus, r.Warning_)):
-        return underlined_table(["Message"], [[result.message]], max_width=width)
-    if isinstance(result, r.SourceList):
-        noun = "Stream" if result.kind == "STREAMS" else "Table"
-        return underlined_table([f"{noun} Name", "Kafka Topic", "Key Format", "Value Format", "Windowed"],
-                                [[s.name, s.topic, s.key_format, s.value_format, s.windowed] for s in result.sources],
-                                max_width=width)
-    if isinstance(result, r.TopicList):
-        return underlined_table(["Kafka Topic", "Partitions", "Partition Replicas"],
-                                [[t.name, t.partitions, t.replicas] for t in result.topics], max_width=width)
-    if isinstance(result, r.QueryList):
-        return underlined_table(
-            ["Query ID", "Query Type", "Status", "Sink Name", "Query String"],
-            [[q.id, q.kind, q.state, q.sink, " ".join(q.statement.split())] for q in result.queries],
-            footer=["For detailed information on a Query run: EXPLAIN <Query ID>;"], max_width=width)
-    if isinstance(result, r.Properties):
-        words = _statement_words(result)
-        if words[:2] == ["SHOW", "VARIABLES"]:
-            return underlined_table(["Variable Name", "Value"], sorted(result.properties.items()), max_width=width)
-        if words[:2] == ["SHOW", "TYPES"]:
-            return underlined_table(["Type Name", "Schema"], sorted(result.properties.items()), max_width=width)
-        return underlined_table(
-            ["Property", "Default override", "Effective Value"],
-            [[k, "SESSION" if k in result.overridden else "", v] for k, v in sorted(result.properties.items())],
-            max_width=width)
-    if isinstance(result, r.FunctionList):
-        if _statement_words(result)[:2] == ["DESCRIBE", "FUNCTION"] and len(result.functions) == 1:
-            f = result.functions[0]
-            return "\n".join([f"Name        : {f.name}", f"Overview    : {f.description or '-'}",
-                              f"Type        : {f.kind}", f"Category    : {f.category}"])
-        return underlined_table(["Function Name", "Category"], [[f.name, f.category] for f in result.functions],
-                                footer=["For detailed information on a function run: "
-                                        "DESCRIBE FUNCTION <Function Name>;"],
-                                max_width=width)
-    if isinstance(result, r.Explanation):
-        return result.text
+    """One statement result in the ksql CLI's tabular layout (row streams excepted): its
+    presentation (``surfaces/presenters.py``), shared with the CLI renderer, in underlined tables."""
+    presentation = presenters.present(result)
+    if presentation is not None:
+        return "\n".join(_block(b, width) for b in presentation.blocks)
     if isinstance(result, r.SourceDescription):
         return _describe(result, width)
     return str(result)
+
+
+def _block(block: presenters.Block, width: int) -> str:
+    if isinstance(block, presenters.Table):
+        return underlined_table(block.headers, block.rows, footer=[block.hint] if block.hint else (),
+                                max_width=width)
+    if isinstance(block, presenters.Message):  # the ksql CLI shows a warning as a message too
+        return underlined_table(["Message"], [[block.text]], max_width=width)
+    return block
 
 
 def _describe(d: r.SourceDescription, width: int) -> str:

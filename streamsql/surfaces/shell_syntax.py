@@ -20,6 +20,7 @@ from pygments.lexer import RegexLexer, words
 from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Whitespace
 
 from streamsql.runtime.vocabulary import KEYWORDS, SHOW_TARGETS, TYPES, Vocabulary
+from streamsql.sql import ends_statement
 
 CLI_COMMANDS = ["help", "exit", "quit", "clear", "history", "version", "output"]
 _SOURCE_CONTEXT = {"FROM", "JOIN", "INTO", "DESCRIBE", "EXTENDED", "STREAM", "TABLE"}
@@ -40,37 +41,6 @@ def is_cli_command(text: str) -> bool:
     if first == "output":
         return len(words_) <= 2
     return len(words_) >= 2 and first == "run" and words_[1].lower() == "script"
-
-
-def ends_statement(text: str) -> bool:
-    """Whether ``text`` ends with a ``;`` outside strings, quoted identifiers and comments (so
-    Enter runs it rather than starting a new line)."""
-    last, i, n = "", 0, len(text)
-    while i < n:
-        ch, pair = text[i], text[i : i + 2]
-        if ch in "'`\"":
-            close = i + 1
-            while True:
-                close = text.find(ch, close)
-                if close < 0:
-                    return False  # inside an unterminated quote
-                if text[close + 1 : close + 2] != ch:
-                    break
-                close += 2
-            last, i = ch, close + 1
-        elif pair == "--":
-            newline = text.find("\n", i)
-            i = n if newline < 0 else newline + 1
-        elif pair == "/*":
-            close = text.find("*/", i + 2)
-            if close < 0:
-                return False
-            i = close + 2
-        else:
-            if not ch.isspace():
-                last = ch
-            i += 1
-    return last == ";"
 
 
 def is_complete(text: str) -> bool:

@@ -10,6 +10,7 @@ import math
 import pytest
 
 from streamsql import types as t
+from streamsql.functions.catalog import builtin_registry
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn
 from streamsql.sql import parse_expression
 
@@ -22,7 +23,7 @@ class _Compiler(ExpressionCompiler):
 
 def compile_expr(text: str, cols: dict[str, tuple[str, t.SqlType]] | None = None):
     scope = Scope([ScopeColumn(n, ty, f"({ref})") for n, (ref, ty) in (cols or {}).items()])
-    return _Compiler(scope).compile(parse_expression(text))
+    return _Compiler(scope, builtin_registry()).compile(parse_expression(text))
 
 
 S, I, L, D = t.STRING, t.INTEGER, t.BIGINT, t.DOUBLE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from streamsql import types as t
+from streamsql.functions.catalog import builtin_registry
 from streamsql.planner.planner import compile_constant
 from streamsql.runtime.executors.inserts import _NOT_PLAIN, plain_literal
 from streamsql.sql.parser import parse
@@ -22,7 +23,7 @@ def test_plain_literals_give_what_spark_gives(spark) -> None:  # type: ignore[no
             plain = plain_literal(node, ty)
             if plain is _NOT_PLAIN:
                 continue
-            sql = compile_constant(node).sql
+            sql = compile_constant(node, builtin_registry()).sql
             row = spark.sql(f"SELECT CAST({sql} AS {t.to_spark(ty).simpleString()}) AS v").collect()[0]
             assert row["v"] == plain and type(row["v"]) is type(plain), (literal, ty, plain, row["v"])
             checked += 1

@@ -63,7 +63,6 @@ EXTENSION = textwrap.dedent('''
 
 @pytest.fixture
 def ext_engine(bootstrap, spark, tmp_path):  # type: ignore[no-untyped-def]
-    from streamsql.functions.python import library as python_functions
     from streamsql.runtime.config import EngineConfig
     from streamsql.runtime.engine import Engine
 
@@ -77,7 +76,6 @@ def ext_engine(bootstrap, spark, tmp_path):  # type: ignore[no-untyped-def]
     e.execute("SET 'auto.offset.reset'='earliest';")
     yield e, notices, ext
     e.close()
-    python_functions.load(None)
 
 
 def test_udf_udtf_udaf_from_extension_dir(ext_engine, topic_name):  # type: ignore[no-untyped-def]
@@ -163,3 +161,55 @@ def test_bad_records_inside_an_aggregation_batch(ext_engine, topic_name):  # typ
     refused = [m["recordProcessingError"] for m in entries if m.get("recordProcessingError")
                and "PICKY_SUM" in m["recordProcessingError"]["errorMessage"]]
     assert [e["errorMessage"] for e in refused] == ["Error in function PICKY_SUM: ArithmeticError: 13 is unlucky"]
+
+
+TAGGERS = {
+    "first": 'from streamsql.udf import udf\n@udf(name="TAG", returns="VARCHAR", params=["VARCHAR"])\n'
+             'def tag(s):\n    return "first:" + s\n'
+             '@udf(name="ONLY_FIRST", returns="INT", params=["INT"])\ndef only_first(n):\n    return n\n',
+    "second": 'from streamsql.udf import udf\n@udf(name="TAG", returns="VARCHAR", params=["VARCHAR"])\n'
+              'def tag(s):\n    return "second:" + s\n',
+}
+
+
+def test_two_engines_in_one_process_keep_their_own_python_functions(  # type: ignore[no-untyped-def]
+        bootstrap, spark, tmp_path, topic_name):
+    """Two engines of one process and SparkSession, each with its own ``ksql.extension.dir``:
+    a function only one declares is unknown to the other (planning, SHOW FUNCTIONS), and a name
+    both declare runs each engine's own code in Spark (INSERT VALUES evaluates it there)."""
+    from streamsql.errors import AnalysisError
+    from streamsql.runtime.config import EngineConfig
+    from streamsql.runtime.engine import Engine
+
+    engines = {}
+    for name, text in TAGGERS.items():
+        ext = tmp_path / name / "ext"
+        ext.mkdir(parents=True)
+        (ext / "tag.py").write_text(text)
+        engines[name] = Engine(EngineConfig(bootstrap, tmp_path / name / "state",
+                                            properties={"ksql.extension.dir": str(ext)}), spark=spark)
+    try:
+        for engine in engines.values():
+            assert not [n for n in engine.start() if n.startswith("Python functions")]
+        first, second = engines["first"], engines["second"]
+        [shown] = second.execute("SHOW FUNCTIONS;")
+        assert isinstance(shown, r.FunctionList)
+        names = {f.name for f in shown.functions}
+        assert "TAG" in names and "ONLY_FIRST" not in names
+        with pytest.raises(AnalysisError, match="Can't find any functions with the name 'ONLY_FIRST'"):
+            second.execute("DESCRIBE FUNCTION only_first;")
+        [described] = first.execute("DESCRIBE FUNCTION only_first;")
+        assert isinstance(described, r.FunctionDescription)
+        topic = topic_name("tags")
+        for name, engine in engines.items():
+            engine.execute(f"CREATE STREAM tags (k VARCHAR KEY, v VARCHAR) "
+                           f"WITH (KAFKA_TOPIC='{topic}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+        with pytest.raises(AnalysisError, match="Can't find any functions with the name 'ONLY_FIRST'"):
+            second.execute("INSERT INTO tags (k, v) VALUES ('x', CAST(ONLY_FIRST(1) AS VARCHAR));")
+        for name in ("first", "second", "first"):  # each call after the other engine's
+            engines[name].execute(f"INSERT INTO tags (k, v) VALUES ('{name}', TAG('x'));")
+        assert [(k, v) for k, v, _ in read(first.admin, topic)] == [
+            ("first", {"V": "first:x"}), ("second", {"V": "second:x"}), ("first", {"V": "first:x"})]
+    finally:
+        for engine in engines.values():
+            engine.close()

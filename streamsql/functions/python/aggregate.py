@@ -24,20 +24,22 @@ from streamsql.functions.python.api import FunctionSpec
 from streamsql.functions.python.signatures import accepts, declared
 from streamsql.functions.registry import FunctionRegistry, rejected_types
 
-#: name -> overloads (FunctionSpec), for accumulators restored from the state store
+#: name -> overloads (FunctionSpec), for accumulators restored from the state store (their
+#: pickled state names the function): in a worker, those of the query whose batch runs now
 _SPECS: dict[str, list[FunctionSpec]] = {}
 
 
 def loaded(names: Sequence[str]) -> dict[str, list[FunctionSpec]]:
-    """The overloads of those of ``names`` that are Python UDAFs, to travel with a query to
-    Spark's workers, whose processes never ran the loader (see :func:`install`)."""
+    """The overloads of those of ``names`` that are Python UDAFs loaded in this process (the
+    last load of each name), for a query built without an engine's Python functions."""
     return {n: list(_SPECS[n]) for n in names if n in _SPECS}
 
 
 def install(specs: dict[str, list[FunctionSpec]]) -> None:
-    """Make UDAFs carried by a query known in this (worker) process."""
-    for name, overloads in specs.items():
-        _SPECS.setdefault(name, overloads)
+    """Make the UDAFs a query carries the ones its accumulators run in this (worker) process,
+    before each of its batches: a worker that ran another engine's query with a UDAF of the
+    same name runs this query's own."""
+    _SPECS.update({name: list(overloads) for name, overloads in specs.items()})
 
 
 def _impl(name: str, overload: int, literals: Sequence[Any]) -> Any:

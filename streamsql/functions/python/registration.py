@@ -1,9 +1,10 @@
 """Python functions in the function catalog: how a call to a UDF, UDTF or UDAF compiles to Spark SQL.
 
 Every overload of a Python function is registered with Spark (by :mod:`streamsql.functions.python.runtime`)
-under its own name, :func:`spark_name`; a call compiles to that Spark function applied to the
-arguments, each cast to the declared parameter type (ksqlDB widens INT → BIGINT → DECIMAL →
-DOUBLE when it picks an overload; a cast makes Spark hand the Python code the declared type).
+under its own name, :func:`spark_name` (in the namespace of the files it was loaded from); a
+call compiles to that Spark function applied to the arguments, each cast to the declared
+parameter type (ksqlDB widens INT → BIGINT → DECIMAL → DOUBLE when it picks an overload; a cast
+makes Spark hand the Python code the declared type).
 
 * UDF: ``spark_fn(args)`` typed as ``returns``.
 * UDTF: ``spark_fn(args)`` typed ``ARRAY<returns>``; the planner's table-function step turns the
@@ -39,8 +40,9 @@ def _argument(c: Compiled, param: t.SqlType | None) -> str:
 class PythonFunction:
     """All overloads of one Python function name, compiled as one catalog entry."""
 
-    def __init__(self, specs: Sequence[FunctionSpec]) -> None:
+    def __init__(self, specs: Sequence[FunctionSpec], namespace: str) -> None:
         self.specs = list(specs)
+        self.namespace = namespace
         self.name = self.specs[0].name
         self.kind = self.specs[0].kind
         self.params = [[declared(p) for p in s.params + s.literals] for s in self.specs]
@@ -57,7 +59,7 @@ class PythonFunction:
             raise rejected(self.name, cs)
         spec, params = self.specs[i], self.params[i]
         args = [_argument(c, p) for c, p in zip(cs, params)]
-        fn = spark_name(self.name, i)
+        fn = spark_name(self.name, i, self.namespace)
         result = declared(spec.returns)
         if self.kind == "TABLE":
             assert result is not None  # the loader refuses ANY as a return type
@@ -75,25 +77,24 @@ class PythonFunction:
                            accepts=lambda cs: self.overload(cs) is not None)
 
 
-#: names registered from Python files, so reloading replaces them but never shadows a built-in
-_python_names: set[str] = set()
-
-
-def register(registry: FunctionRegistry, specs: Sequence[FunctionSpec]) -> list[str]:
-    """Register ``specs`` (grouped by name) in ``registry``. Returns problems, one per name that
-    clashes with a built-in function (those are not registered)."""
+def register(registry: FunctionRegistry, specs: Sequence[FunctionSpec], previous: set[str],
+             namespace: str) -> tuple[list[str], set[str]]:
+    """Register ``specs`` (grouped by name) in ``registry``, replacing the Python functions a
+    previous load registered there (``previous``: their names; a reload never shadows a
+    built-in). ``namespace``: the Spark names' (:func:`spark_name`). Returns the problems, one
+    per name that clashes with a built-in function or mixes kinds (those are not registered),
+    and the names registered."""
     problems: list[str] = []
-    for old in list(_python_names):  # a reload replaces the previous set of Python functions
+    for old in previous:
         registry.unregister(old)
         aggregate.unregister(registry, old)
-        _python_names.discard(old)
+    registered: set[str] = set()
     by_name: dict[str, list[FunctionSpec]] = {}
     for s in specs:
         by_name.setdefault(s.name, []).append(s)
     for name, group in by_name.items():
         kinds = {s.kind for s in group}
-        existing = registry.get(name)
-        if existing is not None and name not in _python_names:
+        if registry.get(name) is not None:
             problems.append(f"{group[0].source_file}: function {group[0].python_name} ({name}): the name is a "
                             f"built-in function; choose another name")
             continue
@@ -104,10 +105,6 @@ def register(registry: FunctionRegistry, specs: Sequence[FunctionSpec]) -> list[
         if kinds == {"AGGREGATE"}:
             aggregate.register(registry, name, group, PYTHON_CATEGORY)
         else:
-            registry.register(PythonFunction(group).definition())
-        _python_names.add(name)
-    return problems
-
-
-def python_function_names() -> set[str]:
-    return set(_python_names)
+            registry.register(PythonFunction(group, namespace).definition())
+        registered.add(name)
+    return problems, registered

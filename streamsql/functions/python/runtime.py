@@ -181,28 +181,34 @@ def time_zone_check(errors: ErrorLog) -> Callable[..., str | None]:
 
 # --- registration -------------------------------------------------------------------------------
 
-_installed: dict[int, tuple[int, ErrorLog]] = {}
+#: per SparkSession (by id): the processing log its built-in checks report to, and the
+#: namespaces of Python functions registered in it with theirs
+_checks: dict[int, ErrorLog] = {}
+_installed: dict[tuple[int, str], ErrorLog] = {}
 _install_lock = threading.Lock()
 
 
-def install(spark: SparkSession, specs_by_name: dict[str, list[FunctionSpec]], generation: int,
+def install(spark: SparkSession, specs_by_name: dict[str, list[FunctionSpec]], namespace: str,
             errors: ErrorLog) -> None:
-    """Register every overload with ``spark`` under its :func:`spark_name` (once per generation
-    of loaded functions and processing-log target)."""
+    """Register the built-in functions that run in Python (the date functions' pattern and zone
+    checks), and every overload in ``specs_by_name`` under its :func:`spark_name` in
+    ``namespace``, with ``spark`` (once per namespace and processing-log target)."""
     from streamsql.functions.python.signatures import spark_name
 
     with _install_lock:
-        if _installed.get(id(spark)) == (generation, errors):
+        if _checks.get(id(spark)) != errors:
+            from pyspark.sql.functions import udf
+            from pyspark.sql.types import StringType
+
+            from streamsql.functions.builtins.datetime_patterns import PATTERN_CHECK, ZONE_CHECK
+
+            spark.udf.register(PATTERN_CHECK, udf(datetime_pattern_check(errors), StringType(), useArrow=True))
+            spark.udf.register(ZONE_CHECK, udf(time_zone_check(errors), StringType(), useArrow=True))
+            _checks[id(spark)] = errors
+        if not specs_by_name or _installed.get((id(spark), namespace)) == errors:
             return
-        from pyspark.sql.functions import udf
-        from pyspark.sql.types import StringType
-
-        from streamsql.functions.builtins.datetime_patterns import PATTERN_CHECK, ZONE_CHECK
-
-        spark.udf.register(PATTERN_CHECK, udf(datetime_pattern_check(errors), StringType(), useArrow=True))
-        spark.udf.register(ZONE_CHECK, udf(time_zone_check(errors), StringType(), useArrow=True))
         for name, specs in specs_by_name.items():
             for i, spec in enumerate(specs):
                 if spec.kind != AGGREGATE:  # UDAFs run in the aggregation processor, not in Spark
-                    spark.udf.register(spark_name(name, i), spark_udf(spec, errors))
-        _installed[id(spark)] = (generation, errors)
+                    spark.udf.register(spark_name(name, i, namespace), spark_udf(spec, errors))
+        _installed[(id(spark), namespace)] = errors

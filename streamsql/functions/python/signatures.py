@@ -16,8 +16,11 @@ _WIDENS_TO: dict[K, set[K]] = {
 }
 
 
-def spark_name(spec_name: str, overload: int) -> str:
-    return f"streamsql_py_{spec_name.lower()}_{overload}"
+def spark_name(spec_name: str, overload: int, namespace: str) -> str:
+    """The Spark function one overload is registered as. ``namespace`` names the set of files it
+    was loaded from (:class:`~streamsql.functions.python.library.PythonFunctions`): engines that
+    share a SparkSession but load different files never call each other's function."""
+    return f"streamsql_py_{namespace}_{spec_name.lower()}_{overload}"
 
 
 def declared(text: str) -> t.SqlType | None:

@@ -74,7 +74,8 @@ class ValueInserts(StatementExecutor):
         known: dict[str, Any] = {}  # plain literals of the column's own type: no Spark job
         for name, node in zip(names, stmt.values):
             if name == t.ROWTIME:
-                rowtime = int(self._evaluate_constants([(compile_constant(node).sql, t.BIGINT)])[0] or 0)
+                rowtime_sql = compile_constant(node, self.engine.functions).sql
+                rowtime = int(self._evaluate_constants([(rowtime_sql, t.BIGINT)])[0] or 0)
                 continue
             if name in (t.ROWPARTITION, t.ROWOFFSET):
                 raise AnalysisError(f"Inserting into column `{name}` is not allowed.")
@@ -87,7 +88,7 @@ class ValueInserts(StatementExecutor):
             if plain is not _NOT_PLAIN:
                 known[name] = plain
                 continue
-            value = compile_constant(node)
+            value = compile_constant(node, self.engine.functions)
             # a STRUCT literal fills the column's struct by field name (absent fields null), as
             # ksqlDB, also inside an ARRAY or a MAP (Spark's CAST would match fields by position)
             given[name] = cast_value(value.sql, value.type, col.type) if has_struct(value.type) else value.sql
@@ -102,10 +103,8 @@ class ValueInserts(StatementExecutor):
     def _evaluate_constants(self, items: list[tuple[str, t.SqlType]]) -> list[Any]:
         """Evaluate constant expressions in Spark, cast to the column types (so INSERT VALUES
         accepts the same expressions and coercions as queries do)."""
-        from streamsql.functions.python import library as python_functions
-
         engine = self.engine
-        python_functions.install(engine.spark, engine.bootstrap_servers, engine.processing_log_topic)
+        engine.python_functions.install(engine.spark, engine.bootstrap_servers, engine.processing_log_topic)
         exprs = [f"CAST({sql} AS {t.to_spark(ty).simpleString()}) AS c{i}" for i, (sql, ty) in enumerate(items)]
         try:
             table = self.engine.spark.sql("SELECT " + ", ".join(exprs)).toArrow()

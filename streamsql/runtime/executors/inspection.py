@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from streamsql import types as t
 from streamsql.catalog import QueryInfo, Source
 from streamsql.errors import AnalysisError, CatalogError, KafkaError, StreamsqlError, spark_message
-from streamsql.functions.catalog import registry
 from streamsql.functions.registry import unknown_function
 from streamsql.kafka import settings as kafka_settings
 from streamsql.physical.steps import Collect, PhysicalPlan, SparkAggregate
@@ -78,7 +77,7 @@ class Inspection(StatementExecutor):
                                 kafka_settings.redacted(dict(session.properties)))
         if what == "FUNCTIONS":
             return r.FunctionList(stmt.text, [r.FunctionInfo(f.name, f.kind, f.category, f.description)
-                                              for f in registry().all()])
+                                              for f in self.engine.functions.all()])
         if what == "VARIABLES":
             return r.Properties(stmt.text, dict(self.engine.active_session.variables), {})
         if what == "TYPES":
@@ -211,7 +210,7 @@ class Inspection(StatementExecutor):
         if stmt.connector:
             return self.engine.connectors.describe(stmt)
         if stmt.function:
-            fn = registry().get(stmt.name or "")
+            fn = self.engine.functions.get(stmt.name or "")
             if fn is None:
                 raise unknown_function(stmt.name or "")
             from streamsql.functions.signatures import variants

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from streamsql import types as t
 from streamsql.catalog import QueryInfo, Source
 from streamsql.errors import AnalysisError, CatalogError, spark_message
+from streamsql.formats.features import features
 from streamsql.functions.casts import cast_value
 from streamsql.physical.builder import (
     CHECKPOINT_META,
@@ -75,7 +76,7 @@ class PersistentQueries(StatementExecutor):
         if read is not None and read.window_type and read.is_table:
             raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
         ddl.check_timestamp_projected(stmt)
-        ddl.check_table_is_grouped(stmt)
+        ddl.check_table_is_grouped(stmt, engine.functions)
         plan = engine.planner.plan_query(stmt.query, persistent=True, sink_name=stmt.name)
         produces_table = isinstance(plan, AggregatePlan) or plan.source.is_table
         if produces_table and stmt.kind == "STREAM":
@@ -93,7 +94,7 @@ class PersistentQueries(StatementExecutor):
         # WITH (TIMESTAMP=...): the records it writes carry that column's time (the builder's sink)
         sink.timestamp_column = engine.definitions.timestamp_column(stmt.properties, sink.columns)
         sink.timestamp_format = stmt.properties.get("TIMESTAMP_FORMAT")
-        if isinstance(plan, AggregatePlan) and sink.value_format == "DELIMITED" and any(
+        if isinstance(plan, AggregatePlan) and not features(sink.value_format).complex_state and any(
                 c.function.complex_state for c in plan.calls):
             raise AnalysisError("One of the functions used in the statement has an intermediate type that the value "
                                 "format can not handle. Please remove the function or change the format.")

@@ -6,24 +6,24 @@ import pytest
 
 from streamsql import types as t
 from streamsql.errors import AnalysisError
-from streamsql.functions.catalog import registry
+from streamsql.functions.catalog import builtin_registry
 from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn
 from streamsql.sql import parse_expression
 
 
 def compile_expr(text: str, **cols: t.SqlType):
     scope = Scope([ScopeColumn(n, ty, f"`{n}`") for n, ty in cols.items()])
-    return ExpressionCompiler(scope).compile(parse_expression(text))
+    return ExpressionCompiler(scope, builtin_registry()).compile(parse_expression(text))
 
 
 def test_catalog_lists_scalars_and_keeps_aggregates() -> None:
-    names = {f.name for f in registry().all()}
+    names = {f.name for f in builtin_registry().all()}
     assert {"SUBSTRING", "ROUND", "TRANSFORM", "EXTRACTJSONFIELD", "URL_EXTRACT_HOST", "PARSE_DATE"} <= names
     assert {"COUNT", "SUM", "MIN", "MAX", "AVG"} <= names
     assert {"JSON_CONCAT", "JSON_ITEMS", "JSON_RECORDS", "JSON_ARRAY_CONTAINS"} <= names
-    assert registry().is_aggregate("count") and not registry().is_aggregate("ucase")
+    assert builtin_registry().is_aggregate("count") and not builtin_registry().is_aggregate("ucase")
     assert "MAP" not in names and "STRUCT" not in names  # syntax, not listed by SHOW FUNCTIONS
-    assert all(f.description and f.category for f in registry().all())
+    assert all(f.description and f.category for f in builtin_registry().all())
 
 
 def test_wrong_types_use_ksqldb_message() -> None:
@@ -68,7 +68,7 @@ def test_time_units_are_read_from_the_call() -> None:
 def _variants(name: str) -> list[str]:
     from streamsql.functions.signatures import variants
 
-    fn = registry().get(name)
+    fn = builtin_registry().get(name)
     assert fn is not None
     return [f"{v.text(fn.name)} -> {v.returns}" for v in variants(fn)]
 
@@ -76,7 +76,7 @@ def _variants(name: str) -> list[str]:
 def test_every_listed_function_has_variants() -> None:
     from streamsql.functions.signatures import variants
 
-    assert [f.name for f in registry().all() if not variants(f)] == []
+    assert [f.name for f in builtin_registry().all() if not variants(f)] == []
 
 
 def test_variants_show_parameter_and_return_types() -> None:
@@ -156,10 +156,9 @@ def test_casts_follow_ksqldb() -> None:
 def test_stddev_samp_and_stddev_sample_are_the_sample_standard_deviation() -> None:
     """Both as ksqlDB documents them (its STDDEV_SAMP UDAF returns the variance: docs/differences.md),
     0.0 below two values; both keep a STRUCT state, which a DELIMITED aggregation cannot hold."""
-    from streamsql.functions.catalog import registry
 
     for name, expected in (("STDDEV_SAMP", 50.0 ** 0.5), ("STDDEV_SAMPLE", 50.0 ** 0.5)):
-        function = registry().aggregate(name)
+        function = builtin_registry().aggregate(name)
         assert function is not None
         bound = function.bind([t.INTEGER], [])
         acc = bound.create()
@@ -169,15 +168,15 @@ def test_stddev_samp_and_stddev_sample_are_the_sample_standard_deviation() -> No
         acc.add([None])
         assert acc.result() == pytest.approx(expected)
         assert bound.complex_state
-    assert not registry().aggregate("SUM").bind([t.INTEGER], []).complex_state
-    assert registry().aggregate("AVG").bind([t.INTEGER], []).complex_state
+    assert not builtin_registry().aggregate("SUM").bind([t.INTEGER], []).complex_state
+    assert builtin_registry().aggregate("AVG").bind([t.INTEGER], []).complex_state
 
 
 def test_int_from_boolean_takes_a_boolean_and_gives_an_integer() -> None:
     """ksqlDB's INT_FROM_BOOLEAN (its ``IntFromBoolean`` UDF): BOOLEAN -> INT; Spark's cast of a
     boolean to INT gives the same 1 / 0 / null (the Spark test evaluates it)."""
     compiled = compile_expr("INT_FROM_BOOLEAN(B)", B=t.BOOLEAN)
-    assert compiled.type == t.INTEGER and registry().get("INT_FROM_BOOLEAN").category == "CONVERSIONS"
+    assert compiled.type == t.INTEGER and builtin_registry().get("INT_FROM_BOOLEAN").category == "CONVERSIONS"
     assert _variants("INT_FROM_BOOLEAN") == ["INT_FROM_BOOLEAN(BOOLEAN) -> INTEGER"]
     with pytest.raises(AnalysisError, match=r"Function 'int_from_boolean' does not accept parameters \(INTEGER\)\."):
         compile_expr("INT_FROM_BOOLEAN(N)", N=t.INTEGER)

@@ -10,6 +10,8 @@ import pytest
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
+from streamsql.functions.catalog import builtin_registry
+from streamsql.functions.registry import FunctionRegistry
 from streamsql.physical.aggregator import AggregationProcessor, MemoryState
 from streamsql.planner.aggregation import MATCH_COL, AggregatePlan
 from streamsql.planner.planner import Planner
@@ -26,9 +28,9 @@ def catalog() -> Catalog:
     return c
 
 
-def plan(catalog: Catalog, sql: str) -> AggregatePlan:
+def plan(catalog: Catalog, sql: str, functions: FunctionRegistry | None = None) -> AggregatePlan:
     [stmt] = parse(sql)
-    result = Planner(catalog).plan_query(stmt.query, persistent=True, sink_name=stmt.name)
+    result = Planner(catalog, functions or builtin_registry()).plan_query(stmt.query, persistent=True, sink_name=stmt.name)
     assert isinstance(result, AggregatePlan)
     return result
 
@@ -153,9 +155,8 @@ def test_sum_list_adds_every_element(catalog: Catalog) -> None:
 
 
 def test_attr_is_the_common_value_or_null_and_retracts() -> None:
-    from streamsql.functions.catalog import registry
 
-    acc = registry().aggregate("ATTR").bind([t.STRING], []).create()
+    acc = builtin_registry().aggregate("ATTR").bind([t.STRING], []).create()
     acc.add(["1"])
     acc.add(["1"])
     assert acc.result() == "1"
@@ -193,15 +194,16 @@ class LastSeen:
 
 
 @pytest.fixture
-def last_seen(tmp_path: Any) -> Any:
-    """A Python UDAF that records every ``map`` call (and fails to map the value "boom")."""
-    from streamsql.functions.python import library as python_functions
+def last_seen(tmp_path: Any) -> tuple[FunctionRegistry, list[str]]:
+    """A Python UDAF that records every ``map`` call (and fails to map the value "boom"): the
+    registry it is loaded into, and the calls."""
     from streamsql.functions.python.aggregate import _impl
+    from streamsql.functions.python.library import PythonFunctions
 
     (tmp_path / "last_seen.py").write_text(_COUNTED_UDAF)
-    assert python_functions.load(str(tmp_path)) == []
-    yield _impl("LAST_SEEN", 0, []).map.__globals__["MAPPED"]
-    python_functions.load(None)
+    functions = PythonFunctions(builtin_registry())
+    assert functions.load(str(tmp_path)) == []
+    return functions.registry, _impl("LAST_SEEN", 0, []).map.__globals__["MAPPED"]
 
 
 def _rows(p: AggregatePlan, records: list[tuple[Any, Any, int]]) -> list[dict[str, Any]]:
@@ -212,17 +214,19 @@ def _rows(p: AggregatePlan, records: list[tuple[Any, Any, int]]) -> list[dict[st
             for i, (key, value, ts) in enumerate(records)]
 
 
-def test_the_record_cache_maps_each_changed_key_once_per_batch(catalog: Catalog, last_seen: list[str]) -> None:
+def test_the_record_cache_maps_each_changed_key_once_per_batch(
+        catalog: Catalog, last_seen: tuple[FunctionRegistry, list[str]]) -> None:
+    functions, mapped = last_seen
     p = plan(catalog, "CREATE TABLE o AS SELECT id, LAST_SEEN(name) AS n FROM s "
-                      "WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY id;")
+                      "WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY id;", functions)
     records = [(1, "a", 1000), (2, "b", 1500), (1, "c", 2000), (1, "d", 12000), (2, "e", 3000), (1, "f", 4000)]
     out = AggregationProcessor(p, MemoryState(), latest_only=True).process(_rows(p, records))
     assert [(u.key, u.window, u.results) for u in out] == [
         ((1,), (10000, 20000), ["d"]), ((2,), (0, 10000), ["e"]), ((1,), (0, 10000), ["f"])]
-    assert sorted(last_seen) == ["d", "e", "f"]  # once per key and window, not once per record
-    last_seen.clear()
+    assert sorted(mapped) == ["d", "e", "f"]  # once per key and window, not once per record
+    mapped.clear()
     AggregationProcessor(p, MemoryState()).process(_rows(p, records))
-    assert len(last_seen) == len(records)  # the cache off: every update is written
+    assert len(mapped) == len(records)  # the cache off: every update is written
 
 
 @pytest.mark.parametrize("sql", [
@@ -254,9 +258,9 @@ def test_the_record_cache_writes_what_collapsing_every_update_gives(catalog: Cat
     assert run(latest_only=True) == run(latest_only=False)
 
 
-def test_a_result_that_fails_under_the_record_cache_is_logged_with_its_key(catalog: Catalog,
-                                                                         last_seen: list[str]) -> None:
-    p = plan(catalog, "CREATE TABLE o AS SELECT id, LAST_SEEN(name) AS n FROM s GROUP BY id;")
+def test_a_result_that_fails_under_the_record_cache_is_logged_with_its_key(
+        catalog: Catalog, last_seen: tuple[FunctionRegistry, list[str]]) -> None:
+    p = plan(catalog, "CREATE TABLE o AS SELECT id, LAST_SEEN(name) AS n FROM s GROUP BY id;", last_seen[0])
     reported: list[tuple[dict[str, Any], BaseException]] = []
     proc = AggregationProcessor(p, MemoryState(), on_error=lambda row, e: reported.append((row, e)), latest_only=True)
     out = proc.process(_rows(p, [(1, "a", 1), (2, "boom", 2), (3, "c", 3)]))

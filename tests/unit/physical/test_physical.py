@@ -14,8 +14,10 @@ import pytest
 
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
+from streamsql.functions.catalog import builtin_registry
 from streamsql.physical import aggregate as agg
 from streamsql.physical import spark_aggregate
+from streamsql.physical.aggregator import AggregationProcessor, MemoryState, Update, collapse
 from streamsql.physical.buckets import BUCKET_COL, bucket_expression, recorded_shuffle_partitions
 from streamsql.physical.builder import (
     CHECKPOINT_META,
@@ -40,7 +42,6 @@ from streamsql.physical.steps import (
 )
 from streamsql.planner.aggregation import AggregatePlan
 from streamsql.planner.planner import Planner, QueryPlan
-from streamsql.physical.aggregator import AggregationProcessor, MemoryState, Update, collapse
 from streamsql.sql import parse
 
 
@@ -54,7 +55,8 @@ def catalog() -> Catalog:
 
 def logical(catalog: Catalog, sql: str) -> Any:
     [stmt] = parse(sql)
-    return Planner(catalog).plan_query(stmt.query, persistent=True, sink_name=getattr(stmt, "name", None))
+    return Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=True,
+                                                         sink_name=getattr(stmt, "name", None))
 
 
 def rows(plan: AggregatePlan, values: list[tuple[int, int, int]]) -> list[dict[str, Any]]:

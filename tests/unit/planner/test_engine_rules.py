@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamsql.errors import AnalysisError
+from streamsql.functions.catalog import builtin_registry
 from streamsql.planner.ddl import check_header_type
 from streamsql.sql import parse
 
@@ -88,7 +89,7 @@ def test_a_table_of_aggregates_needs_a_group_by() -> None:
     [stmt] = parse("CREATE TABLE OUTPUT AS SELECT COUNT(*), SUM(x) FROM TEST;")
     with pytest.raises(AnalysisError, match=r"^CREATE TABLE AS SELECT statement does not support aggregate function "
                                             r"\[COUNT\(ROWTIME\), SUM\(X\)\] without a GROUP BY clause\.$"):
-        check_table_is_grouped(stmt)  # type: ignore[arg-type]
+        check_table_is_grouped(stmt, builtin_registry())  # type: ignore[arg-type]
 
 
 def test_partition_by_needs_an_expression() -> None:

@@ -11,6 +11,7 @@ import pytest
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError
+from streamsql.functions.catalog import builtin_registry
 from streamsql.planner.planner import Planner, source_scope
 from streamsql.planner.pushdown import exact_filter, source_filter
 from streamsql.sql import parse, parse_expression
@@ -34,7 +35,7 @@ def catalog() -> Catalog:
 def plan(catalog: Catalog, sql: str):  # type: ignore[no-untyped-def]
     with default_recursion_limit():
         [statement] = parse(sql)
-        return Planner(catalog).plan_query(statement.query, persistent=True, sink_name="O")
+        return Planner(catalog, builtin_registry()).plan_query(statement.query, persistent=True, sink_name="O")
 
 
 def chain(operator: str, term: str, count: int = TERMS) -> str:

@@ -10,6 +10,7 @@ import pytest
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import AnalysisError, CatalogError
+from streamsql.functions.catalog import builtin_registry
 from streamsql.planner.expressions import ExpressionCompiler, iso_to_millis
 from streamsql.planner.planner import Planner, source_scope
 from streamsql.sql import parse, parse_expression
@@ -33,11 +34,13 @@ def catalog() -> Catalog:
 
 def plan(catalog: Catalog, sql: str, persistent: bool = True):  # type: ignore[no-untyped-def]
     [stmt] = parse(sql)
-    return Planner(catalog).plan_query(stmt.query, persistent=persistent, sink_name=getattr(stmt, "name", None))
+    return Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=persistent,
+                                                         sink_name=getattr(stmt, "name", None))
 
 
 def compile_expr(catalog: Catalog, text: str):  # type: ignore[no-untyped-def]
-    return ExpressionCompiler(source_scope(catalog.get("PAY"), "PAY")).compile(parse_expression(text))
+    compiler = ExpressionCompiler(source_scope(catalog.get("PAY"), "PAY"), builtin_registry())
+    return compiler.compile(parse_expression(text))
 
 
 def test_filter_projection_plan(catalog: Catalog) -> None:
@@ -189,7 +192,7 @@ def test_arithmetic_with_a_bare_null_is_rejected_as_ksqldb_does(select: str, mes
                        key_format="KAFKA", value_format="JSON"))
     [stmt] = parse(f"SELECT {select} FROM INPUT EMIT CHANGES;")
     with pytest.raises(AnalysisError) as err:
-        Planner(catalog).plan_query(stmt.query, persistent=False)
+        Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=False)
     assert str(err.value) == f"Error processing expression: {message}"
 
 
@@ -524,7 +527,7 @@ def test_column_errors_name_the_line_and_column_in_the_script(join_catalog: Cata
     [_, _, stmt] = parse("SHOW STREAMS;\nSHOW TABLES;\nCREATE STREAM O AS SELECT I1.K, F0 FROM I1 JOIN I2 WITHIN "
                          "10 SECONDS ON I1.K = I2.K;")
     with pytest.raises(AnalysisError) as err:
-        Planner(join_catalog).plan_query(stmt.query, persistent=True, sink_name="O")  # type: ignore[attr-defined]
+        Planner(join_catalog, builtin_registry()).plan_query(stmt.query, persistent=True, sink_name="O")  # type: ignore[attr-defined]
     assert str(err.value) == "Line: 3, Col: 33: Column 'F0' is ambiguous. Could be I1.F0 or I2.F0."
     with pytest.raises(AnalysisError, match=re.escape("Line: 1, Col: 52: JOIN ON column 'I2.NOPE' cannot be "
                                                       "resolved.")):

@@ -11,6 +11,7 @@ import pytest
 
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
+from streamsql.functions.catalog import builtin_registry
 from streamsql.kafka.filters import compile_filter
 from streamsql.planner.planner import Planner
 from streamsql.planner.pushdown import filter_text
@@ -34,7 +35,7 @@ def catalog() -> Catalog:
 
 def pushed(catalog: Catalog, where: str, source: str = "PAY") -> object:
     [stmt] = parse(f"CREATE STREAM o AS SELECT * FROM {source} WHERE {where};")
-    text = Planner(catalog).plan_query(stmt.query, persistent=True, sink_name="O").source_filter
+    text = Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=True, sink_name="O").source_filter
     return None if text is None else json.loads(text)
 
 
@@ -68,7 +69,7 @@ def test_an_in_list_is_the_or_of_its_equalities(catalog: Catalog) -> None:
     assert pushed(catalog, "name IN ('x', NULL)") is None
     assert pushed(catalog, "name IN ('x', UCASE(name))") is None
     [stmt] = parse("SELECT * FROM pay WHERE amount IN (0.5, 2) AND name IN ('a', 'ÿ') EMIT CHANGES;")
-    tree = Planner(catalog).plan_query(stmt.query, persistent=False).exact_filter
+    tree = Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=False).exact_filter
     assert tree is not None
     batch = pa.RecordBatch.from_pydict({"I": pa.array(range(5), pa.int64()),
                                         "AMOUNT": pa.array([0.5, math.nan, None, 2.0, 2.0], pa.float64()),
@@ -129,7 +130,7 @@ def test_an_exact_filter_is_the_whole_where_and_keeps_nan_where_spark_does(catal
 
     def exact(where: str) -> object:
         [stmt] = parse(f"SELECT * FROM pay WHERE {where} EMIT CHANGES;")
-        p = Planner(catalog).plan_query(stmt.query, persistent=False)
+        p = Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=False)
         return json.loads(p.exact_filter) if p.exact_filter else None
 
     assert exact("amount > 0.8 AND LCASE(name) = 'x'") is None  # one conjunct stays in Spark
@@ -150,7 +151,7 @@ def test_an_exact_filter_is_the_whole_where_and_keeps_nan_where_spark_does(catal
 def test_a_pushed_filter_reads_as_sql_in_explain_and_topology(catalog: Catalog) -> None:
     def text(where: str) -> str:
         [stmt] = parse(f"CREATE STREAM o AS SELECT * FROM PAY WHERE {where};")
-        tree = Planner(catalog).plan_query(stmt.query, persistent=True, sink_name="O").source_filter
+        tree = Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=True, sink_name="O").source_filter
         assert tree is not None
         return filter_text(tree)
 

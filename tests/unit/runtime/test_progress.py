@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
+from streamsql.functions.catalog import builtin_registry
 from streamsql.physical.steps import Collect, KafkaSink, PhysicalPlan, TopicScan, physical_plan
 from streamsql.planner.planner import Planner
 from streamsql.runtime.progress import committed_offsets, lag_stats, query_lag
@@ -16,7 +17,7 @@ def test_lag_is_the_end_now_minus_the_committed_offset_per_partition() -> None:
                     topic="s_topic", key_format="KAFKA", value_format="JSON")
     catalog.add(source)
     [stmt] = parse("CREATE STREAM o AS SELECT * FROM s;")
-    plan = physical_plan(Planner(catalog).plan_query(stmt.query, persistent=True, sink_name="O"),
+    plan = physical_plan(Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=True, sink_name="O"),
                          KafkaSink(source), "earliest")
     progress = {"sources": [{"description": "PythonMicroBatchStream", "endOffset": '{"0": 7, "1": 3}'}]}
     assert committed_offsets(progress, ["s_topic"]) == {"s_topic": {0: 7, 1: 3}}

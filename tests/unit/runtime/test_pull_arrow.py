@@ -15,6 +15,7 @@ import pytest
 
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
+from streamsql.functions.catalog import builtin_registry
 from streamsql.planner.planner import Planner, source_scope
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime.pull import ArrowPull, arrow_pull
@@ -38,7 +39,7 @@ def catalog() -> Catalog:
 
 def compiled(catalog: Catalog, sql: str) -> ArrowPull | None:
     [stmt] = parse(sql)
-    plan = Planner(catalog).plan_query(stmt.query, persistent=False)
+    plan = Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=False)
     return arrow_pull(stmt.query.where, plan, plan.source, source_scope(plan.source, plan.alias))
 
 

@@ -12,6 +12,7 @@ import pytest
 from streamsql import types as t
 from streamsql.catalog import Catalog, Source
 from streamsql.errors import ConfigError
+from streamsql.functions.catalog import builtin_registry
 from streamsql.kafka.options import SourceOptions
 from streamsql.physical.steps import Collect, Join, PhysicalPlan, Scan, physical_plan
 from streamsql.planner.planner import Planner
@@ -26,7 +27,7 @@ def _plan(sql: str, starting: str) -> PhysicalPlan:
                            [t.Column("ID", t.BIGINT, "key"), t.Column("V", t.INTEGER)],
                            topic=f"{name.lower()}_topic", key_format="KAFKA", value_format="JSON", partitions=2))
     [stmt] = parse(sql)
-    logical = Planner(catalog).plan_query(stmt.query, persistent=False)
+    logical = Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=False)
     return physical_plan(logical, Collect(lambda _df, _id: None), starting)
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from streamsql import types as t
 from streamsql.catalog import Catalog, QueryInfo, Source
+from streamsql.functions.catalog import builtin_registry
 from streamsql.physical.steps import KafkaSink, physical_plan
 from streamsql.planner.planner import Planner
 from streamsql.runtime import topology
@@ -27,13 +28,13 @@ def graph() -> topology.Topology:
     catalog.add(orders)
     catalog.add(users)
     [stmt] = parse("CREATE TABLE totals AS SELECT id, SUM(amount) AS total FROM orders GROUP BY id;")
-    plan = Planner(catalog).plan_query(stmt.query, persistent=True, sink_name="TOTALS")
+    plan = Planner(catalog, builtin_registry()).plan_query(stmt.query, persistent=True, sink_name="TOTALS")
     totals = Source("TOTALS", "TABLE", [t.Column("ID", t.BIGINT, "key"), t.Column("TOTAL", t.BIGINT)],
                     topic="TOTALS", key_format="KAFKA", value_format="JSON", writer_query="CTAS_TOTALS_3")
     catalog.add(totals)
     catalog.queries["CTAS_TOTALS_3"] = QueryInfo("CTAS_TOTALS_3", stmt.text, "TOTALS", ["ORDERS"])
     [cst] = parse("SELECT * FROM users EMIT CHANGES;")
-    cst_plan = Planner(catalog).plan_query(cst.query, persistent=True, sink_name="USERS")
+    cst_plan = Planner(catalog, builtin_registry()).plan_query(cst.query, persistent=True, sink_name="USERS")
     changelog = "_streamsql-CST_USERS_2-users-changelog"
     catalog.queries["CST_USERS_2"] = QueryInfo("CST_USERS_2", "CREATE SOURCE TABLE users ...", "USERS", [])
     plans = {"CTAS_TOTALS_3": physical_plan(plan, KafkaSink(totals), "earliest", buckets=2, operator="python"),

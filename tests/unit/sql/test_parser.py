@@ -641,3 +641,29 @@ def test_assert_topic_and_schema() -> None:
 def test_assert_schema_id_must_be_an_integer() -> None:
     error = parse_error("ASSERT SCHEMA ID 'four';")
     assert error.reason == "ID must be an integer" and (error.line, error.column) == (1, 18)
+
+
+@pytest.mark.parametrize("text,ends", [
+    ("SELECT * FROM s;", True),
+    ("CREATE STREAM s (\n a INT)\n WITH (KAFKA_TOPIC='t');  -- done\n", True),
+    ("SELECT 1; /* a comment */  ", True),
+    (";", True),
+    ("CREATE STREAM s (\n a INT)", False),
+    ("SELECT 'a;", False),  # inside an unterminated string
+    ("SELECT `x;` FROM s", False),
+    ("SELECT 1 /* ; */", False),
+    ("SELECT 1; /* unterminated", False),
+    ("SELECT 1; SELECT 2", False),
+    ("-- only a comment;", False),
+    ("", False),
+    ("SELECT 'it''s' FROM s;", True),
+])
+def test_one_splitter_tells_where_a_statement_ends(text: str, ends: bool) -> None:
+    """``ends_statement`` (the shell's Enter) agrees with ``split_statements`` (scripts): when
+    the text ends a statement, a statement typed after it is a statement of its own."""
+    from streamsql.sql import ends_statement, split_statements
+
+    assert ends_statement(text) is ends
+    if ends:
+        assert split_statements(text + "\nSHOW STREAMS;")[-1].splitlines()[-1] == "SHOW STREAMS"
+        assert len(split_statements(text + "\nSHOW STREAMS;")) == len(split_statements(text)) + 1

@@ -10,7 +10,7 @@ from streamsql.runtime import results as r
 from streamsql.surfaces import console
 from streamsql.surfaces.backends import Vocabulary
 from streamsql.surfaces.shell import _split_commands
-from streamsql.surfaces.shell_syntax import KsqlCompleter, KsqlLexer, ends_statement, is_cli_command, is_complete
+from streamsql.surfaces.shell_syntax import KsqlCompleter, KsqlLexer, is_cli_command, is_complete
 
 VOCAB = Vocabulary(sources={"ORDERS": "STREAM", "ORDER_TOTALS": "TABLE", "USERS": "TABLE"},
                    columns={"ORDERS": ["ID", "AMOUNT", "USER_ID"], "ORDER_TOTALS": ["USER_ID", "TOTAL"],
@@ -25,13 +25,9 @@ def complete(text: str) -> list[str]:
 
 
 def test_enter_runs_only_complete_input() -> None:
-    assert ends_statement("SELECT * FROM s;")
-    assert ends_statement("CREATE STREAM s (\n a INT)\n WITH (KAFKA_TOPIC='t');  -- done\n")
-    assert not ends_statement("CREATE STREAM s (\n a INT)")
-    assert not ends_statement("SELECT 'a;")  # inside a string
-    assert not ends_statement("SELECT `x;` FROM s")
-    assert not ends_statement("SELECT 1 /* ; */")
-    assert ends_statement("SELECT 'it''s' FROM s;")
+    """A statement is complete where the SQL splitter ends it (``sql.ends_statement``,
+    tests/unit/sql/test_parser.py); shell commands need no ``;``."""
+    assert is_complete("SELECT * FROM s;") and not is_complete("SELECT 'a;")
     assert is_complete("") and is_complete("help") and is_complete("EXIT;") and is_complete("output json")
     assert is_complete("run script '/tmp/x.sql'")
     assert not is_complete("help me with")

@@ -10,6 +10,10 @@ import pytest
 
 from streamsql import types as t
 from streamsql.catalog import Catalog, FileCommandLog, Source
+from streamsql.errors import AnalysisError
+from streamsql.functions.catalog import builtin_registry
+from streamsql.functions.compiled import Compiled
+from streamsql.functions.registry import FunctionDef, FunctionRegistry
 from streamsql.runtime import results as r
 from streamsql.runtime.config import EngineConfig
 from streamsql.runtime.executors.inspection import Inspection
@@ -25,6 +29,7 @@ class SmallContext:
     active_session: Session = field(default_factory=Session)
     catalog: Catalog = field(default_factory=Catalog)
     kafka_settings: dict[str, str] = field(default_factory=dict)
+    functions: FunctionRegistry = field(default_factory=builtin_registry)
 
     def __post_init__(self) -> None:
         self.command_log = FileCommandLog(self.config.data_dir / "commands.jsonl")
@@ -75,4 +80,22 @@ def test_describe_a_stream(ctx: SmallContext) -> None:
     assert isinstance(described, r.SourceDescription)
     assert [(f.name, f.type, f.key) for f in described.fields] == [("ID", "BIGINT", True), ("AMOUNT", "DOUBLE", False)]
     assert (described.partitions, described.read_queries, described.write_queries) == (2, [], [])
+    assert ctx.command_log.read_all() == []
+
+
+def test_show_and_describe_functions_read_the_context_s_registry(ctx: SmallContext) -> None:
+    """SHOW FUNCTIONS and DESCRIBE FUNCTION answer from the registry of the engine they are given
+    (a function only this context's registry holds is listed; another registry never sees it)."""
+    ctx.functions.register(FunctionDef("ONLY_HERE", "SCALAR", lambda cs: Compiled("1", t.INTEGER),
+                                       signatures=["ONLY_HERE() -> INT"], description="Here only.", category="PYTHON"))
+    shown = run(ctx, "SHOW FUNCTIONS;")
+    assert isinstance(shown, r.FunctionList)
+    names = [f.name for f in shown.functions]
+    assert "ONLY_HERE" in names and "ABS" in names and names == sorted(names)
+    described = run(ctx, "DESCRIBE FUNCTION only_here;")
+    assert isinstance(described, r.FunctionDescription)
+    assert (described.function.name, described.function.description) == ("ONLY_HERE", "Here only.")
+    other = SmallContext(ctx.config)
+    with pytest.raises(AnalysisError, match="Can't find any functions with the name 'ONLY_HERE'"):
+        run(other, "DESCRIBE FUNCTION only_here;")
     assert ctx.command_log.read_all() == []

@@ -14,6 +14,7 @@ import pytest
 from streamsql import types as t
 from streamsql.catalog import Catalog, FileCommandLog, QueryInfo, Source
 from streamsql.errors import AnalysisError, CatalogError
+from streamsql.functions.catalog import builtin_registry
 from streamsql.physical.steps import PhysicalPlan
 from streamsql.planner.ddl import SourceDefinitions
 from streamsql.planner.planner import Planner
@@ -41,7 +42,8 @@ class SmallContext:
 
     def __post_init__(self) -> None:
         self.command_log = FileCommandLog(self.data_dir / "commands.jsonl")
-        self.planner = Planner(self.catalog)
+        self.functions = builtin_registry()
+        self.planner = Planner(self.catalog, self.functions)
         self.definitions = SourceDefinitions(self.prop)
 
     def prop(self, name: str) -> str:

@@ -13,6 +13,7 @@ import pytest
 from streamsql import types as t
 from streamsql.catalog import Catalog, FileCommandLog, Source
 from streamsql.errors import AnalysisError
+from streamsql.functions.catalog import builtin_registry
 from streamsql.planner.planner import Planner
 from streamsql.runtime import results as r
 from streamsql.runtime.config import DEFAULT_PROPERTIES
@@ -32,7 +33,8 @@ class SmallContext:
 
     def __post_init__(self) -> None:
         self.command_log = FileCommandLog(self.data_dir / "commands.jsonl")
-        self.planner = Planner(self.catalog)
+        self.functions = builtin_registry()
+        self.planner = Planner(self.catalog, self.functions)
 
     def prop(self, name: str) -> str:
         return DEFAULT_PROPERTIES.get(name, "")
