@@ -553,3 +553,23 @@ def test_doubles_are_compared_within_ksqldbs_tolerance_and_json_doubles_read_as_
     assert isinstance(decoded["D"], float) and str(decoded["M"]) == "10.0"
     key = FormatSpec("JSON", (t.Column("K", t.DOUBLE, "key"),))
     assert records.decode_with(key, b"3") == 3.0
+
+
+def test_the_corpus_runs_under_the_engines_defaults_on_request(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``--settings defaults`` runs QTT files with the engine's defaults (only ksqlDB's test
+    functions added: no single aggregation bucket, and the session's Spark settings), the
+    comparison docs/conformance.md reports; the corpus's settings stay the default."""
+    import argparse
+
+    from streamsql.conformance import command
+
+    f = tmp_path / "one.json"
+    f.write_text(json.dumps({"tests": [{"name": "a", "statements": ["X;"]}]}))
+    seen: list[dict[str, str] | None] = []
+    monkeypatch.setattr(command, "run_cases", lambda cases, args, out, props=None: seen.append(props) or [])
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    command.run_command(parser.parse_args([str(f)]))
+    command.run_command(parser.parse_args([str(f), "--settings", "defaults"]))
+    assert seen == [None, qtt.QTT_FUNCTIONS]
+    assert qtt.QTT_ENGINE_PROPERTIES == {**qtt.QTT_FUNCTIONS, "streamsql.aggregation.buckets": "1"}
