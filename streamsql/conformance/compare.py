@@ -177,9 +177,20 @@ class SideFormat:
 
 
 def _show(v: Any) -> str:
+    """A value as JSON text, numbers as they were written: an expected literal as the file has it
+    (``1.10``), a decimal as its text (``10.0000``, not a quoted string), so both sides of a
+    difference read alike."""
     if isinstance(v, Undecodable):
         return repr(v)
-    return json.dumps(v, sort_keys=False, default=str)
+    if isinstance(v, JsonDecimal):
+        return v.text
+    if isinstance(v, Decimal):
+        return str(v)
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {_show(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_show(x) for x in v) + "]"
+    return json.dumps(v, default=str)
 
 
 def _window_shown(window: dict[str, Any]) -> dict[str, Any]:

@@ -573,3 +573,12 @@ def test_the_corpus_runs_under_the_engines_defaults_on_request(tmp_path: Path, m
     command.run_command(parser.parse_args([str(f), "--settings", "defaults"]))
     assert seen == [None, qtt.QTT_FUNCTIONS]
     assert qtt.QTT_ENGINE_PROPERTIES == {**qtt.QTT_FUNCTIONS, "streamsql.aggregation.buckets": "1"}
+
+
+def test_a_decimal_difference_shows_both_numbers_as_written() -> None:
+    """The expected literal as the file writes it, the decimal as its text, neither quoted (the
+    actual decimal was shown as a string, as if its type differed too)."""
+    fmt = compare.SideFormat("json")
+    problem = compare.compare_topic("T", [{"value": {"DEC": case_files.JsonDecimal("10.10")}}],
+                                    [_rec(None, {"DEC": Decimal("10.1")})], fmt, fmt, None)
+    assert problem is not None and '{"DEC": 10.10}' in problem and '{"DEC": 10.1}' in problem
