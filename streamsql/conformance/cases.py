@@ -48,8 +48,27 @@ def strip_json_comments(text: str) -> str:
     return "".join(out)
 
 
+class JsonDecimal(float):
+    """A JSON number written with a fraction or an exponent, as a QTT file gives it: a float that
+    keeps its literal (``text``). ksqlDB's harness reads expected records with exact BigDecimals
+    (``TestJsonMapper``: USE_BIG_DECIMAL_FOR_FLOATS, exact decimal nodes), so ``1.10`` expects a
+    DECIMAL of scale 2; used as a float everywhere else (inputs, timestamps)."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, text: str) -> JsonDecimal:
+        number = float.__new__(cls, text)
+        number.text = text
+        return number
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:  # copies (copy_case) keep the literal
+        return (JsonDecimal, (self.text,))
+
+
 def load_json(path: Path) -> Any:
-    return json.loads(strip_json_comments(path.read_text(encoding="utf-8")))
+    """A QTT (or ksql-test-runner) JSON file, its fractional numbers as :class:`JsonDecimal`."""
+    return json.loads(strip_json_comments(path.read_text(encoding="utf-8")), parse_float=JsonDecimal)
 
 
 @dataclass

@@ -59,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "-o", dest="output_file", help="ksql-test-runner: output.json")
     p.add_argument("--config", help="with --sql: the properties file your pipeline runs with, as `streamsql run` "
                                     "reads it (default ./streamsql.properties); the record cache stays off")
+    p.add_argument("--settings", choices=("corpus", "defaults"), default="corpus",
+                   help="QTT files: the corpus's settings (one shuffle partition, Spark code generation off, one "
+                        "aggregation bucket), or the engine's defaults as `streamsql run` has them; ksqlDB's test "
+                        "functions either way (docs/conformance.md compares the two)")
     p.add_argument("--bootstrap-servers", help="a single-broker Kafka cluster to use (default: embedded broker)")
     p.add_argument("--spark-master", help="Spark master URL (default local[2])")
 
@@ -126,6 +130,10 @@ def run_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
             picked = select(cases, args.filter, ids)
             if picked:
                 cases_by_file[f.name] = picked
+        if getattr(args, "settings", "corpus") == "defaults":
+            from streamsql.conformance.qtt import QTT_FUNCTIONS
+
+            engine_properties = dict(QTT_FUNCTIONS)  # and the session's Spark settings: the engine's
     results = run_cases(cases_by_file, args, out, engine_properties)
     return 1 if summarize(results).not_passed else 0
 

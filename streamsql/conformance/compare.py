@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from streamsql.conformance.cases import JsonDecimal
 from streamsql.conformance.records import Undecodable
 
 
@@ -20,29 +21,84 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float, Decimal)) and not isinstance(x, bool)
 
 
+def _literal(expected: float | Decimal) -> str:
+    """An expected fractional number's text: the file's literal (:class:`JsonDecimal`), else a
+    float's shortest text."""
+    if isinstance(expected, Decimal):
+        return str(expected)
+    return expected.text if isinstance(expected, JsonDecimal) else repr(expected)
+
+
+def _same_decimal(want: Decimal, actual: Decimal) -> bool:
+    """``BigDecimal.equals``: the same number at the same scale (``5.40`` is not ``5.4``)."""
+    return want == actual and want.as_tuple().exponent == actual.as_tuple().exponent
+
+
+def _scale(d: Decimal) -> int:
+    exponent = d.as_tuple().exponent
+    return -exponent if isinstance(exponent, int) else 0
+
+
+def decimal_matches_literal(text: str, actual: Decimal) -> bool:
+    """An expected fractional literal against a DECIMAL, as ksqlDB's ``compareDecimal``
+    (``BigDecimal.equals``: same number, same scale), for a literal that kept ksqlDB's text.
+
+    A literal that is a double's shortest text (``10.0``, ``10.123451234512345``) may be ksqlDB's
+    text after a trip through a double, and the corpus's all are (docs/conformance.md: none has a
+    trailing zero past ``.0``, and exponents read ``8e+18``): ksqlDB's ``10.0000`` reads ``10.0``
+    there. For such a literal the DECIMAL matches when it is that double and its scale at least
+    the literal's: ``10.0`` matches ``10.0000`` but not ``10``."""
+    if not actual.is_finite():
+        return False
+    try:
+        want = Decimal(text)
+    except InvalidOperation:
+        return False
+    if not want.is_finite():
+        return False
+    if repr(float(text)) != text:
+        return _same_decimal(want, actual)  # not a double's text: ksqlDB's own literal
+    exponent_form = "e" in text.lower()
+    return float(actual) == float(text) and (exponent_form or _scale(actual) >= _scale(want))
+
+
+def number_equal(expected: int | float | Decimal, actual: int | float | Decimal) -> bool:
+    """An expected JSON number against a decoded one, as ksqlDB's ``ExpectedRecordComparator``
+    (``compareNumber``/``compareDecimal``): an integer column by the expected number's integer
+    part (Java's ``intValue``); a DOUBLE within 1e-6; a DECIMAL by
+    :func:`decimal_matches_literal`, and against an expected integer only at scale 0 (``1`` is not
+    ``1.0``)."""
+    if isinstance(actual, int):
+        if isinstance(expected, int):
+            return expected == actual
+        want = Decimal(_literal(expected))
+        return want.is_finite() and int(want) == actual
+    if isinstance(actual, float):
+        return abs(float(expected) - actual) < 1e-6
+    if isinstance(expected, int):
+        return actual.is_finite() and _scale(actual) <= 0 and actual == expected
+    return decimal_matches_literal(_literal(expected), actual)
+
+
 def data_equal(expected: Any, actual: Any) -> bool:
-    """Structural equality as ksqlDB's ``ExpectedRecordComparator``: numbers numerically (doubles
-    within 1e-6), objects of the same size field by field (exact name, then upper-cased name; a
-    field absent from the actual object reads as null, as in ksqlDB), lists element-wise."""
+    """Structural equality as ksqlDB's ``ExpectedRecordComparator``: numbers by
+    :func:`number_equal`, DECIMAL text at its scale, objects of the same size field by field
+    (exact name, then upper-cased name; a field absent from the actual object reads as null, as in
+    ksqlDB), lists element-wise."""
     if expected is None or actual is None:
         return expected is None and actual is None
     if isinstance(expected, bool) or isinstance(actual, bool):
         return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
     if _is_number(expected):
-        if not _is_number(actual):
-            return False
-        if isinstance(expected, int) and isinstance(actual, int):
-            return expected == actual
-        return math.isclose(float(expected), float(actual), rel_tol=1e-9, abs_tol=1e-6)
+        return _is_number(actual) and number_equal(expected, actual)
     if isinstance(expected, str):
         if isinstance(actual, Decimal):
-            # QTT files write DECIMAL values as text; ksqlDB compares them as BigDecimal.equals:
-            # same number at the same scale ("5.40" is not 5.4)
+            # DECIMAL values written as text: ksqlDB's compareText, new BigDecimal(text).equals
             try:
                 want = Decimal(expected)
             except InvalidOperation:
                 return False
-            return want == actual and want.as_tuple().exponent == actual.as_tuple().exponent
+            return _same_decimal(want, actual)
         return isinstance(actual, str) and expected == actual
     if isinstance(expected, list):
         return (isinstance(actual, list) and len(expected) == len(actual)
@@ -121,9 +177,20 @@ class SideFormat:
 
 
 def _show(v: Any) -> str:
+    """A value as JSON text, numbers as they were written: an expected literal as the file has it
+    (``1.10``), a decimal as its text (``10.0000``, not a quoted string), so both sides of a
+    difference read alike."""
     if isinstance(v, Undecodable):
         return repr(v)
-    return json.dumps(v, sort_keys=False, default=str)
+    if isinstance(v, JsonDecimal):
+        return v.text
+    if isinstance(v, Decimal):
+        return str(v)
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {_show(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_show(x) for x in v) + "]"
+    return json.dumps(v, default=str)
 
 
 def _window_shown(window: dict[str, Any]) -> dict[str, Any]:

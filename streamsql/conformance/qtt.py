@@ -135,10 +135,12 @@ class MemoryCommandLog:
 
 
 #: ksqlDB's QTT runs with its test UDFs on the classpath; ours are Python ports in this directory
-#: ``streamsql.aggregation.buckets`` 1: one stream time per aggregation, as ksqlDB over the
-#: corpus's (mostly) one-partition topics, whatever the session's shuffle partitions
-QTT_ENGINE_PROPERTIES = {"ksql.extension.dir": str(Path(__file__).with_name("qtt_udfs")),
-                         "streamsql.aggregation.buckets": "1"}
+#: (the corpus needs them under any settings)
+QTT_FUNCTIONS = {"ksql.extension.dir": str(Path(__file__).with_name("qtt_udfs"))}
+#: the corpus's engine settings: ``streamsql.aggregation.buckets`` 1, one stream time per
+#: aggregation, as ksqlDB over the corpus's (mostly) one-partition topics, whatever the session's
+#: shuffle partitions
+QTT_ENGINE_PROPERTIES = {**QTT_FUNCTIONS, "streamsql.aggregation.buckets": "1"}
 
 
 class _Failure(Exception):

@@ -420,39 +420,65 @@ COMPLEX_STATE = frozenset({"AVG", "STDDEV_SAMP", "STDDEV_SAMPLE", "CORRELATION",
 
 
 class StddevSamp(Accumulator):
-    """Running sums for STDDEV_SAMP and STDDEV_SAMPLE: the sample standard deviation, 0.0 below
-    two values. ``root`` False gives the sample variance, what ksqlDB's STDDEV_SAMP UDAF returns
+    """STDDEV_SAMP and STDDEV_SAMPLE as ksqlDB's ``StandardDeviationSampleUdaf`` computes them:
+    the Youngs-Cramer updates of a count, a sum (exact for integer inputs, as ksqlDB's BIGINT
+    sum; a double for DOUBLE) and M2, in its order of operations, so the double result is
+    ksqlDB's to the last bit (a sum of squares differs from it in the last digits); 0.0 below two
+    values. ``root`` False gives the sample variance, what ksqlDB's STDDEV_SAMP UDAF returns
     against its documentation (docs/differences.md: we follow the documentation)."""
 
     def __init__(self, root: bool = True) -> None:
         self.root = root
         self.n = 0
-        self.total = 0.0
-        self.squares = 0.0
+        self.total: Any = 0
+        self.m2 = 0.0
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """State written before the Youngs-Cramer updates held a sum of squares: its M2."""
+        if "squares" in state:
+            squares, n, total = state.pop("squares"), state["n"], state["total"]
+            state["m2"] = max(squares - total * total / n, 0.0) if n else 0.0
+        self.__dict__.update(state)
+
+    @staticmethod
+    def _value(x: Any) -> Any:
+        return x if isinstance(x, int) else float(x)
 
     def add(self, args: Sequence[Any]) -> None:
-        if args[0] is not None:
-            x = float(args[0])
-            self.n += 1
-            self.total += x
-            self.squares += x * x
+        if args[0] is None:
+            return
+        x = self._value(args[0])
+        if self.n > 0:
+            delta = float(x * (self.n + 1) - (self.total + x))
+            self.m2 += delta * delta / ((self.n + 1) * self.n)
+        self.n += 1
+        self.total += x
 
     def remove(self, args: Sequence[Any]) -> None:
-        if args[0] is not None:
-            x = float(args[0])
-            self.n -= 1
-            self.total -= x
-            self.squares -= x * x
+        if args[0] is None:
+            return
+        x = self._value(args[0])
+        count = self.n - 1
+        if count > 0:
+            delta = float(x * (self.n + 1) - (self.total + x))  # ksqlDB's undo reuses the add's delta
+            self.m2 -= delta * delta / (count * (count + 1))
+        self.n = count
+        self.total -= x
 
     def merge(self, other: Accumulator) -> None:
-        self.n += other.n  # type: ignore[attr-defined]
-        self.total += other.total  # type: ignore[attr-defined]
-        self.squares += other.squares  # type: ignore[attr-defined]
+        assert isinstance(other, StddevSamp)
+        if self.n and other.n:
+            inner = float(self.total) / self.n - float(other.total) / other.n
+            self.m2 = self.m2 + other.m2 + self.n * other.n * inner * inner / (self.n + other.n)
+        else:
+            self.m2 += other.m2
+        self.n += other.n
+        self.total += other.total
 
     def result(self) -> Any:
         if self.n < 2:
             return 0.0
-        var = max((self.squares - self.total * self.total / self.n) / (self.n - 1), 0.0)
+        var = self.m2 / (self.n - 1)
         return math.sqrt(var) if self.root else var
 
 

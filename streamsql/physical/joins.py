@@ -79,8 +79,17 @@ def _key_of(spec: JoinSpec, column: str) -> str:
     return f"substring({column}, instr({column}, {_WINDOW_SEPARATOR}) + 1)"
 
 
+def _window_bounds(spec: JoinSpec, side: JoinSide) -> list[str]:
+    """The window bound columns a side's row carries besides its columns: in a join of windowed
+    sources, an earlier join's (its result's window, which this join's result may take); a
+    source's are among its columns already (``side_source_columns``)."""
+    if spec.window is None or getattr(side.source, "join", None) is None:
+        return []
+    return [t.WINDOWSTART, t.WINDOWEND]
+
+
 def _narrow(df: DataFrame, spec: JoinSpec, side: JoinSide, tag: int) -> DataFrame:
-    cols = [quote(name) for name, _ty, _joined in side_columns(side)] + [HEADERS_COL]
+    cols = [quote(name) for name, _ty, _joined in side_columns(side)] + [HEADERS_COL] + _window_bounds(spec, side)
     return df.selectExpr(
         f"{tag} AS __SIDE",
         f"{_join_key(spec, side)} AS __JK",
@@ -97,9 +106,10 @@ _HEADERS_TYPE = "array<struct<KEY: string, VALUE: binary>>"
 _HEADERS_ONLY = f"struct<{HEADERS_COL}: {_HEADERS_TYPE}>"
 
 
-def _row_schema(side: JoinSide, spark_type: Callable[[t.SqlType], str]) -> str:
+def _row_schema(spec: JoinSpec, side: JoinSide, spark_type: Callable[[t.SqlType], str]) -> str:
     fields = [f"{quote(name)}: {spark_type(ty)}" for name, ty, _joined in side_columns(side)]
     fields.append(f"{HEADERS_COL}: {_HEADERS_TYPE}")
+    fields += [f"{bound}: bigint" for bound in _window_bounds(spec, side)]
     return f"struct<{', '.join(fields)}>"
 
 
@@ -154,8 +164,8 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
 
     parsed = joined.selectExpr(
         "__TS", "__SEQ", "__DEL", "__KEY", "__TRIG",
-        f"from_json(__L, '{_row_schema(spec.left, spark_type)}') AS __LROW",
-        f"from_json(__R, '{_row_schema(spec.right, spark_type)}') AS __RROW",
+        f"from_json(__L, '{_row_schema(spec, spec.left, spark_type)}') AS __LROW",
+        f"from_json(__R, '{_row_schema(spec, spec.right, spark_type)}') AS __RROW",
     )
     exprs: list[str] = []
     key = _key_of(spec, "__KEY")

@@ -25,6 +25,7 @@ from streamsql.formats import schema_registry_settings as registry_settings
 from streamsql.formats.features import features, is_known
 from streamsql.functions.registry import FunctionRegistry
 from streamsql.planner.aggregation import AggregatePlan
+from streamsql.planner.joins import check_join_sources
 from streamsql.sql import ast
 from streamsql.sql.dialect import to_ksql
 
@@ -431,6 +432,18 @@ def check_table_is_grouped(stmt: ast.CreateAsSelect, functions: FunctionRegistry
         shown = [to_ksql(call).upper().replace("(*)", "(ROWTIME)") for call in calls]
         raise AnalysisError(f"CREATE TABLE AS SELECT statement does not support aggregate function "
                             f"[{', '.join(shown)}] without a GROUP BY clause.")
+
+
+def check_no_windowed_table(catalog: Any, query: ast.Query) -> None:
+    """A persistent query (CREATE ... AS SELECT, INSERT INTO ... SELECT) reads no windowed table,
+    in its FROM or any JOIN (ksqlDB's ``PushQueryValidator``, over all of the query's sources),
+    checked after the analyzer's checks of the joined sources, as in ksqlDB."""
+    sources = [catalog.find(name) for name in [query.source.name, *(clause.right.name for clause in query.joins)]]
+    if any(source is None for source in sources):
+        return  # the planner names the missing source
+    check_join_sources(catalog, query)
+    if any(source.window_type and source.is_table for source in sources):
+        raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
 
 
 def check_timestamp_projected(stmt: ast.CreateAsSelect) -> None:

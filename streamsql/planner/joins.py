@@ -25,10 +25,10 @@ result's key follows ksqlDB's join equivalence sets (``_Tree``).
 Foreign-key table-table joins (the left side's ON expression is not its primary key) are keyed by
 the left table's primary key (``JoinSpec.foreign_key``).
 
-Joins of windowed sources (two sources, both windowed, on their keys): rows meet when key and
-window are equal (``JoinSpec.window``); the result is windowed as the left source, and each side's
-window bounds are value columns (``S1_WINDOWSTART``, ``S1_WINDOWEND``). Not yet: windowed sources
-in n-way joins.
+Joins of windowed sources (both windowed, each on its key): rows meet when key and window are
+equal (``JoinSpec.window``); the result is windowed as the left source, and each side's window
+bounds are value columns (``S1_WINDOWSTART``, ``S1_WINDOWEND``). In an n-way join each join is
+checked and run so, its left side the earlier join (windowed as its first source).
 """
 
 from __future__ import annotations
@@ -166,16 +166,31 @@ def plan_join(catalog: Catalog, query: ast.Query, functions: FunctionRegistry) -
     """The joined source of ``query`` (its JOINs applied left to right: ``a JOIN b ON .. JOIN c
     ON ..`` is ``(a ⋈ b) ⋈ c``) and the scope its expressions resolve in; ``functions``: the
     registry its join expressions' calls compile against."""
+    check_join_sources(catalog, query)
     first = catalog.get(query.source.name)
     tree = _Tree(first, [(query.source.alias or first.name, first)])
+    rights = [catalog.get(clause.right.name) for clause in query.joins]
+    joined: JoinedSource | None = None
+    for clause, right_src in zip(query.joins, rights):
+        joined, tree = _join(tree, clause, right_src, query.select, functions)
+    assert joined is not None
+    return joined, _joined_scope(joined)
+
+
+def check_join_sources(catalog: Catalog, query: ast.Query) -> None:
+    """ksqlDB's analyzer checks of a query's joined sources, every ON clause before any join is
+    planned: value formats that can join, unique aliases, each ON clause's two sources windowed
+    alike."""
+    if not query.joins:
+        return
+    first = catalog.get(query.source.name)
     rights = [catalog.get(clause.right.name) for clause in query.joins]
     unjoinable = [s for s in [first, *rights] if not features(s.value_format).joins_and_groups]
     if unjoinable:
         raise AnalysisError(f"Source(s) {', '.join(s.name for s in unjoinable)} are using the "
                             f"'{unjoinable[0].value_format.upper()}' value format. This format does not yet "
                             f"support JOIN.")
-    # every ON clause is checked for its sides before any join is planned (ksqlDB's analyzer)
-    leaves = _Tree(first, list(tree.leaves))
+    leaves = _Tree(first, [(query.source.alias or first.name, first)])
     for clause, right_src in zip(query.joins, rights):
         right_alias = clause.right.alias or right_src.name
         if any(right_alias == alias for alias, _src in leaves.leaves):
@@ -184,11 +199,6 @@ def plan_join(catalog: Catalog, query: ast.Query, functions: FunctionRegistry) -
         leaves = _Tree(first, [*leaves.leaves, (right_alias, right_src)])
         _left_expr, _right_expr, left_alias = _split_condition(clause.on, leaves, leaves.leaves[-1][0])
         _check_windowing(left_alias, leaves.leaf(left_alias), right_alias, right_src)
-    joined: JoinedSource | None = None
-    for clause, right_src in zip(query.joins, rights):
-        joined, tree = _join(tree, clause, right_src, query.select, functions)
-    assert joined is not None
-    return joined, _joined_scope(joined)
 
 
 def _on_own_key(expr: Any, src: Source) -> bool:
@@ -216,17 +226,21 @@ def _check_windowing(left_alias: str, left: Source, right_alias: str, right: Sou
             f"can only be joined to other hopping and tumbling windowed sources")
 
 
-def _check_windowed_keys(left: Source, left_expr: Any, right: Source, right_expr: Any) -> None:
+def _check_windowed_keys(left: Source, left_expr: Any, right: Source, right_expr: Any,
+                         left_on_key: bool | None = None) -> None:
     """ksqlDB's rules for a join of windowed sources (``PreJoinRepartitionNode``,
     ``SchemaKStream.selectKey``): a windowed source cannot be repartitioned, so each side must be
     joined on its own key, and in the join's key format (the left source's: format and window)
     unless its format carries registry schema ids, which ksqlDB re-keys into the join's format
-    anyway. A table cannot even be re-keyed then."""
+    anyway. A table cannot even be re-keyed then. In an n-way join the left side is an earlier
+    join, windowed as its first source (``left_on_key``: whether the ON expression is its key);
+    ksqlDB checks each join so, with no rule of its own for n-way joins of windowed sources."""
     repartition = ("Implicit repartitioning of windowed sources is not supported. See "
                    "https://github.com/confluentinc/ksql/issues/4385.")
     join_format = (left.key_format.upper(), (left.window_type or "").upper(), left.window_size_ms)
     for src, expr in ((left, left_expr), (right, right_expr)):
-        if not _on_own_key(expr, src):
+        on_key = left_on_key if src is left and left_on_key is not None else _on_own_key(expr, src)
+        if not on_key:
             raise AnalysisError(repartition)
         # keys carrying a registry schema id: ksqlDB repartitions both sides of the join over
         # them, so that equal keys written with different schema ids meet
@@ -257,9 +271,10 @@ def _join(tree: _Tree, clause: Any, right_src: Source, select: list[Any],
                             f"joins. Got {left_leaf.name} [{clause.kind}] JOIN {right_src.name}.")
     windowed = bool(left_src.window_type)
     if windowed:
-        if len(tree.leaves) > 1:
-            raise AnalysisError("Not supported yet: n-way joins of windowed sources")
-        _check_windowed_keys(left_src, left_expr, right_src, right_expr)
+        # an earlier join's result is on its key when the ON expression is one of the columns
+        # equal to that key (ksqlDB's JoinTree), else it would be repartitioned
+        left_on_key = (_text(left_expr, both) in tree.equivalent) if len(tree.leaves) > 1 else None
+        _check_windowed_keys(left_src, left_expr, right_src, right_expr, left_on_key)
     stream_stream = not right_src.is_table
     if stream_stream and clause.within_before_ms is None:
         raise AnalysisError("Stream-Stream joins must have a WITHIN clause specified. None was provided. "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from decimal import Decimal
 
 import pytest
 
@@ -87,6 +88,10 @@ CASES = [
     ("SQRT(X)", {"X": ("2L", L)}, 1.4142135623730951, "math.json: sqrt"),
     ("FLOOR(X)", {"X": ("1.7D", D)}, 1.0, "math.json: floor"),
     ("CEIL(X)", {"X": ("1.1D", D)}, 2.0, "math.json: calculate CEIL function"),
+    # a DECIMAL keeps its type and scale (ksqlDB's Floor/Ceil: setScale(0, ...).setScale(scale))
+    ("FLOOR(X)", {"X": ("CAST(-1.5 AS DECIMAL(3, 1))", t.Decimal(3, 1))}, Decimal("-2.0"), "math.json: floor"),
+    ("CEIL(X)", {"X": ("CAST(0.5 AS DECIMAL(2, 1))", t.Decimal(2, 1))}, Decimal("1.0"),
+     "math.json: calculate CEIL function"),
     ("ABS(X)", {"X": ("-3.1D", D)}, 3.1, "math.json: abs"),
     ("ABS(X)", {"X": ("-1", I)}, 1, "math.json: abs"),
     ("ROUND(ACOS(X), 13)", {"X": ("-1", I)}, 3.1415926535898, "math.json: acos regular cases"),
@@ -291,6 +296,8 @@ CASES = [
 
 
 def _same(actual, expected) -> bool:  # noqa: ANN001
+    if isinstance(expected, Decimal):  # at its scale, as ksqlDB's BigDecimal.equals
+        return isinstance(actual, Decimal) and str(actual) == str(expected)
     if isinstance(expected, float) and math.isnan(expected):
         return isinstance(actual, float) and math.isnan(actual)
     if hasattr(actual, "asDict"):

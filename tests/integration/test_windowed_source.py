@@ -72,3 +72,37 @@ def test_a_join_of_session_windowed_streams_meets_on_key_and_exact_window(engine
     assert out == [(session_key(1, 1_000, 5_000), {"LV": 1, "RV": 3, "R_END": 5_000}, 5_000)]
     wj = engine.catalog.get("WJ")
     assert wj.window_type is not None and wj.window_type.upper() == "SESSION"
+
+
+def test_an_n_way_join_of_windowed_streams_meets_on_key_and_window(engine, topic_name):  # type: ignore[no-untyped-def]
+    """Three tumbling-windowed streams joined on their keys, as ksqlDB checks and runs each join
+    of an n-way join: rows meet when key and window start are equal; the result is windowed as
+    the first stream, and a LEFT join keeps a left row whose window the third stream lacks. (A
+    persistent query over windowed tables is refused, as in ksqlDB.)"""
+    names = [topic_name(f"nw_{i}") for i in range(3)]
+    engine.execute("SET 'auto.offset.reset'='earliest';")
+    for alias, topic in zip(("a", "b", "c"), names):
+        engine.execute(f"CREATE STREAM w{alias} (k INT KEY, v BIGINT) WITH (KAFKA_TOPIC='{topic}', "
+                       f"VALUE_FORMAT='JSON', WINDOW_TYPE='Tumbling', WINDOW_SIZE='10 seconds', PARTITIONS=1);")
+
+    def key(k: int, start: int) -> bytes:
+        return struct.pack(">i", k) + struct.pack(">q", start)
+
+    a, b, c = names
+    engine.admin.produce(a, key(1, 0), b'{"V": 1}', 1_000, flush=False)
+    engine.admin.produce(a, key(1, 10_000), b'{"V": 2}', 11_000, flush=False)
+    engine.admin.produce(b, key(1, 0), b'{"V": 10}', 2_000, flush=False)
+    engine.admin.produce(b, key(1, 10_000), b'{"V": 20}', 12_000, flush=False)
+    engine.admin.produce(c, key(1, 0), b'{"V": 100}', 3_000, flush=False)
+    engine.admin.produce(c, key(2, 10_000), b'{"V": 300}', 13_000, flush=False)  # another key
+    engine.admin.flush()
+    engine.execute("CREATE STREAM nw AS SELECT wa.k, wa.v AS av, wb.v AS bv, wc.v AS cv FROM wa "
+                   "JOIN wb WITHIN 1 MINUTE ON wa.k = wb.k LEFT JOIN wc WITHIN 1 MINUTE ON wb.k = wc.k;")
+    engine.wait_until_idle()
+
+    rows = [(r.key, json.loads(r.value)) for r in engine.admin.read_all("NW")]
+    assert (key(1, 0), {"AV": 1, "BV": 10, "CV": 100}) in rows
+    assert all(k in (key(1, 0), key(1, 10_000)) for k, _v in rows)
+    assert all(v["CV"] is None for k, v in rows if k == key(1, 10_000))
+    nw = engine.catalog.get("NW")
+    assert (nw.window_type or "").upper() == "TUMBLING" and nw.window_size_ms == 10_000

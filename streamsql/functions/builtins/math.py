@@ -39,7 +39,9 @@ def java_ln(x: str) -> str:
 
 
 def _same_type(spark: str, double_result: t.SqlType | None = t.DOUBLE):
-    """ABS/CEIL/FLOOR-like: INT → INT, BIGINT → BIGINT, DOUBLE → DOUBLE, DECIMAL → DECIMAL."""
+    """ABS/CEIL/FLOOR-like: INT → INT, BIGINT → BIGINT, DOUBLE → DOUBLE, DECIMAL(p, s) →
+    DECIMAL(p, s): ksqlDB's CEIL and FLOOR keep a decimal's type and scale (``FLOOR(1.5)`` is
+    ``1.0``), where Spark's give scale 0."""
 
     def compile_(cs: list[Compiled]) -> Compiled:
         x = cs[0]
@@ -48,6 +50,8 @@ def _same_type(spark: str, double_result: t.SqlType | None = t.DOUBLE):
             return c(f"CAST({spark}({x.sql}) AS {'INT' if k == K.INTEGER else 'BIGINT'})", x.type)
         if k == K.DOUBLE:
             return c(f"CAST({spark}({x.sql}) AS DOUBLE)", double_result)
+        if isinstance(x.type, t.Decimal):
+            return c(f"CAST({spark}({x.sql}) AS DECIMAL({x.type.precision}, {x.type.scale}))", x.type)
         return c(f"{spark}({x.sql})", None)
 
     return compile_

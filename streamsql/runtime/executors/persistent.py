@@ -72,9 +72,7 @@ class PersistentQueries(StatementExecutor):
                                              f"{existing.kind.lower()} with the same name already exists.")
             raise CatalogError(f"Cannot add {stmt.kind.lower()} '{stmt.name}': A {existing.kind.lower()} "
                                f"with the same name already exists")
-        read = engine.catalog.find(stmt.query.source.name)
-        if read is not None and read.window_type and read.is_table:
-            raise AnalysisError("KSQL does not support persistent queries on windowed tables.")
+        ddl.check_no_windowed_table(engine.catalog, stmt.query)
         ddl.check_timestamp_projected(stmt)
         ddl.check_table_is_grouped(stmt, engine.functions)
         plan = engine.planner.plan_query(stmt.query, persistent=True, sink_name=stmt.name)
@@ -132,6 +130,7 @@ class PersistentQueries(StatementExecutor):
             raise AnalysisError(f"Cannot insert into read-only stream: {target.name}")
         if replay_seq is None:
             internal_topics.check_insert(target.topic)
+        ddl.check_no_windowed_table(engine.catalog, stmt.query)
         plan = engine.planner.plan_query(stmt.query, persistent=True, sink_name=target.name)
         produced = self.output_columns(plan)
         expected = [c for c in target.columns if c.role in ("key", "value")]

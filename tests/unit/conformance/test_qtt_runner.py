@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 import struct
 from pathlib import Path
 
@@ -509,3 +510,75 @@ def test_a_users_missing_properties_file_is_a_clear_error(tmp_path: Path, capsys
                               "--config", str(missing)])
     assert command.run_command(args) == 2
     assert f"Error: config file not found: {missing}" in capsys.readouterr().err
+
+
+def test_an_expected_integer_never_matches_a_decimal_with_a_scale() -> None:
+    """ksqlDB's compareDecimal: an integer literal matches only a DECIMAL of scale 0 (the runner
+    used to compare them as numbers, so ``1`` matched ``1.0``)."""
+    assert not compare.data_equal({"R": 1}, {"R": Decimal("1.0")})
+    assert not compare.data_equal(0, Decimal("0E-7"))
+    assert compare.data_equal({"R": 1}, {"R": Decimal("1")})
+
+
+def test_a_fractional_literal_is_read_exactly_and_compared_at_its_scale(tmp_path: Path) -> None:
+    """Expected records are read with their literals (as ksqlDB's BigDecimal reading): a literal
+    that is not a double's shortest text is compared as BigDecimal.equals; one that is (all of
+    the corpus's, written through doubles) matches a DECIMAL of that value at a scale at least
+    its own. The runner used to read ``1.10`` as the double 1.1 and match any scale."""
+    f = tmp_path / "output.json"
+    f.write_text('{"outputs": [{"topic": "T", "value": {"A": 1.10, "B": 10.0, "C": 8e+18}}]}')
+    value = case_files.load_json(f)["outputs"][0]["value"]
+    assert value["A"].text == "1.10" and value["A"] == 1.1
+    assert compare.data_equal(value["A"], Decimal("1.10"))
+    assert not compare.data_equal(value["A"], Decimal("1.1"))
+    assert not compare.data_equal(value["A"], Decimal("1.100"))
+    assert compare.data_equal(value["B"], Decimal("10.0000"))  # ksqlDB's 10.0000 through a double
+    assert not compare.data_equal(value["B"], Decimal("10"))  # a trimmed scale is a difference
+    assert not compare.data_equal(value["B"], Decimal("10.0001"))
+    assert compare.data_equal(value["C"], Decimal("8000000000000000000"))
+    copied = case_files.copy_case(case_files.QttCase("x/y", "x", "y", [], outputs=[{"value": value}]))
+    assert copied.outputs[0]["value"]["A"].text == "1.10"
+
+
+def test_doubles_are_compared_within_ksqldbs_tolerance_and_json_doubles_read_as_doubles() -> None:
+    """A DOUBLE within 1e-6, as ksqlDB's compareNumber (absolute, not relative: the runner's old
+    relative tolerance passed a standard deviation 0.001 off); a JSON sink's DOUBLE column read as
+    a double, a DECIMAL column with the scale it was written with."""
+    assert compare.data_equal(case_files.JsonDecimal("0.7580764521133173"), 0.7580764521133172)
+    assert not compare.data_equal(case_files.JsonDecimal("5325116385962.54"), 5325116385962.539)
+    spec = FormatSpec("JSON", (t.Column("D", t.DOUBLE), t.Column("M", t.Decimal(6, 4)),
+                               t.Column("L", t.Array(t.DOUBLE))))
+    decoded = records.decode_with(spec, b'{"D": 1, "M": 10.0, "L": [2.5]}')
+    assert decoded == {"D": 1.0, "M": Decimal("10.0"), "L": [2.5]}
+    assert isinstance(decoded["D"], float) and str(decoded["M"]) == "10.0"
+    key = FormatSpec("JSON", (t.Column("K", t.DOUBLE, "key"),))
+    assert records.decode_with(key, b"3") == 3.0
+
+
+def test_the_corpus_runs_under_the_engines_defaults_on_request(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``--settings defaults`` runs QTT files with the engine's defaults (only ksqlDB's test
+    functions added: no single aggregation bucket, and the session's Spark settings), the
+    comparison docs/conformance.md reports; the corpus's settings stay the default."""
+    import argparse
+
+    from streamsql.conformance import command
+
+    f = tmp_path / "one.json"
+    f.write_text(json.dumps({"tests": [{"name": "a", "statements": ["X;"]}]}))
+    seen: list[dict[str, str] | None] = []
+    monkeypatch.setattr(command, "run_cases", lambda cases, args, out, props=None: seen.append(props) or [])
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    command.run_command(parser.parse_args([str(f)]))
+    command.run_command(parser.parse_args([str(f), "--settings", "defaults"]))
+    assert seen == [None, qtt.QTT_FUNCTIONS]
+    assert qtt.QTT_ENGINE_PROPERTIES == {**qtt.QTT_FUNCTIONS, "streamsql.aggregation.buckets": "1"}
+
+
+def test_a_decimal_difference_shows_both_numbers_as_written() -> None:
+    """The expected literal as the file writes it, the decimal as its text, neither quoted (the
+    actual decimal was shown as a string, as if its type differed too)."""
+    fmt = compare.SideFormat("json")
+    problem = compare.compare_topic("T", [{"value": {"DEC": case_files.JsonDecimal("10.10")}}],
+                                    [_rec(None, {"DEC": Decimal("10.1")})], fmt, fmt, None)
+    assert problem is not None and '{"DEC": 10.10}' in problem and '{"DEC": 10.1}' in problem

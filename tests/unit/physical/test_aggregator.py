@@ -340,3 +340,41 @@ def test_state_written_when_the_accumulators_lived_in_the_planner_resumes(catalo
     assert b"streamsql.planner.aggregates" not in b"".join(now._blobs.values())
     expected = batch(now, second)
     assert expected == [((1,), [3, 9])] and batch(before, second) == expected
+
+
+def test_stddev_is_ksqldbs_youngs_cramer_to_the_last_bit() -> None:
+    """STDDEV_SAMPLE computes as ksqlDB's StandardDeviationSampleUdaf (Youngs-Cramer): the sum of
+    squares it used before gave 5325116385962.539 where ksqlDB gives 5325116385962.54
+    (standarddeviation.json's values); a retraction and a merge as ksqlDB's undo and merge, and a
+    state pickled with the sum of squares resumes."""
+    import pickle
+
+    from streamsql.functions.aggregates import StddevSamp
+    from streamsql.functions.catalog import builtin_registry
+
+    values = [9223372036854.775, 300.8, -200000.6, 0.0]  # a sum of squares: 4611686051710.688
+    acc = builtin_registry().aggregate("STDDEV_SAMPLE").bind([t.DOUBLE], []).create()
+    n, total, m2 = 0, 0.0, 0.0
+    for v in values:
+        acc.add([v])
+        if n > 0:  # ksqlDB's aggregate(), written out
+            delta = v * (n + 1) - (total + v)
+            m2 = delta * delta / ((n + 1) * n) + m2
+        n, total = n + 1, v + total
+    assert acc.result() == (m2 / (n - 1)) ** 0.5 == 4611686051710.689
+    ints = builtin_registry().aggregate("STDDEV_SAMPLE").bind([t.BIGINT], []).create()
+    for v in (1, 2, 3, 4):
+        ints.add([v])
+    ints.remove([4])
+    assert ints.result() == 1.0
+    merged, other = StddevSamp(), StddevSamp()
+    for v in (1, 2, 3):
+        merged.add([v])
+    for v in (10, 20):
+        other.add([v])
+    merged.merge(other)
+    assert abs(merged.result() - 7.981227975693966) < 1e-12
+    old = StddevSamp.__new__(StddevSamp)
+    old.__dict__.update({"root": True, "n": 3, "total": 6.0, "squares": 14.0})
+    resumed = pickle.loads(pickle.dumps(old))
+    assert resumed.result() == 1.0

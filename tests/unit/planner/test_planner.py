@@ -309,12 +309,27 @@ def test_windowed_key_formats_follow_ksqldbs_repartition_rules(join_catalog: Cat
         assert message in str(info.value)
 
 
-def test_n_way_joins_of_windowed_sources_are_refused(join_catalog: Catalog) -> None:
+def test_n_way_joins_of_windowed_sources_are_checked_join_by_join(join_catalog: Catalog) -> None:
+    """ksqlDB has no rule of its own for n-way joins of windowed sources: each join is checked as a
+    two-way one, its left side the earlier join (windowed as its first source, keyed by the
+    columns equal to its key). The planner used to refuse them all."""
     for name in ("S1", "S2", "S3"):
         _windowed(join_catalog, name, "SESSION", None)
-    with pytest.raises(AnalysisError, match="Not supported yet: n-way joins of windowed sources"):
+    p = plan(join_catalog, "CREATE STREAM o AS SELECT * FROM S1 JOIN S2 WITHIN 1 MINUTE ON S1.K = S2.K "
+                           "JOIN S3 WITHIN 1 MINUTE ON S2.K = S3.K;")
+    spec = p.source.join
+    assert spec.window == "SESSION" and p.source.window_type == "SESSION"
+    assert spec.left.source.join is not None and spec.left.source.join.window == "SESSION"
+    assert [c.name for c in p.columns if c.is_key] == ["S1_K"]
+    assert {"S3_WINDOWSTART", "S3_WINDOWEND"} <= {c.name for c in p.columns}
+    # the earlier join joined off its key would need a repartition
+    with pytest.raises(AnalysisError, match="Implicit repartitioning of windowed sources is not supported"):
         plan(join_catalog, "CREATE STREAM o AS SELECT * FROM S1 JOIN S2 WITHIN 1 MINUTE ON S1.K = S2.K "
-                           "JOIN S3 WITHIN 1 MINUTE ON S1.K = S3.K;")
+                           "JOIN S3 WITHIN 1 MINUTE ON S2.ID = S3.K;")
+    _windowed(join_catalog, "S4", "TUMBLING", 1000)
+    with pytest.raises(AnalysisError, match="Incompatible windowed sources"):
+        plan(join_catalog, "CREATE STREAM o AS SELECT * FROM S1 JOIN S2 WITHIN 1 MINUTE ON S1.K = S2.K "
+                           "JOIN S4 WITHIN 1 MINUTE ON S1.K = S4.K;")
 
 
 def test_stream_table_join_keys_by_the_table_key_when_the_stream_side_is_an_expression(join_catalog: Catalog) -> None:
@@ -573,3 +588,24 @@ def test_an_n_way_outer_join_keeps_rowkey_when_no_source_has_it(join_catalog: Ca
     p = plan(join_catalog, "CREATE STREAM o AS SELECT ROWKEY, I1.ID FROM I1 FULL OUTER JOIN I2 WITHIN 5 SECONDS "
                            "ON I1.ID = I2.ID FULL OUTER JOIN I3 WITHIN 5 SECONDS ON I1.ID = I3.ID;")
     assert p.columns[0].name == "ROWKEY" and p.columns[0].is_key
+
+
+def test_a_persistent_query_reads_no_windowed_table_in_any_join(join_catalog: Catalog) -> None:
+    """ksqlDB's PushQueryValidator looks at all of a persistent query's sources: a windowed table
+    on a join's right side is refused as in FROM (only FROM was checked)."""
+    from streamsql.planner import ddl
+
+    _windowed(join_catalog, "S1", "TUMBLING", 1000)
+    _windowed(join_catalog, "WT", "TUMBLING", 1000, kind="TABLE")
+    for sql in ("CREATE STREAM o AS SELECT * FROM S1 JOIN WT ON S1.K = WT.K;",
+                "INSERT INTO o SELECT * FROM S1 JOIN WT ON S1.K = WT.K;",
+                "CREATE TABLE o AS SELECT * FROM WT;"):
+        with pytest.raises(AnalysisError, match="KSQL does not support persistent queries on windowed tables."):
+            ddl.check_no_windowed_table(join_catalog, parse(sql)[0].query)
+    # the analyzer's checks of the joined sources come first, as in ksqlDB
+    with pytest.raises(AnalysisError, match="Can not join windowed source to non-windowed source"):
+        ddl.check_no_windowed_table(join_catalog, parse("CREATE STREAM o AS SELECT * FROM I1 JOIN WT "
+                                                        "ON I1.K = WT.K;")[0].query)
+    _windowed(join_catalog, "S2", "TUMBLING", 1000)
+    ddl.check_no_windowed_table(join_catalog, parse("CREATE STREAM o AS SELECT * FROM S1 JOIN S2 WITHIN 1 SECOND "
+                                                    "ON S1.K = S2.K;")[0].query)
