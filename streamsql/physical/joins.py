@@ -153,7 +153,7 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
         return t.to_spark(ty).simpleString()
 
     parsed = joined.selectExpr(
-        "__TS", "__SEQ", "__DEL", "__KEY", "__TRIG",
+        "__TS", "__SEQ", "__DEL", "__KEY", "__TRIG", "__TRIGSIDE",
         f"from_json(__L, '{_row_schema(spec.left, spark_type)}') AS __LROW",
         f"from_json(__R, '{_row_schema(spec.right, spark_type)}') AS __RROW",
     )
@@ -183,8 +183,11 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
         f"AS {t.ROWPARTITION}",
         f"coalesce(__LROW.{quote(leftmost_column(spec.left, t.ROWOFFSET))}, __RROW.{t.ROWOFFSET}) AS {t.ROWOFFSET}",
         # the headers of the record that produced the row (Kafka Streams forwards the current
-        # record's: a delete's own, a closed window's row those of the record that closed it)
-        f"coalesce(from_json(__TRIG, '{_HEADERS_ONLY}').{HEADERS_COL}, array()) AS {HEADERS_COL}",
+        # record's: a delete's own, a closed window's row those of the record that closed it):
+        # the left or right row's when it is that row (``__TRIGSIDE``, :func:`_output`), parsed
+        # from ``__TRIG`` only otherwise (CASE evaluates only the branch taken)
+        f"coalesce(CASE __TRIGSIDE WHEN 0 THEN __LROW.{HEADERS_COL} WHEN 1 THEN __RROW.{HEADERS_COL} "
+        f"ELSE from_json(__TRIG, '{_HEADERS_ONLY}').{HEADERS_COL} END, array()) AS {HEADERS_COL}",
         f"__DEL AS {TOMBSTONE_COL}",
     ]
     return parsed.selectExpr(*exprs)
@@ -193,8 +196,10 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
 # --- the stateful steps (run in Spark's Python workers) -------------------------------------------
 
 #: what the join operator emits per joined row: its time, the input's offset, both sides' rows as
-#: JSON, whether it is a tombstone, the join key, and the row JSON of the record that produced it
-OUTPUT_SCHEMA = "__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string, __TRIG string"
+#: JSON, whether it is a tombstone, the join key, and the record that produced it: ``__TRIGSIDE``
+#: 0 or 1 when it is the left or right row (almost always), else its row JSON in ``__TRIG``
+OUTPUT_SCHEMA = ("__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string, __TRIG string, "
+                 "__TRIGSIDE int")
 #: the join state's layout in a checkpoint (``physical/builder.check_join_checkpoint``): per
 #: bucket a ``transformWithState`` MapState of pickled values, one per join key and one for the
 #: bucket. Earlier versions kept one value per join key (``transformWithState-value-1``) or used
@@ -419,8 +424,8 @@ class _MapStore:
         self.state = state
 
     def get(self, name: str) -> bytes | None:
-        k = (name,)
-        return bytes(self.state.getValue(k)[0]) if self.state.containsKey(k) else None
+        value = self.state.getValue((name,))  # None for a missing key: one call to the state server, not two
+        return bytes(value[0]) if value is not None else None
 
     def put(self, name: str, blob: bytes | None) -> None:
         k = (name,)
@@ -674,13 +679,34 @@ def run(task: JoinTask, records: list[Record], state: BucketState) -> list[Out]:
 
 
 def _input_records(pdfs: Iterator[Any]) -> list[Record]:
+    """A bucket's input frames as records: whole columns to Python lists (``tolist`` gives
+    Python ints and bools at once), then one tuple per row."""
     rows: list[Record] = []
     for pdf in _named(pdfs):
-        for side, jk, ts, part, off, tomb, row in zip(pdf["__SIDE"], pdf["__JK"], pdf["__TS"], pdf["__PART"],
-                                                      pdf["__OFF"], pdf["__TOMB"], pdf["__ROW"]):
-            key = None if jk is None or jk != jk else str(jk)
-            rows.append((int(side), int(part), int(off), int(ts), bool(tomb), key, row))
+        keys = [None if jk is None or jk != jk else str(jk) for jk in pdf["__JK"].tolist()]
+        rows.extend(zip(pdf["__SIDE"].astype("int64").tolist(), pdf["__PART"].astype("int64").tolist(),
+                        pdf["__OFF"].astype("int64").tolist(), pdf["__TS"].astype("int64").tolist(),
+                        pdf["__TOMB"].astype(bool).tolist(), keys, pdf["__ROW"].tolist()))
     return rows
+
+
+def _trigger_sides(out: list[Out]) -> tuple[list[int | None], list[str | None]]:
+    """Per joined row, which of its rows produced it (0 left, 1 right), or None and that
+    record's row JSON when neither did (a delete, a window closed by another record): Spark then
+    parses a row JSON for the headers only when no side carries them."""
+    sides: list[int | None] = []
+    triggers: list[str | None] = []
+    for _ts, _seq, left, right, _deleted, _key, trigger in out:
+        if trigger is left or (trigger is not None and trigger == left):
+            sides.append(0)
+            triggers.append(None)
+        elif trigger is right or (trigger is not None and trigger == right):
+            sides.append(1)
+            triggers.append(None)
+        else:
+            sides.append(None)
+            triggers.append(trigger)
+    return sides, triggers
 
 
 def _output(out: list[Out]) -> Iterator[Any]:
@@ -688,6 +714,8 @@ def _output(out: list[Out]) -> Iterator[Any]:
     import pandas as pd
 
     if out:
-        ts, seq, left, right, deleted, key, trigger = zip(*out)
+        ts, seq, left, right, deleted, key, _trigger = zip(*out)
+        sides, triggers = _trigger_sides(out)
         yield pd.DataFrame({"__TS": list(ts), "__SEQ": list(seq), "__L": list(left), "__R": list(right),
-                            "__DEL": list(deleted), "__KEY": list(key), "__TRIG": list(trigger)})
+                            "__DEL": list(deleted), "__KEY": list(key), "__TRIG": triggers,
+                            "__TRIGSIDE": pd.array(sides, dtype="Int32")})
