@@ -94,17 +94,16 @@ class MapStateBackend:
         self.state = state
 
     def state_get(self, namespace: str, key: str) -> bytes | None:
-        k = (namespace + _SEP + key,)
-        if not self.state.containsKey(k):
-            return None
-        return bytes(self.state.getValue(k)[0])
+        # each MapState call is a round trip to the JVM's state server: getValue answers None
+        # for a missing key, so no containsKey first
+        value = self.state.getValue((namespace + _SEP + key,))
+        return bytes(value[0]) if value is not None else None
 
     def apply(self, changes: list[tuple[str, str, bytes | None]]) -> None:
         for ns, key, blob in changes:
             k = (ns + _SEP + key,)
             if blob is None:
-                if self.state.containsKey(k):
-                    self.state.removeKey(k)
+                self.state.removeKey(k)  # a no-op for a missing key (RocksDB's delete)
             else:
                 self.state.updateValue(k, (blob,))
 

@@ -431,8 +431,8 @@ class _MapStore:
         k = (name,)
         if blob is not None:
             self.state.updateValue(k, (blob,))
-        elif self.state.containsKey(k):
-            self.state.removeKey(k)
+        else:
+            self.state.removeKey(k)  # a no-op for a missing key (RocksDB's delete): no containsKey call first
 
 
 class BucketState:

@@ -18,8 +18,10 @@ rows as Arrow IPC again → :func:`unpacker` gives them back their typed columns
 the source topic, each bucket on its own shuffle partition, and within a bucket the rows keep
 their order (sorted by ROWTIME, stable, as Kafka Streams takes the records of a task's inputs).
 
-The state is touched per key per micro-batch, not per record: a key whose first change in the
-batch is an upsert needs no read; one write per key records the bit the batch ends with.
+The state is touched per key per micro-batch, not per record, and each touch is a round trip to
+the JVM's state server (what dominates this step's cost): a key whose first change in the batch
+is an upsert needs no read; one write per key records the bit the batch ends with, unless the
+key was read and ends as it was (a removal of a key the table never held writes nothing).
 """
 
 from __future__ import annotations
@@ -50,24 +52,38 @@ WINDOW_END_COL = "__WINDOWEND"
 
 def changes(table: pa.Table, key_names: list[str], present: Any) -> tuple[pa.Table, dict[str, bool]]:
     """The rows of one bucket's micro-batch that go to the changelog, in order, with their
-    ``__TOMBSTONE``; and the present bit each key ends the batch with (to store).
-    ``present(ident)`` reads a key's bit from before the batch (called only when needed)."""
+    ``__TOMBSTONE``; and the present bit each key ends the batch with, where it differs from what
+    the store holds or the store was not read (to store). ``present(ident)`` reads a key's bit
+    from before the batch (called only when needed).
+
+    A key's identity text is made once per key and batch, not per row (a key of a type whose
+    equal Python values can differ in text, a float's -0.0 and 0.0, or that cannot be hashed,
+    a STRUCT, is made per row, as before)."""
     import pyarrow.compute as pc
 
     sort_keys = pa.table({"t": pc.fill_null(table.column(t.ROWTIME), 0),
                           "w": pc.fill_null(table.column(WINDOW_START_COL), 0)})
     table = table.take(pc.sort_indices(sort_keys, sort_keys=[("t", "ascending"), ("w", "ascending")]))
     having = table.column(HAVING_COL).to_pylist()
-    keys = list(zip(*[table.column(n).to_pylist() for n in key_names])) if key_names else [()] * table.num_rows
-    starts = table.column(WINDOW_START_COL).to_pylist()
-    ends = table.column(WINDOW_END_COL).to_pylist()
+    n_keys = len(key_names)
+    columns = [table.column(n).to_pylist() for n in key_names]
+    columns += [table.column(WINDOW_START_COL).to_pylist(), table.column(WINDOW_END_COL).to_pylist()]
+    reuse = not any(pa.types.is_floating(f.type) or pa.types.is_nested(f.type)
+                    for f in (table.schema.field(n) for n in key_names))
+    idents: dict[tuple[Any, ...], str] = {}
     final: dict[str, bool] = {}
+    read: dict[str, bool] = {}
     keep: list[int] = []
     tombstones: list[bool] = []
-    for i, key in enumerate(keys):
+    for i, row in enumerate(zip(*columns)):
+        key = row[:n_keys]
         if any(k is None for k in key):
             continue  # not a table row (ksqlDB ignores records without a key)
-        ident = key_text(list(key), (starts[i], ends[i]))
+        ident = idents.get(row) if reuse else None
+        if ident is None:
+            ident = key_text(list(key), (row[n_keys], row[n_keys + 1]))
+            if reuse:
+                idents[row] = ident
         if having[i]:
             final[ident] = True
             keep.append(i)
@@ -75,14 +91,15 @@ def changes(table: pa.Table, key_names: list[str], present: Any) -> tuple[pa.Tab
             continue
         was = final.get(ident)
         if was is None:
-            was = present(ident)
+            was = read[ident] = bool(present(ident))
         if was:
             keep.append(i)
             tombstones.append(True)
         final[ident] = False
     kept = table.take(pa.array(keep, type=pa.int64()))
     kept = kept.append_column(TOMBSTONE_COL, pa.array(tombstones, type=pa.bool_()))
-    return kept, final
+    # a bit read from the store and ending the batch as it was needs no write
+    return kept, {ident: bit for ident, bit in final.items() if read.get(ident) is not bit}
 
 
 class TableChangesOperator(StatefulProcessor):
