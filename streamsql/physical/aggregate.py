@@ -100,12 +100,12 @@ class MapStateBackend:
         return bytes(value[0]) if value is not None else None
 
     def apply(self, changes: list[tuple[str, str, bytes | None]]) -> None:
-        for ns, key, blob in changes:
-            k = (ns + _SEP + key,)
-            if blob is None:
-                self.state.removeKey(k)  # a no-op for a missing key (RocksDB's delete)
-            else:
-                self.state.updateValue(k, (blob,))
+        """The batch's writes, many per exchange with the state server (a removal of a missing
+        key is a no-op, RocksDB's delete)."""
+        from streamsql.physical.map_state import MapCalls
+
+        MapCalls(self.state).write_many(((ns + _SEP + key,), (blob,) if blob is not None else None)
+                                        for ns, key, blob in changes)
 
 
 class AggregateOperator(StatefulProcessor):

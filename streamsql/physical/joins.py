@@ -33,13 +33,14 @@ from __future__ import annotations
 import bisect
 import heapq
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from streamsql import types as t
+from streamsql.physical.map_state import MapCalls
 from streamsql.planner.expressions import quote
 from streamsql.planner.joins import JoinSide, JoinSpec, leftmost_column, side_columns
 from streamsql.types import HEADERS_COL, TOMBSTONE_COL
@@ -407,38 +408,36 @@ class MemoryStore:
     def __init__(self) -> None:
         self.values: dict[str, bytes] = {}
 
-    def get(self, name: str) -> bytes | None:
-        return self.values.get(name)
+    def get_many(self, names: list[str]) -> list[bytes | None]:
+        return [self.values.get(name) for name in names]
 
-    def put(self, name: str, blob: bytes | None) -> None:
-        if blob is None:
-            self.values.pop(name, None)
-        else:
-            self.values[name] = blob
+    def put_many(self, entries: list[tuple[str, bytes | None]]) -> None:
+        for name, blob in entries:
+            if blob is None:
+                self.values.pop(name, None)
+            else:
+                self.values[name] = blob
 
 
 class _MapStore:
-    """A bucket's state in a ``transformWithState`` MapState (name → pickled value)."""
+    """A bucket's state in a ``transformWithState`` MapState (name → pickled value), read and
+    written many names at a time (:class:`~streamsql.physical.map_state.MapCalls`)."""
 
     def __init__(self, state: Any) -> None:
-        self.state = state
+        self.calls = MapCalls(state)
 
-    def get(self, name: str) -> bytes | None:
-        value = self.state.getValue((name,))  # None for a missing key: one call to the state server, not two
-        return bytes(value[0]) if value is not None else None
+    def get_many(self, names: list[str]) -> list[bytes | None]:
+        return [bytes(v[0]) if v is not None else None for v in self.calls.get_many([(n,) for n in names])]
 
-    def put(self, name: str, blob: bytes | None) -> None:
-        k = (name,)
-        if blob is not None:
-            self.state.updateValue(k, (blob,))
-        else:
-            self.state.removeKey(k)  # a no-op for a missing key (RocksDB's delete): no containsKey call first
+    def put_many(self, entries: list[tuple[str, bytes | None]]) -> None:
+        self.calls.write_many(((name,), (blob,) if blob is not None else None) for name, blob in entries)
 
 
 class BucketState:
     """What a join task sees of its bucket during one micro-batch: a value per join key and one
     for the bucket itself (stream time, records waiting for their window to close), each read
-    from the store once and written back by :meth:`flush`."""
+    from the store once (the batch's keys together, :meth:`preload`) and written back by
+    :meth:`flush`."""
 
     _BUCKET = "\x00bucket"
 
@@ -447,9 +446,16 @@ class BucketState:
         self._cache: dict[str, Any] = {}
         self._dirty: set[str] = set()
 
+    def preload(self, join_keys: Iterable[str | None]) -> None:
+        """Read the bucket's value and these join keys' values in one exchange with the store."""
+        names = list(dict.fromkeys([self._BUCKET, *("k" + jk for jk in join_keys if jk is not None)]))
+        names = [n for n in names if n not in self._cache]
+        for name, blob in zip(names, self.store.get_many(names)):
+            self._cache[name] = pickle.loads(blob) if blob is not None else None
+
     def _get(self, name: str) -> Any:
         if name not in self._cache:
-            blob = self.store.get(name)
+            [blob] = self.store.get_many([name])
             self._cache[name] = pickle.loads(blob) if blob is not None else None
         return self._cache[name]
 
@@ -469,9 +475,9 @@ class BucketState:
         return value
 
     def flush(self) -> None:
-        for name in self._dirty:
-            value = self._cache[name]
-            self.store.put(name, None if value is None else pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        self.store.put_many([(name, None if self._cache[name] is None
+                              else pickle.dumps(self._cache[name], protocol=pickle.HIGHEST_PROTOCOL))
+                             for name in self._dirty])
         self._dirty.clear()
 
 
@@ -671,6 +677,7 @@ class JoinOperator(StatefulProcessor):
 def run(task: JoinTask, records: list[Record], state: BucketState) -> list[Out]:
     """One micro-batch of a bucket through its join task: the joined rows, in emission order."""
     out: list[Out] = []
+    state.preload(r[5] for r in records)
     for rec in arrival_order(records):
         task.process(rec, state, out)
     if isinstance(task, WindowJoin):

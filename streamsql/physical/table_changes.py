@@ -36,6 +36,7 @@ from pyspark.sql.types import BinaryType, BooleanType, StringType, StructField, 
 
 from streamsql import types as t
 from streamsql.physical.aggregate import OUT_COL, ipc_bytes, packed_values
+from streamsql.physical.map_state import MapCalls
 from streamsql.types import TOMBSTONE_COL
 
 HAVING_COL = "__HAVING"
@@ -53,8 +54,9 @@ WINDOW_END_COL = "__WINDOWEND"
 def changes(table: pa.Table, key_names: list[str], present: Any) -> tuple[pa.Table, dict[str, bool]]:
     """The rows of one bucket's micro-batch that go to the changelog, in order, with their
     ``__TOMBSTONE``; and the present bit each key ends the batch with, where it differs from what
-    the store holds or the store was not read (to store). ``present(ident)`` reads a key's bit
-    from before the batch (called only when needed).
+    the store holds or the store was not read (to store). ``present(idents)`` reads the bits of
+    several keys from before the batch at once (a list of bools): only keys whose first change in
+    the batch is a removal are read.
 
     A key's identity text is made once per key and batch, not per row (a key of a type whose
     equal Python values can differ in text, a float's -0.0 and 0.0, or that cannot be hashed,
@@ -70,29 +72,35 @@ def changes(table: pa.Table, key_names: list[str], present: Any) -> tuple[pa.Tab
     columns += [table.column(WINDOW_START_COL).to_pylist(), table.column(WINDOW_END_COL).to_pylist()]
     reuse = not any(pa.types.is_floating(f.type) or pa.types.is_nested(f.type)
                     for f in (table.schema.field(n) for n in key_names))
-    idents: dict[tuple[Any, ...], str] = {}
-    final: dict[str, bool] = {}
-    read: dict[str, bool] = {}
-    keep: list[int] = []
-    tombstones: list[bool] = []
+    cache: dict[tuple[Any, ...], str] = {}
+    idents: list[str | None] = []
+    first: dict[str, bool] = {}  # each key's first change in the batch: an upsert?
     for i, row in enumerate(zip(*columns)):
         key = row[:n_keys]
         if any(k is None for k in key):
-            continue  # not a table row (ksqlDB ignores records without a key)
-        ident = idents.get(row) if reuse else None
+            idents.append(None)  # not a table row (ksqlDB ignores records without a key)
+            continue
+        ident = cache.get(row) if reuse else None
         if ident is None:
             ident = key_text(list(key), (row[n_keys], row[n_keys + 1]))
             if reuse:
-                idents[row] = ident
+                cache[row] = ident
+        idents.append(ident)
+        first.setdefault(ident, bool(having[i]))
+    to_read = [ident for ident, upsert in first.items() if not upsert]
+    read = dict(zip(to_read, (bool(b) for b in present(to_read)))) if to_read else {}
+    final: dict[str, bool] = dict(read)
+    keep: list[int] = []
+    tombstones: list[bool] = []
+    for i, ident in enumerate(idents):
+        if ident is None:
+            continue
         if having[i]:
             final[ident] = True
             keep.append(i)
             tombstones.append(False)
             continue
-        was = final.get(ident)
-        if was is None:
-            was = read[ident] = bool(present(ident))
-        if was:
+        if final[ident]:
             keep.append(i)
             tombstones.append(True)
         final[ident] = False
@@ -118,13 +126,10 @@ class TableChangesOperator(StatefulProcessor):
         tables = [pa.ipc.open_stream(blob).read_all() for pdf in rows for blob in packed_values(pdf)]
         if not tables:
             return
+        calls = MapCalls(self.state)
         kept, final = changes(pa.concat_tables(tables), self.key_names,
-                              lambda ident: bool(self.state.containsKey((ident,))))
-        for ident, bit in final.items():
-            if bit:
-                self.state.updateValue((ident,), (True,))
-            else:
-                self.state.removeKey((ident,))
+                              lambda idents: calls.contains_many([(ident,) for ident in idents]))
+        calls.write_many(((ident,), (True,) if bit else None) for ident, bit in final.items())
         if kept.num_rows:
             yield pd.DataFrame({OUT_COL: pd.Series([_ipc_table(kept)], dtype=object)})
 
