@@ -94,19 +94,18 @@ class MapStateBackend:
         self.state = state
 
     def state_get(self, namespace: str, key: str) -> bytes | None:
-        k = (namespace + _SEP + key,)
-        if not self.state.containsKey(k):
-            return None
-        return bytes(self.state.getValue(k)[0])
+        # each MapState call is a round trip to the JVM's state server: getValue answers None
+        # for a missing key, so no containsKey first
+        value = self.state.getValue((namespace + _SEP + key,))
+        return bytes(value[0]) if value is not None else None
 
     def apply(self, changes: list[tuple[str, str, bytes | None]]) -> None:
-        for ns, key, blob in changes:
-            k = (ns + _SEP + key,)
-            if blob is None:
-                if self.state.containsKey(k):
-                    self.state.removeKey(k)
-            else:
-                self.state.updateValue(k, (blob,))
+        """The batch's writes, many per exchange with the state server (a removal of a missing
+        key is a no-op, RocksDB's delete)."""
+        from streamsql.physical.map_state import MapCalls
+
+        MapCalls(self.state).write_many(((ns + _SEP + key,), (blob,) if blob is not None else None)
+                                        for ns, key, blob in changes)
 
 
 class AggregateOperator(StatefulProcessor):

@@ -33,13 +33,14 @@ from __future__ import annotations
 import bisect
 import heapq
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from streamsql import types as t
+from streamsql.physical.map_state import MapCalls
 from streamsql.planner.expressions import quote
 from streamsql.planner.joins import JoinSide, JoinSpec, leftmost_column, side_columns
 from streamsql.types import HEADERS_COL, TOMBSTONE_COL
@@ -163,7 +164,7 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
         return t.to_spark(ty).simpleString()
 
     parsed = joined.selectExpr(
-        "__TS", "__SEQ", "__DEL", "__KEY", "__TRIG",
+        "__TS", "__SEQ", "__DEL", "__KEY", "__TRIG", "__TRIGSIDE",
         f"from_json(__L, '{_row_schema(spec, spec.left, spark_type)}') AS __LROW",
         f"from_json(__R, '{_row_schema(spec, spec.right, spark_type)}') AS __RROW",
     )
@@ -193,8 +194,11 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
         f"AS {t.ROWPARTITION}",
         f"coalesce(__LROW.{quote(leftmost_column(spec.left, t.ROWOFFSET))}, __RROW.{t.ROWOFFSET}) AS {t.ROWOFFSET}",
         # the headers of the record that produced the row (Kafka Streams forwards the current
-        # record's: a delete's own, a closed window's row those of the record that closed it)
-        f"coalesce(from_json(__TRIG, '{_HEADERS_ONLY}').{HEADERS_COL}, array()) AS {HEADERS_COL}",
+        # record's: a delete's own, a closed window's row those of the record that closed it):
+        # the left or right row's when it is that row (``__TRIGSIDE``, :func:`_output`), parsed
+        # from ``__TRIG`` only otherwise (CASE evaluates only the branch taken)
+        f"coalesce(CASE __TRIGSIDE WHEN 0 THEN __LROW.{HEADERS_COL} WHEN 1 THEN __RROW.{HEADERS_COL} "
+        f"ELSE from_json(__TRIG, '{_HEADERS_ONLY}').{HEADERS_COL} END, array()) AS {HEADERS_COL}",
         f"__DEL AS {TOMBSTONE_COL}",
     ]
     return parsed.selectExpr(*exprs)
@@ -203,8 +207,10 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
 # --- the stateful steps (run in Spark's Python workers) -------------------------------------------
 
 #: what the join operator emits per joined row: its time, the input's offset, both sides' rows as
-#: JSON, whether it is a tombstone, the join key, and the row JSON of the record that produced it
-OUTPUT_SCHEMA = "__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string, __TRIG string"
+#: JSON, whether it is a tombstone, the join key, and the record that produced it: ``__TRIGSIDE``
+#: 0 or 1 when it is the left or right row (almost always), else its row JSON in ``__TRIG``
+OUTPUT_SCHEMA = ("__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string, __TRIG string, "
+                 "__TRIGSIDE int")
 #: the join state's layout in a checkpoint (``physical/builder.check_join_checkpoint``): per
 #: bucket a ``transformWithState`` MapState of pickled values, one per join key and one for the
 #: bucket. Earlier versions kept one value per join key (``transformWithState-value-1``) or used
@@ -412,38 +418,36 @@ class MemoryStore:
     def __init__(self) -> None:
         self.values: dict[str, bytes] = {}
 
-    def get(self, name: str) -> bytes | None:
-        return self.values.get(name)
+    def get_many(self, names: list[str]) -> list[bytes | None]:
+        return [self.values.get(name) for name in names]
 
-    def put(self, name: str, blob: bytes | None) -> None:
-        if blob is None:
-            self.values.pop(name, None)
-        else:
-            self.values[name] = blob
+    def put_many(self, entries: list[tuple[str, bytes | None]]) -> None:
+        for name, blob in entries:
+            if blob is None:
+                self.values.pop(name, None)
+            else:
+                self.values[name] = blob
 
 
 class _MapStore:
-    """A bucket's state in a ``transformWithState`` MapState (name → pickled value)."""
+    """A bucket's state in a ``transformWithState`` MapState (name → pickled value), read and
+    written many names at a time (:class:`~streamsql.physical.map_state.MapCalls`)."""
 
     def __init__(self, state: Any) -> None:
-        self.state = state
+        self.calls = MapCalls(state)
 
-    def get(self, name: str) -> bytes | None:
-        k = (name,)
-        return bytes(self.state.getValue(k)[0]) if self.state.containsKey(k) else None
+    def get_many(self, names: list[str]) -> list[bytes | None]:
+        return [bytes(v[0]) if v is not None else None for v in self.calls.get_many([(n,) for n in names])]
 
-    def put(self, name: str, blob: bytes | None) -> None:
-        k = (name,)
-        if blob is not None:
-            self.state.updateValue(k, (blob,))
-        elif self.state.containsKey(k):
-            self.state.removeKey(k)
+    def put_many(self, entries: list[tuple[str, bytes | None]]) -> None:
+        self.calls.write_many(((name,), (blob,) if blob is not None else None) for name, blob in entries)
 
 
 class BucketState:
     """What a join task sees of its bucket during one micro-batch: a value per join key and one
     for the bucket itself (stream time, records waiting for their window to close), each read
-    from the store once and written back by :meth:`flush`."""
+    from the store once (the batch's keys together, :meth:`preload`) and written back by
+    :meth:`flush`."""
 
     _BUCKET = "\x00bucket"
 
@@ -452,9 +456,16 @@ class BucketState:
         self._cache: dict[str, Any] = {}
         self._dirty: set[str] = set()
 
+    def preload(self, join_keys: Iterable[str | None]) -> None:
+        """Read the bucket's value and these join keys' values in one exchange with the store."""
+        names = list(dict.fromkeys([self._BUCKET, *("k" + jk for jk in join_keys if jk is not None)]))
+        names = [n for n in names if n not in self._cache]
+        for name, blob in zip(names, self.store.get_many(names)):
+            self._cache[name] = pickle.loads(blob) if blob is not None else None
+
     def _get(self, name: str) -> Any:
         if name not in self._cache:
-            blob = self.store.get(name)
+            [blob] = self.store.get_many([name])
             self._cache[name] = pickle.loads(blob) if blob is not None else None
         return self._cache[name]
 
@@ -474,9 +485,9 @@ class BucketState:
         return value
 
     def flush(self) -> None:
-        for name in self._dirty:
-            value = self._cache[name]
-            self.store.put(name, None if value is None else pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        self.store.put_many([(name, None if self._cache[name] is None
+                              else pickle.dumps(self._cache[name], protocol=pickle.HIGHEST_PROTOCOL))
+                             for name in self._dirty])
         self._dirty.clear()
 
 
@@ -676,6 +687,7 @@ class JoinOperator(StatefulProcessor):
 def run(task: JoinTask, records: list[Record], state: BucketState) -> list[Out]:
     """One micro-batch of a bucket through its join task: the joined rows, in emission order."""
     out: list[Out] = []
+    state.preload(r[5] for r in records)
     for rec in arrival_order(records):
         task.process(rec, state, out)
     if isinstance(task, WindowJoin):
@@ -684,13 +696,34 @@ def run(task: JoinTask, records: list[Record], state: BucketState) -> list[Out]:
 
 
 def _input_records(pdfs: Iterator[Any]) -> list[Record]:
+    """A bucket's input frames as records: whole columns to Python lists (``tolist`` gives
+    Python ints and bools at once), then one tuple per row."""
     rows: list[Record] = []
     for pdf in _named(pdfs):
-        for side, jk, ts, part, off, tomb, row in zip(pdf["__SIDE"], pdf["__JK"], pdf["__TS"], pdf["__PART"],
-                                                      pdf["__OFF"], pdf["__TOMB"], pdf["__ROW"]):
-            key = None if jk is None or jk != jk else str(jk)
-            rows.append((int(side), int(part), int(off), int(ts), bool(tomb), key, row))
+        keys = [None if jk is None or jk != jk else str(jk) for jk in pdf["__JK"].tolist()]
+        rows.extend(zip(pdf["__SIDE"].astype("int64").tolist(), pdf["__PART"].astype("int64").tolist(),
+                        pdf["__OFF"].astype("int64").tolist(), pdf["__TS"].astype("int64").tolist(),
+                        pdf["__TOMB"].astype(bool).tolist(), keys, pdf["__ROW"].tolist()))
     return rows
+
+
+def _trigger_sides(out: list[Out]) -> tuple[list[int | None], list[str | None]]:
+    """Per joined row, which of its rows produced it (0 left, 1 right), or None and that
+    record's row JSON when neither did (a delete, a window closed by another record): Spark then
+    parses a row JSON for the headers only when no side carries them."""
+    sides: list[int | None] = []
+    triggers: list[str | None] = []
+    for _ts, _seq, left, right, _deleted, _key, trigger in out:
+        if trigger is left or (trigger is not None and trigger == left):
+            sides.append(0)
+            triggers.append(None)
+        elif trigger is right or (trigger is not None and trigger == right):
+            sides.append(1)
+            triggers.append(None)
+        else:
+            sides.append(None)
+            triggers.append(trigger)
+    return sides, triggers
 
 
 def _output(out: list[Out]) -> Iterator[Any]:
@@ -698,6 +731,8 @@ def _output(out: list[Out]) -> Iterator[Any]:
     import pandas as pd
 
     if out:
-        ts, seq, left, right, deleted, key, trigger = zip(*out)
+        ts, seq, left, right, deleted, key, _trigger = zip(*out)
+        sides, triggers = _trigger_sides(out)
         yield pd.DataFrame({"__TS": list(ts), "__SEQ": list(seq), "__L": list(left), "__R": list(right),
-                            "__DEL": list(deleted), "__KEY": list(key), "__TRIG": list(trigger)})
+                            "__DEL": list(deleted), "__KEY": list(key), "__TRIG": triggers,
+                            "__TRIGSIDE": pd.array(sides, dtype="Int32")})

@@ -18,8 +18,10 @@ rows as Arrow IPC again → :func:`unpacker` gives them back their typed columns
 the source topic, each bucket on its own shuffle partition, and within a bucket the rows keep
 their order (sorted by ROWTIME, stable, as Kafka Streams takes the records of a task's inputs).
 
-The state is touched per key per micro-batch, not per record: a key whose first change in the
-batch is an upsert needs no read; one write per key records the bit the batch ends with.
+The state is touched per key per micro-batch, not per record, and each touch is a round trip to
+the JVM's state server (what dominates this step's cost): a key whose first change in the batch
+is an upsert needs no read; one write per key records the bit the batch ends with, unless the
+key was read and ends as it was (a removal of a key the table never held writes nothing).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pyspark.sql.types import BinaryType, BooleanType, StringType, StructField, 
 
 from streamsql import types as t
 from streamsql.physical.aggregate import OUT_COL, ipc_bytes, packed_values
+from streamsql.physical.map_state import MapCalls
 from streamsql.types import TOMBSTONE_COL
 
 HAVING_COL = "__HAVING"
@@ -50,39 +53,61 @@ WINDOW_END_COL = "__WINDOWEND"
 
 def changes(table: pa.Table, key_names: list[str], present: Any) -> tuple[pa.Table, dict[str, bool]]:
     """The rows of one bucket's micro-batch that go to the changelog, in order, with their
-    ``__TOMBSTONE``; and the present bit each key ends the batch with (to store).
-    ``present(ident)`` reads a key's bit from before the batch (called only when needed)."""
+    ``__TOMBSTONE``; and the present bit each key ends the batch with, where it differs from what
+    the store holds or the store was not read (to store). ``present(idents)`` reads the bits of
+    several keys from before the batch at once (a list of bools): only keys whose first change in
+    the batch is a removal are read.
+
+    A key's identity text is made once per key and batch, not per row (a key of a type whose
+    equal Python values can differ in text, a float's -0.0 and 0.0, or that cannot be hashed,
+    a STRUCT, is made per row, as before)."""
     import pyarrow.compute as pc
 
     sort_keys = pa.table({"t": pc.fill_null(table.column(t.ROWTIME), 0),
                           "w": pc.fill_null(table.column(WINDOW_START_COL), 0)})
     table = table.take(pc.sort_indices(sort_keys, sort_keys=[("t", "ascending"), ("w", "ascending")]))
     having = table.column(HAVING_COL).to_pylist()
-    keys = list(zip(*[table.column(n).to_pylist() for n in key_names])) if key_names else [()] * table.num_rows
-    starts = table.column(WINDOW_START_COL).to_pylist()
-    ends = table.column(WINDOW_END_COL).to_pylist()
-    final: dict[str, bool] = {}
+    n_keys = len(key_names)
+    columns = [table.column(n).to_pylist() for n in key_names]
+    columns += [table.column(WINDOW_START_COL).to_pylist(), table.column(WINDOW_END_COL).to_pylist()]
+    reuse = not any(pa.types.is_floating(f.type) or pa.types.is_nested(f.type)
+                    for f in (table.schema.field(n) for n in key_names))
+    cache: dict[tuple[Any, ...], str] = {}
+    idents: list[str | None] = []
+    first: dict[str, bool] = {}  # each key's first change in the batch: an upsert?
+    for i, row in enumerate(zip(*columns)):
+        key = row[:n_keys]
+        if any(k is None for k in key):
+            idents.append(None)  # not a table row (ksqlDB ignores records without a key)
+            continue
+        ident = cache.get(row) if reuse else None
+        if ident is None:
+            ident = key_text(list(key), (row[n_keys], row[n_keys + 1]))
+            if reuse:
+                cache[row] = ident
+        idents.append(ident)
+        first.setdefault(ident, bool(having[i]))
+    to_read = [ident for ident, upsert in first.items() if not upsert]
+    read = dict(zip(to_read, (bool(b) for b in present(to_read)))) if to_read else {}
+    final: dict[str, bool] = dict(read)
     keep: list[int] = []
     tombstones: list[bool] = []
-    for i, key in enumerate(keys):
-        if any(k is None for k in key):
-            continue  # not a table row (ksqlDB ignores records without a key)
-        ident = key_text(list(key), (starts[i], ends[i]))
+    for i, ident in enumerate(idents):
+        if ident is None:
+            continue
         if having[i]:
             final[ident] = True
             keep.append(i)
             tombstones.append(False)
             continue
-        was = final.get(ident)
-        if was is None:
-            was = present(ident)
-        if was:
+        if final[ident]:
             keep.append(i)
             tombstones.append(True)
         final[ident] = False
     kept = table.take(pa.array(keep, type=pa.int64()))
     kept = kept.append_column(TOMBSTONE_COL, pa.array(tombstones, type=pa.bool_()))
-    return kept, final
+    # a bit read from the store and ending the batch as it was needs no write
+    return kept, {ident: bit for ident, bit in final.items() if read.get(ident) is not bit}
 
 
 class TableChangesOperator(StatefulProcessor):
@@ -101,13 +126,10 @@ class TableChangesOperator(StatefulProcessor):
         tables = [pa.ipc.open_stream(blob).read_all() for pdf in rows for blob in packed_values(pdf)]
         if not tables:
             return
+        calls = MapCalls(self.state)
         kept, final = changes(pa.concat_tables(tables), self.key_names,
-                              lambda ident: bool(self.state.containsKey((ident,))))
-        for ident, bit in final.items():
-            if bit:
-                self.state.updateValue((ident,), (True,))
-            else:
-                self.state.removeKey((ident,))
+                              lambda idents: calls.contains_many([(ident,) for ident in idents]))
+        calls.write_many(((ident,), (True,) if bit else None) for ident, bit in final.items())
         if kept.num_rows:
             yield pd.DataFrame({OUT_COL: pd.Series([_ipc_table(kept)], dtype=object)})
 

@@ -255,3 +255,24 @@ def test_source_table_materialized_by_an_earlier_version_is_rebuilt(engine, topi
         assert sorted(pull.rows(timeout=30)) == [["a", 3], ["b", 2]]
     finally:
         again.close()
+
+
+def test_a_table_filter_over_thousands_of_keys_reads_and_writes_its_state_in_chunks(engine, topic_name):  # type: ignore[no-untyped-def]
+    """Over 3,000 keys in one micro-batch the present bits are read and written many requests
+    per exchange with the state server (physical/map_state.py, chunks of 32 KB): every key's
+    tombstone is written exactly when the key passed the filter before, whichever chunk it is in."""
+    src = topic_name("tf")
+    keys = 3000
+    engine.execute(f"""
+        CREATE TABLE tf (id VARCHAR PRIMARY KEY, v BIGINT) WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
+        CREATE TABLE tf_out AS SELECT * FROM tf WHERE v % 2 = 0;
+    """)
+    produce(engine.admin, src, [(f"k{i:05d}", f'{{"v":{i}}}', 1) for i in range(keys)])
+    engine.wait_until_idle()
+    produce(engine.admin, src, [(f"k{i:05d}", None, 2) for i in range(keys)])
+    engine.wait_until_idle()
+    out = read(engine.admin, "TF_OUT")
+    upserts = sorted(k for k, v, _ in out if v is not None)
+    tombstones = sorted(k for k, v, _ in out if v is None)
+    assert upserts == [f"k{i:05d}" for i in range(0, keys, 2)]
+    assert tombstones == upserts  # only the keys the table held

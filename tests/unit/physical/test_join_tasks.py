@@ -150,3 +150,33 @@ def test_a_row_emitted_when_its_window_closes_carries_the_headers_of_the_record_
     out = run(WindowJoin("LEFT", MINUTE, MINUTE, MINUTE), [rec(0, "k", 0, "L0"), rec(1, "x", 3 * MINUTE, "late")],
               state)
     assert [(ts, left, right, trigger) for ts, _s, left, right, _d, _k, trigger in out] == [(0, "L0", None, "late")]
+
+
+def test_the_output_names_the_side_that_produced_a_row_and_keeps_other_triggers_json() -> None:
+    """Spark reads a joined row's headers from the left or right row when that row produced it
+    (``__TRIGSIDE``) and parses ``__TRIG`` only for a delete or a window closed by another record."""
+    import pandas as pd
+
+    from streamsql.physical.joins import _output
+
+    left, right, other = '{"A":1}', '{"B":2}', '{"C":3}'
+    out = [(1, 0, left, right, False, "k", left), (2, 1, left, right, False, "k", right),
+           (3, 2, left, None, True, "k", other), (4, 3, None, right, False, "k", '{"B":2}'),
+           (5, 4, None, None, True, "k", None)]
+    frame = next(_output(out))
+    assert [None if v is pd.NA else v for v in frame["__TRIGSIDE"].tolist()] == [0, 1, None, 1, 0]
+    assert frame["__TRIG"].tolist() == [None, None, other, None, None]
+    assert frame["__L"].tolist() == [left, left, left, None, None]
+
+
+def test_input_frames_become_records_with_python_values() -> None:
+    import pandas as pd
+
+    from streamsql.physical.joins import _input_records
+
+    frame = pd.DataFrame({"__SIDE": pd.Series([0, 1], dtype="int32"), "__JK": ["a", None],
+                          "__TS": [10, 20], "__PART": pd.Series([1, 0], dtype="int32"), "__OFF": [5, 6],
+                          "__TOMB": [False, True], "__ROW": ['{"X":1}', '{"X":2}']})
+    records = _input_records(iter([frame]))
+    assert records == [(0, 1, 5, 10, False, "a", '{"X":1}'), (1, 0, 6, 20, True, None, '{"X":2}')]
+    assert all(type(v) is int for v in records[0][:4]) and type(records[1][4]) is bool

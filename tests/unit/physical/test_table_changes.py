@@ -30,9 +30,9 @@ def test_tombstones_only_for_present_keys_and_reads_only_what_it_needs() -> None
     held = {_ident(1)}
     reads: list[str] = []
 
-    def present(ident: str) -> bool:
-        reads.append(ident)
-        return ident in held
+    def present(idents: list[str]) -> list[bool]:
+        reads.extend(idents)
+        return [ident in held for ident in idents]
 
     kept, final = changes(_rows((1, None, 5, False),  # held before the batch: a tombstone
                                 (2, None, 6, False),  # never held: nothing
@@ -43,11 +43,46 @@ def test_tombstones_only_for_present_keys_and_reads_only_what_it_needs() -> None
     assert list(zip(kept.column("ID").to_pylist(), kept.column("__TOMBSTONE").to_pylist())) == [
         (1, True), (3, False), (3, True)]
     assert reads == [_ident(1), _ident(2)]  # key 3 began with an upsert: no read
-    assert final == {_ident(1): False, _ident(2): False, _ident(3): False}
+    # key 2 was read absent and stays absent: nothing to write
+    assert final == {_ident(1): False, _ident(3): False}
 
 
 def test_changes_follow_rowtime_order_stably() -> None:
     kept, final = changes(_rows((1, "late", 20, True), (1, "early", 10, True), (1, "same", 20, True)),
-                          ["ID"], lambda _ident: False)
+                          ["ID"], lambda idents: [False] * len(idents))
     assert kept.column("NAME").to_pylist() == ["early", "late", "same"]
     assert final == {_ident(1): True}
+
+
+def test_a_key_read_and_ending_as_it_was_is_not_written_and_its_identity_is_made_once() -> None:
+    import streamsql.physical.table_changes as tc
+
+    made: list[Any] = []
+    real = tc.key_text
+
+    def counting(key: list[Any], window: tuple[int | None, int | None]) -> str:
+        made.append(key)
+        return real(key, window)
+
+    held = {_ident(1), _ident(2)}
+    tc.key_text = counting  # type: ignore[assignment]
+    try:
+        kept, final = changes(_rows((1, None, 1, False),  # held: a tombstone, then back: held as before
+                                    (1, "a", 2, True),
+                                    (2, "b", 3, False),  # held, removed: written
+                                    (1, "c", 4, True)),
+                              ["ID"], lambda idents: [i in held for i in idents])
+    finally:
+        tc.key_text = real  # type: ignore[assignment]
+    assert list(zip(kept.column("ID").to_pylist(), kept.column("__TOMBSTONE").to_pylist())) == [
+        (1, True), (1, False), (2, True), (1, False)]
+    assert final == {_ident(2): False}
+    assert made == [[1], [2]]
+
+
+def test_float_keys_keep_negative_zero_apart() -> None:
+    table = pa.table({"ID": pa.array([0.0, -0.0], pa.float64()), "ROWTIME": pa.array([1, 2], pa.int64()),
+                      "__WINDOWSTART": pa.array([None, None], pa.int64()),
+                      "__WINDOWEND": pa.array([None, None], pa.int64()), "__HAVING": pa.array([True, True])})
+    _kept, final = changes(table, ["ID"], lambda idents: [False] * len(idents))
+    assert sorted(final) == sorted([key_text([0.0], (None, None)), key_text([-0.0], (None, None))])
