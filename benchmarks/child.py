@@ -174,7 +174,8 @@ def run_streamsql(args: argparse.Namespace, w: Workload) -> dict[str, Any]:
     from streamsql.runtime.spark import get_spark, stop_spark
 
     data_dir = tempfile.mkdtemp(prefix="bench-streamsql-")
-    properties = STREAMSQL_PROPERTIES[args.system]
+    # a caller's own properties on top of the system's (the scale-out benchmark's batch size)
+    properties = {**STREAMSQL_PROPERTIES[args.system], **(getattr(args, "properties", None) or {})}
     result: dict[str, Any] = {"properties": properties}
     os.environ.update(STREAMSQL_ENV.get(args.system, {}))
     t = time.monotonic()

@@ -391,20 +391,24 @@ def _w4_reference() -> Callable[[bytes | None, bytes | None], int]:
     return process
 
 
-class _W4Final:
+class W4Final:
     """Per batch uuid: its number of quotes and its cheapest price (``QUOTES``, ``CHEAPEST_QUOTE``;
     a minimum of parsed prices is one of them, so it compares exactly). The batch uuid is the
     transform's (``samples.enrich_flight_batch``): W4's input has one partition, so a message's
-    offset is the number of messages before it."""
+    offset is the number of messages before it. Over ``partitions`` partitions (the scale-out
+    benchmark) the messages are written round robin: the n-th goes to partition n % partitions
+    at offset n // partitions."""
 
-    def __init__(self) -> None:
+    def __init__(self, partitions: int = 1) -> None:
         self._state: dict[str, list[Any]] = {}
+        self._partitions = partitions
         self._offset = 0
 
     def add(self, _key: bytes | None, value: bytes | None, timestamp: int) -> None:
         if value is None:
             return
-        for line in samples.enrich_flight_batch(value, 0, self._offset, timestamp):
+        partition, offset = self._offset % self._partitions, self._offset // self._partitions
+        for line in samples.enrich_flight_batch(value, partition, offset, timestamp):
             fields = line.split(",")
             price, batch = float(fields[3]), fields[6]
             s = self._state.get(batch)
@@ -470,7 +474,7 @@ W4 = Workload(
     partitions=1,  # the batch uuid comes from the offset: the reference knows it with one partition
     latency=False,
     quix_value_format="bytes",
-    final=_W4Final,
+    final=W4Final,
     output_state=_w4_output_state,
 )
 
