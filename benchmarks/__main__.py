@@ -216,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             for system in systems:
                 if system == "quixstreams" and w.quix is None:
-                    print(f"  {system:<17} skipped: no peer version of this query (its reference: Flink's published "
-                          "per-core figure)", flush=True)
+                    reference = (" (its reference: Flink's published per-core figure)" if w.flink_per_core
+                                 else f" (its reference: {w.twin} in this run)" if w.twin else "")
+                    print(f"  {system:<17} skipped: no peer version of this query{reference}", flush=True)
                     continue
                 if system == "streamsql-nocache" and not w.record_cache:
                     print(f"  {system:<17} skipped: no EMIT CHANGES aggregation, the record cache changes nothing",
@@ -270,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} {system}: CPU seconds from the query's start {res['query_cpu_s_by_process']}")
             if res.get("peak_pss_mb_by_process"):
                 print(f"{name} {system}: peak PSS MB by process {res['peak_pss_mb_by_process']}")
+    twins = report.twin_ratios(rows, {w.name: w.twin for w in workloads if w.twin})
+    if twins:
+        print("same-run ratios of twins:\n" + twins)
     nexmark = report.nexmark_per_core(rows, {w.name: w.flink_per_core for w in workloads if w.flink_per_core}, cores)
     if nexmark:
         print("Nexmark input events/s per core, beside Flink's published reference run (nexmark/nexmark, "
