@@ -179,7 +179,10 @@ def driver_main(argv: list[str]) -> int:
     p.add_argument("--timeout", type=float, required=True)
     p.add_argument("--batch-records", type=int, required=True)
     args = p.parse_args(argv)
-    spark.configure({"spark.sql.shuffle.partitions": str(args.partitions)})
+    # the Python processes Spark starts beside the driver (the streaming source runner) get 15 s
+    # to connect back by default: too short on a loaded 2-core machine (seen at load average 39)
+    spark.configure({"spark.sql.shuffle.partitions": str(args.partitions),
+                     "spark.python.authenticate.socketTimeout": "120s"})
     run = argparse.Namespace(system="streamsql", bootstrap=args.bootstrap, input_topic=args.input_topic,
                              output_topic=args.output_topic, records=args.records, expected=args.expected,
                              final=args.final, timeout=args.timeout, latency_seconds=0,
