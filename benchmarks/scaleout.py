@@ -20,9 +20,9 @@ are sampled (psutil, their process trees), the workers' read from their ``cpuacc
 
 Checked and printed as PASS/FAIL (issue #56): 2 and 4 capped workers ≥ 1.8× and ≥ 3.2× one; one
 capped worker ≥ 0.8 × the uncapped per-core rate × the cap (per core: the uncapped steady rate ÷
-the cores its worker kept busy); 4 workers' caps + what driver, broker and master used fit in the
-machine's cores; exact outputs in every run. ``--json PATH`` writes every figure, ``PATH.png`` the
-picture (throughput and speed-up against workers).
+the cores its worker kept busy in the same steady window); 4 workers' caps + what driver, broker
+and master used fit in the machine's cores; exact outputs in every run. ``--json PATH`` writes
+every figure, ``PATH.png`` the picture (throughput and speed-up against workers).
 """
 
 from __future__ import annotations
@@ -105,8 +105,56 @@ def steady_rate(timeline: list[list[float]], warmup_batches: int, records_per_ro
     seconds = max(b[1] + b[2] for b in measured) - start
     rows = sum(b[3] for b in measured)
     return {"batches": len(measured), "warmup_batches": len(batches) - len(measured), "rows": rows,
-            "seconds": round(seconds, 3),
+            "start_s": start, "seconds": round(seconds, 3),
             "records_per_s": round(rows * records_per_row / seconds, 1) if seconds > 0 else None}
+
+
+class CpuRecorder:
+    """The workers' CPU seconds (their ``cpuacct`` groups, summed) every ``interval_s``, with the
+    wall-clock time: what they used within a run's steady window (:func:`cpu_between`)."""
+
+    def __init__(self, sim: cluster.SimulatedCluster, interval_s: float = 0.5) -> None:
+        import threading
+
+        self.sim = sim
+        self.interval_s = interval_s
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="worker-cpu", daemon=True)
+
+    def _sample(self) -> None:
+        try:
+            self.samples.append((time.time(), sum(u["cpu_s"] for u in self.sim.usage().values())))
+        except OSError:  # a group going away at the end
+            pass
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def start(self) -> CpuRecorder:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sample()
+
+
+def cpu_between(samples: list[tuple[float, float]], start: float, end: float) -> float | None:
+    """CPU seconds used between ``start`` and ``end`` from cumulative (time, CPU seconds) samples,
+    interpolated linearly between the samples around each end; None outside the samples."""
+
+    def at(t: float) -> float | None:
+        for (t0, c0), (t1, c1) in zip(samples, samples[1:], strict=False):
+            if t0 <= t <= t1:
+                return c0 + (c1 - c0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
+        return None
+
+    a, b = at(start), at(end)
+    return None if a is None or b is None else b - a
 
 
 def assess(runs: list[dict[str, Any]], cap: float, cores: int) -> list[dict[str, Any]]:
@@ -133,12 +181,13 @@ def assess(runs: list[dict[str, Any]], cap: float, cores: int) -> list[dict[str,
             else:
                 line(f"{wl}: {n} workers >= {target}x one", None, "a rate is missing")
         base = by.get((wl, "uncapped-1"), {})
-        busy, rate = base.get("worker_cores_busy"), base.get("steady_records_per_s")
+        busy, rate = base.get("steady_worker_cores_busy"), base.get("steady_records_per_s")
         if one and busy and rate:
             per_core = rate / busy
             floor = BASELINE_FLOOR * per_core * cap
             line(f"{wl}: one capped worker >= {BASELINE_FLOOR} x uncapped per-core rate x cap", one >= floor,
-                 f"{one:,.0f} vs {BASELINE_FLOOR} x {per_core:,.0f}/core ({rate:,.0f} at {busy:.2f} cores busy) "
+                 f"{one:,.0f} vs {BASELINE_FLOOR} x {per_core:,.0f}/core ({rate:,.0f} at {busy:.2f} cores busy, "
+                 f"steady window) "
                  f"x {cap:g} = {floor:,.0f}")
         else:
             line(f"{wl}: one capped worker >= {BASELINE_FLOOR} x uncapped per-core rate x cap", None,
@@ -251,6 +300,7 @@ def _run(args: argparse.Namespace, config: RunConfig, w: Workload, inp: Input, s
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     log_path = log_dir / f"{w.name}-{config.label}-driver.log"
     usage_before = sim.usage()
+    recorder = CpuRecorder(sim).start()
     t0 = time.monotonic()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
@@ -264,6 +314,7 @@ def _run(args: argparse.Namespace, config: RunConfig, w: Workload, inp: Input, s
             out, _ = proc.communicate()
         finally:
             sampler.stop()
+            recorder.stop()
     wall = time.monotonic() - t0
     usage_after = sim.usage()
     lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("BENCH_RESULT ")]
@@ -278,10 +329,17 @@ def _run(args: argparse.Namespace, config: RunConfig, w: Workload, inp: Input, s
     seconds = res["seconds"]
     records_per_row = inp.records / res["input_rows"] if res.get("input_rows") else 1.0
     steady = steady_rate(res.get("timeline") or [], args.warmup_batches, records_per_row)
-    cpu = sampler.cpu_by_kind()
+    # the driver's CPU from its query's start (its session start and warm-up are not the run's)
+    since = {int(pid): secs for pid, secs in res.pop("cpu_at_query_start", {}).items()}
+    cpu = sampler.cpu_by_kind(since=since)
     broker_s, master_s = cpu.pop("broker", 0.0), cpu.pop("master", 0.0)
     driver_s = sum(cpu.values())
     worker_s = sum(usage_after[h]["cpu_s"] - usage_before[h]["cpu_s"] for h in usage_after)
+    # the workers' CPU within the steady window: the per-core rate's denominator
+    steady_worker_s = None
+    if steady.get("seconds") and res.get("execute_at"):
+        begin = res["execute_at"] + steady["start_s"]
+        steady_worker_s = cpu_between(recorder.samples, begin, begin + steady["seconds"])
     throttled = sum(usage_after[h].get("nr_throttled", 0) - usage_before[h].get("nr_throttled", 0)
                     for h in usage_after)
     outputs: int | None
@@ -296,10 +354,13 @@ def _run(args: argparse.Namespace, config: RunConfig, w: Workload, inp: Input, s
                exact=exact, wall_s=round(wall, 1), spark_start_s=res.get("spark_start_s"),
                driver_cpu_s=round(driver_s, 1), broker_cpu_s=round(broker_s, 1), master_cpu_s=round(master_s, 1),
                worker_cpu_s=round(worker_s, 1), driver_cpu_by_process=cpu, throttled_periods=throttled,
-               # cores kept busy over the run (execute → exact output), from CPU-s over seconds
-               driver_cores_busy=round(driver_s / wall, 3), broker_cores_busy=round(broker_s / wall, 3),
+               # cores kept busy: CPU-s over seconds — the driver's and workers' over the query's run
+               # (execute → exact output), the broker's and master's over the driver process's life
+               driver_cores_busy=round(driver_s / seconds, 3), broker_cores_busy=round(broker_s / wall, 3),
                master_cores_busy=round(master_s / wall, 3), worker_cores_busy=round(worker_s / seconds, 3),
-               outside_caps_cores_busy=round((driver_s + broker_s + master_s) / wall, 3),
+               steady_worker_cores_busy=round(steady_worker_s / steady["seconds"], 3)
+               if steady_worker_s is not None else None,
+               outside_caps_cores_busy=round(driver_s / seconds + (broker_s + master_s) / wall, 3),
                timeline=res.get("timeline"))
     if "final_keys" in res:
         row.update(final_keys=res["final_keys"], final_keys_at_final_value=res.get("final_keys_at_final_value"))
@@ -348,7 +409,8 @@ def chart(path: Path, runs: list[dict[str, Any]], cap: float) -> Path | None:
 def _table(runs: list[dict[str, Any]]) -> str:
     head = (f"{'workload':<8} {'config':<11} {'steady/s':>10} {'e2e/s':>9} {'secs':>7} {'exact':>5} "
             f"{'workers':>7} {'driver':>7} {'broker':>7} {'master':>7} {'throttled':>9}")
-    lines = [head, "(cores busy: CPU-s ÷ s; workers over the run, the rest over the driver's life)"]
+    lines = [head, "(cores busy: CPU-s ÷ s; workers and driver over the query's run, broker and master over the "
+                   "driver process's life)"]
     for r in runs:
         if "error" in r:
             lines.append(f"{r['workload']:<8} {r['config']:<11} ERROR {r['error'][:200]}")

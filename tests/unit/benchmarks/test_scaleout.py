@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import cluster
-from benchmarks.scaleout import assess, input_records, run_configs, scaled, steady_rate
+from benchmarks.scaleout import assess, cpu_between, input_records, run_configs, scaled, steady_rate
 from benchmarks.workloads import WORKLOADS, W4Final
 from streamsql import samples
 from streamsql.kafka.broker import EmbeddedBroker
@@ -161,10 +161,19 @@ def test_steady_rate_leaves_out_the_warm_up_and_counts_the_gaps_between_batches(
     # (batch id, start s, duration s, rows read); batch 0 read nothing, batch 1 is the warm-up
     timeline = [[0, 0.5, 0.2, 0], [1, 1.0, 9.0, 1000], [2, 10.5, 1.0, 500], [3, 12.0, 1.0, 500], [4, 13.5, 0.1, 0]]
     s = steady_rate(timeline, warmup_batches=1)
-    assert s == {"batches": 2, "warmup_batches": 1, "rows": 1000, "seconds": 2.5, "records_per_s": 400.0}
+    assert s == {"batches": 2, "warmup_batches": 1, "rows": 1000, "start_s": 10.5, "seconds": 2.5,
+                 "records_per_s": 400.0}
     # W4: the output query reads quotes; 20 quotes a message → messages/s
     assert steady_rate(timeline, 1, records_per_row=0.05)["records_per_s"] == 20.0
     assert steady_rate(timeline, 3)["records_per_s"] is None
+
+
+def test_the_workers_cpu_in_a_window_is_interpolated_between_samples() -> None:
+    samples = [(100.0, 5.0), (101.0, 6.0), (102.0, 8.0), (103.0, 8.5)]
+    assert cpu_between(samples, 100.5, 102.5) == pytest.approx(2.75)  # 5.5 → 8.25
+    assert cpu_between(samples, 101.0, 101.0) == 0.0
+    assert cpu_between(samples, 99.0, 102.0) is None  # before the first sample: unknown, not 0
+    assert cpu_between([], 1.0, 2.0) is None
 
 
 def test_scaled_w4_reads_its_input_over_the_partitions_and_knows_each_batch_uuid() -> None:
@@ -193,7 +202,7 @@ def _run(wl: str, config: str, workers: int, cap: float | None, rate: float, **e
 
 
 def test_assess_names_each_must_show_line() -> None:
-    runs = [_run("W3", "uncapped-1", 1, None, 10_000, worker_cores_busy=1.25),
+    runs = [_run("W3", "uncapped-1", 1, None, 10_000, steady_worker_cores_busy=1.25, worker_cores_busy=0.9),
             _run("W3", "1x0.3", 1, 0.3, 2_000), _run("W3", "2x0.3", 2, 0.3, 3_900),
             _run("W3", "4x0.3", 4, 0.3, 6_000, exact=False)]
     checks = {c["check"]: c for c in assess(runs, 0.3, cores=2)}
