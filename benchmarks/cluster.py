@@ -175,8 +175,9 @@ def run(cmd: list[str]) -> None:
 # --- cleanup ---------------------------------------------------------------------------------------------
 
 class Cleanup:
-    """Undo steps, run last-in first-out, each once, every one even when another fails (their
-    errors are collected and returned). Push an undo step right after the thing it undoes exists."""
+    """Undo steps, run last-in first-out, each once, every one even when another fails or a
+    second Ctrl-C arrives (their errors are collected and returned). Push an undo step right after
+    the thing it undoes exists."""
 
     def __init__(self) -> None:
         self._steps: list[tuple[str, Callable[[], None]]] = []
@@ -193,7 +194,7 @@ class Cleanup:
             what, undo = self._steps.pop()
             try:
                 undo()
-            except Exception as e:  # noqa: BLE001 - the other steps still run
+            except BaseException as e:  # noqa: BLE001 - the other steps still run, a second Ctrl-C too
                 errors.append(f"{what}: {type(e).__name__}: {e}")
         return errors
 

@@ -114,10 +114,11 @@ def test_cleanup_runs_every_step_once_last_first_even_after_a_failure() -> None:
     c = cluster.Cleanup()
     c.push("bridge", lambda: done.append("bridge"))
     c.push("netns", lambda: (_ for _ in ()).throw(RuntimeError("busy")))
+    c.push("cgroup", lambda: (_ for _ in ()).throw(KeyboardInterrupt()))  # a second Ctrl-C
     c.push("worker", lambda: done.append("worker"))
     errors = c.run()
     assert done == ["worker", "bridge"]
-    assert errors == ["netns: RuntimeError: busy"]
+    assert errors == ["cgroup: KeyboardInterrupt: ", "netns: RuntimeError: busy"]
     assert c.run() == [] and done == ["worker", "bridge"]  # nothing runs twice
 
 
