@@ -327,7 +327,9 @@ def _run(args: argparse.Namespace, config: RunConfig, w: Workload, inp: Input, s
                    log_tail=log_path.read_text(errors="replace").splitlines()[-15:])
         return row
     seconds = res["seconds"]
-    records_per_row = inp.records / res["input_rows"] if res.get("input_rows") else 1.0
+    # W4's output query reads quotes: back to input messages. W3's and W5's read their input
+    # records (W5's also its customers table, almost all of it in the warm-up batch)
+    records_per_row = inp.records / res["input_rows"] if w.name == "W4" and res.get("input_rows") else 1.0
     steady = steady_rate(res.get("timeline") or [], args.warmup_batches, records_per_row)
     # the driver's CPU from its query's start (its session start and warm-up are not the run's)
     since = {int(pid): secs for pid, secs in res.pop("cpu_at_query_start", {}).items()}
