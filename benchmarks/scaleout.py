@@ -337,11 +337,14 @@ def _run(args: argparse.Namespace, config: RunConfig, w: Workload, inp: Input, s
     broker_s, master_s = cpu.pop("broker", 0.0), cpu.pop("master", 0.0)
     driver_s = sum(cpu.values())
     worker_s = sum(usage_after[h]["cpu_s"] - usage_before[h]["cpu_s"] for h in usage_after)
-    # the workers' CPU within the steady window: the per-core rate's denominator
-    steady_worker_s = None
-    if steady.get("seconds") and res.get("execute_at"):
-        begin = res["execute_at"] + steady["start_s"]
-        steady_worker_s = cpu_between(recorder.samples, begin, begin + steady["seconds"])
+    # the workers' CPU over the query's run, and within the steady window (the per-core rate's
+    # denominator); worker_s also holds the session's start and warm-up
+    run_worker_s = steady_worker_s = None
+    if res.get("execute_at"):
+        run_worker_s = cpu_between(recorder.samples, res["execute_at"], res["execute_at"] + seconds)
+        if steady.get("seconds"):
+            begin = res["execute_at"] + steady["start_s"]
+            steady_worker_s = cpu_between(recorder.samples, begin, begin + steady["seconds"])
     throttled = sum(usage_after[h].get("nr_throttled", 0) - usage_before[h].get("nr_throttled", 0)
                     for h in usage_after)
     outputs: int | None
@@ -359,7 +362,8 @@ def _run(args: argparse.Namespace, config: RunConfig, w: Workload, inp: Input, s
                # cores kept busy: CPU-s over seconds — the driver's and workers' over the query's run
                # (execute → exact output), the broker's and master's over the driver process's life
                driver_cores_busy=round(driver_s / seconds, 3), broker_cores_busy=round(broker_s / wall, 3),
-               master_cores_busy=round(master_s / wall, 3), worker_cores_busy=round(worker_s / seconds, 3),
+               master_cores_busy=round(master_s / wall, 3),
+               worker_cores_busy=round(run_worker_s / seconds, 3) if run_worker_s is not None else None,
                steady_worker_cores_busy=round(steady_worker_s / steady["seconds"], 3)
                if steady_worker_s is not None else None,
                outside_caps_cores_busy=round(driver_s / seconds + (broker_s + master_s) / wall, 3),
@@ -419,7 +423,7 @@ def _table(runs: list[dict[str, Any]]) -> str:
             continue
         steady = f"{r['steady_records_per_s']:,.0f}" if r.get("steady_records_per_s") else "n/a"
         lines.append(f"{r['workload']:<8} {r['config']:<11} {steady:>10} {r['records_per_s']:>9,.0f} "
-                     f"{r['seconds']:>7.1f} {'yes' if r['exact'] else 'NO':>5} {r['worker_cores_busy']:>7.2f} "
+                     f"{r['seconds']:>7.1f} {'yes' if r['exact'] else 'NO':>5} {r['worker_cores_busy'] or 0:>7.2f} "
                      f"{r['driver_cores_busy']:>7.2f} {r['broker_cores_busy']:>7.2f} {r['master_cores_busy']:>7.2f} "
                      f"{r['throttled_periods']:>9,}")
     return "\n".join(lines)
