@@ -55,11 +55,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, dict[str, Any] | None, float]:
+def produce(bootstrap: str, topic: str, w: Workload, count: int,
+            round_robin: bool = False) -> tuple[int, dict[str, Any] | None, float]:
     """Write ``count`` records of ``w`` once; return the reference's output count (for an
     aggregation that emits changes: its updates without a record cache), the expected final value
     per output key (workloads with ``final``, else None) and the produce seconds (which include
-    the reference's work)."""
+    the reference's work). With ``round_robin`` the i-th keyless record goes to partition
+    i % partitions (so its offset is i // partitions: what W4's reference needs over several
+    partitions); keyed records go by key either way."""
     from confluent_kafka import Producer
 
     from streamsql.kafka.admin import KafkaAdmin
@@ -83,11 +86,14 @@ def produce(bootstrap: str, topic: str, w: Workload, count: int) -> tuple[int, d
     final = w.final() if w.final is not None else None
     expected = 0
     t0 = time.monotonic()
-    for key, value, ts in w.generate(count, w.seed):
+    for i, (key, value, ts) in enumerate(w.generate(count, w.seed)):
         expected += reference(key, value)
         if final is not None:
             final.add(key, value, ts)
-        produce_waiting(producer, topic, {"value": value, "key": key, "timestamp": ts})
+        record: dict[str, Any] = {"value": value, "key": key, "timestamp": ts}
+        if round_robin and key is None:
+            record["partition"] = i % w.partitions
+        produce_waiting(producer, topic, record)
     left = producer.flush(60)
     if left:
         raise RuntimeError(f"{left} records not acknowledged")
@@ -210,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             for system in systems:
                 if system == "quixstreams" and w.quix is None:
-                    print(f"  {system:<17} skipped: no peer version of this query (its reference: Flink's published "
-                          "per-core figure)", flush=True)
+                    reference = (" (its reference: Flink's published per-core figure)" if w.flink_per_core
+                                 else f" (its reference: {w.twin} in this run)" if w.twin else "")
+                    print(f"  {system:<17} skipped: no peer version of this query{reference}", flush=True)
                     continue
                 if system == "streamsql-nocache" and not w.record_cache:
                     print(f"  {system:<17} skipped: no EMIT CHANGES aggregation, the record cache changes nothing",
@@ -264,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} {system}: CPU seconds from the query's start {res['query_cpu_s_by_process']}")
             if res.get("peak_pss_mb_by_process"):
                 print(f"{name} {system}: peak PSS MB by process {res['peak_pss_mb_by_process']}")
+    twins = report.twin_ratios(rows, {w.name: w.twin for w in workloads if w.twin})
+    if twins:
+        print("same-run ratios of twins:\n" + twins)
     nexmark = report.nexmark_per_core(rows, {w.name: w.flink_per_core for w in workloads if w.flink_per_core}, cores)
     if nexmark:
         print("Nexmark input events/s per core, beside Flink's published reference run (nexmark/nexmark, "

@@ -66,6 +66,20 @@ def ratios(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def twin_ratios(rows: list[dict[str, Any]], twins: dict[str, str]) -> str:
+    """Per workload measured against a twin in the same run (the TABLE filter against the same
+    filter over a STREAM): each streamsql row's records/s over the twin's same row."""
+    out = []
+    for wl, twin in twins.items():
+        mine = {r["system"]: r["records_per_s"] for r in rows if r["workload"] == wl}
+        theirs = {r["system"]: r["records_per_s"] for r in rows if r["workload"] == twin}
+        parts = [f"{system} {mine[system] / theirs[system]:.2f}" for system in STREAMSQL_ROWS
+                 if mine.get(system) and theirs.get(system)]
+        if parts:
+            out.append(f"{wl}/{twin} records/s: " + ", ".join(parts))
+    return "\n".join(out)
+
+
 def nexmark_per_core(rows: list[dict[str, Any]], flink: dict[str, int], cores: int) -> str:
     """Per Nexmark query: streamsql's end-to-end events/s per core (and steady, when measured)
     beside Flink's published per-core figure, and their ratio."""

@@ -9,7 +9,9 @@ ceiling: stateless, no present bit), in one SparkSession, one after the other.
   records: Scan → Select → Kafka sink, nothing kept between batches.
 
 The input: ``--records`` JSON records over ``--keys`` keys on 2 partitions, every tenth a
-tombstone. Each query is timed from its CREATE until its output topic holds the exact number of
+tombstone (``workloads.filter_changes``: the changes the harness's FT and FS workloads read; the
+harness, ``python -m benchmarks --workloads FT,FS``, runs the two as separate systems' workloads
+and prints their same-run ratio). Each query is timed from its CREATE until its output topic holds the exact number of
 records the reference computes (the table's: upserts of passing rows, and a tombstone for each
 removal of a key the table held; the stream's: the passing non-null values). CPU seconds are
 the process tree's by kind over each phase; ``driver-python`` is this process (the engine).
@@ -22,38 +24,21 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from benchmarks.measure import OutputWatcher, TreeSampler, loadavg
+from benchmarks.workloads import FILTER_MODULUS, FT, filter_changes, stream_filter_reference, table_filter_reference
 
 PARTITIONS = 2
 
 
-def records(count: int, keys: int) -> Iterator[tuple[bytes, bytes | None]]:
-    for i in range(count):
-        key = f"k{(i * 7919) % keys}".encode()
-        yield key, (None if i % 10 == 9 else json.dumps({"V": i}).encode())
-
-
-def passes(value: bytes | None) -> bool:
-    return value is not None and json.loads(value)["V"] % 3 != 0
-
-
 def expected(count: int, keys: int) -> tuple[int, int]:
-    """(the table's changelog records, the stream's output records)."""
-    present: set[bytes] = set()
-    table = stream = 0
-    for key, value in records(count, keys):
-        if passes(value):
-            present.add(key)
-            table += 1
-            stream += 1
-        elif key in present:
-            present.discard(key)
-            table += 1
-    return table, stream
+    """(the table's changelog records, the stream's output records): the harness's FT and FS
+    references (benchmarks/workloads.py) over the same changes."""
+    table, stream = table_filter_reference(), stream_filter_reference()
+    changes = list(filter_changes(count, FT.seed, keys))
+    return sum(table(k, v) for k, v, _ in changes), sum(stream(k, v) for k, v, _ in changes)
 
 
 def _produce(bootstrap: str, topic: str, outputs: list[str], count: int, keys: int) -> None:
@@ -67,8 +52,8 @@ def _produce(bootstrap: str, topic: str, outputs: list[str], count: int, keys: i
         admin.create_topic(name, PARTITIONS)
     admin.close()
     producer = Producer(client_config(bootstrap, {"linger.ms": 5}))
-    for key, value in records(count, keys):
-        produce_waiting(producer, topic, {"value": value, "key": key})
+    for key, value, ts in filter_changes(count, FT.seed, keys):
+        produce_waiting(producer, topic, {"value": value, "key": key, "timestamp": ts})
         producer.poll(0)
     producer.flush(120)
 
@@ -137,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
             runs = []
             for path, sql, out, want in (
                     ("table-filter", f"CREATE TABLE t_out WITH (KAFKA_TOPIC='{out_table}') AS "
-                                     f"SELECT * FROM t WHERE v % 3 <> 0;", out_table, want_table),
+                                     f"SELECT * FROM t WHERE v % {FILTER_MODULUS} <> 0;", out_table, want_table),
                     ("stream-filter", f"CREATE STREAM s_out WITH (KAFKA_TOPIC='{out_stream}') AS "
-                                      f"SELECT * FROM s WHERE v % 3 <> 0;", out_stream, want_stream)):
+                                      f"SELECT * FROM s WHERE v % {FILTER_MODULUS} <> 0;", out_stream, want_stream)):
                 before = _cpu(sampler)
                 seconds = _run(engine, sql, broker.bootstrap_servers, out, want, args.timeout)
                 runs.append((path, seconds, want, _delta(_cpu(sampler), before)))

@@ -74,6 +74,9 @@ class Workload:
     #: Nexmark: Flink's input events per second per core for this query (nexmark/nexmark's
     #: reference run, ../shared/research/landscape.md §2.2), printed beside streamsql's
     flink_per_core: int | None = None
+    #: the workload this one is measured against in the same run (the TABLE filter's STREAM
+    #: twin): the harness prints streamsql's records/s of this one over the twin's
+    twin: str | None = None
 
     @property
     def record_cache(self) -> bool:
@@ -391,20 +394,24 @@ def _w4_reference() -> Callable[[bytes | None, bytes | None], int]:
     return process
 
 
-class _W4Final:
+class W4Final:
     """Per batch uuid: its number of quotes and its cheapest price (``QUOTES``, ``CHEAPEST_QUOTE``;
     a minimum of parsed prices is one of them, so it compares exactly). The batch uuid is the
     transform's (``samples.enrich_flight_batch``): W4's input has one partition, so a message's
-    offset is the number of messages before it."""
+    offset is the number of messages before it. Over ``partitions`` partitions (the scale-out
+    benchmark) the messages are written round robin: the n-th goes to partition n % partitions
+    at offset n // partitions."""
 
-    def __init__(self) -> None:
+    def __init__(self, partitions: int = 1) -> None:
         self._state: dict[str, list[Any]] = {}
+        self._partitions = partitions
         self._offset = 0
 
     def add(self, _key: bytes | None, value: bytes | None, timestamp: int) -> None:
         if value is None:
             return
-        for line in samples.enrich_flight_batch(value, 0, self._offset, timestamp):
+        partition, offset = self._offset % self._partitions, self._offset // self._partitions
+        for line in samples.enrich_flight_batch(value, partition, offset, timestamp):
             fields = line.split(",")
             price, batch = float(fields[3]), fields[6]
             s = self._state.get(batch)
@@ -470,7 +477,7 @@ W4 = Workload(
     partitions=1,  # the batch uuid comes from the offset: the reference knows it with one partition
     latency=False,
     quix_value_format="bytes",
-    final=_W4Final,
+    final=W4Final,
     output_state=_w4_output_state,
 )
 
@@ -982,5 +989,88 @@ Q8 = _nexmark_workload(
         "ON P.id = A.seller EMIT CHANGES;"),
     146_000, reference=_q8_reference)
 
+
+
+# --- FT / FS: the same filter over a TABLE and over a STREAM of one topic (issue #56) ----------------
+
+#: the filter both run: a row passes when ``V % FILTER_MODULUS <> 0``
+FILTER_MODULUS = 3
+
+
+def filter_changes(count: int, seed: int = 6, keys: int | None = None) -> Iterator[Record]:
+    """``count`` changes of a keyed JSON table ``{"V": n}`` over ``keys`` keys (default count ÷ 10,
+    so each key changes about ten times), every tenth a tombstone, 1 ms apart. Read as a TABLE,
+    a change replaces (or deletes) its key's row; read as a STREAM, each is an event (tombstones
+    carry no row)."""
+    rng = random.Random(seed)
+    keys = keys or max(1, count // 10)
+    for i in range(count):
+        key = f"k{rng.randrange(keys)}".encode()
+        value = None if i % 10 == 9 else json.dumps({"V": rng.randrange(1_000_000)}).encode()
+        yield key, value, samples.BASE_TIME_MS + i
+
+
+def filter_passes(value: bytes | None) -> bool:
+    return value is not None and json.loads(value)["V"] % FILTER_MODULUS != 0
+
+
+def _filter_sql(kind: str) -> Callable[[str, str], str]:
+    key = "PRIMARY KEY" if kind == "TABLE" else "KEY"
+
+    def sql(input_topic: str, output_topic: str) -> str:
+        return f"""SET 'auto.offset.reset' = 'earliest';
+CREATE {kind} changes (k VARCHAR {key}, v BIGINT) WITH (KAFKA_TOPIC='{input_topic}', VALUE_FORMAT='JSON');
+CREATE {kind} changes_out WITH (KAFKA_TOPIC='{output_topic}') AS
+  SELECT * FROM changes WHERE v % {FILTER_MODULUS} <> 0;
+"""
+
+    return sql
+
+
+def table_filter_reference() -> Callable[[bytes | None, bytes | None], int]:
+    """A filtered table's changelog: an upsert per passing row, and a tombstone when a key the
+    filtered table holds is deleted or changes to a row that fails (physical/table_changes.py's
+    present bit); nothing for a key it does not hold."""
+    present: set[bytes | None] = set()
+
+    def process(key: bytes | None, value: bytes | None) -> int:
+        if filter_passes(value):
+            present.add(key)
+            return 1
+        if key in present:
+            present.discard(key)
+            return 1
+        return 0
+
+    return process
+
+
+def stream_filter_reference() -> Callable[[bytes | None, bytes | None], int]:
+    """A filtered stream: one output per passing event (a tombstone is no event)."""
+    return lambda _key, value: 1 if filter_passes(value) else 0
+
+
+FT = Workload(
+    name="FT",
+    title="a filter over a TABLE (changes, tombstones for rows that stop passing)",
+    generate=lambda count, seed: filter_changes(count, seed),
+    sql=_filter_sql("TABLE"),
+    reference=table_filter_reference,
+    quix=None,
+    seed=6,
+    latency=False,  # keys repeat: outputs cannot be matched to their sends
+    twin="FS",
+)
+FS = Workload(
+    name="FS",
+    title="the same filter over a STREAM of the same changes (FT's twin)",
+    generate=lambda count, seed: filter_changes(count, seed),
+    sql=_filter_sql("STREAM"),
+    reference=stream_filter_reference,
+    quix=None,
+    seed=6,
+    latency=False,
+)
+
 #: every workload, in run order
-WORKLOADS: dict[str, Workload] = {w.name: w for w in (W1, W2, W3, W4, W5, Q0, Q1, Q2, Q3, Q4, Q5, Q7, Q8)}
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (W1, W2, W3, W4, W5, FT, FS, Q0, Q1, Q2, Q3, Q4, Q5, Q7, Q8)}

@@ -80,19 +80,23 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     return hook
 
 
-def _port_open(port: int) -> bool:
+def _port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+        return s.connect_ex((host, port)) == 0
 
 
 class EmbeddedBroker:
-    """A tansu broker process on 127.0.0.1. Use as a context manager or call start()/stop()."""
+    """A tansu broker process on 127.0.0.1 (or ``host``). Use as a context manager or call
+    start()/stop()."""
 
     def __init__(self, port: int | None = None, data_dir: str | Path | None = None,
                  die_with_parent: bool = False, advertised_port: int | None = None,
                  storage: str = MEMORY_STORAGE, env: Mapping[str, str] | None = None,
-                 cluster_id: str | None = None) -> None:
+                 cluster_id: str | None = None, host: str = "127.0.0.1") -> None:
+        #: the address it listens on and advertises: another than loopback when clients on other
+        #: (simulated) hosts read it, as the scale-out benchmark's workers do
+        self.host = host
         self.port = port or free_port()
         #: tansu's ``--storage-engine``: in memory (nothing survives the process) unless told
         #: otherwise, e.g. ``s3://bucket/`` with the ``AWS_*`` settings of an S3 server in ``env``
@@ -116,13 +120,13 @@ class EmbeddedBroker:
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 20.0) -> EmbeddedBroker:
-        if _port_open(self.port):
+        if _port_open(self.port, self.host):
             raise KafkaError(f"cannot start the embedded broker: port {self.port} is already in use")
-        url = f"tcp://127.0.0.1:{self.port}"
-        advertised = f"tcp://127.0.0.1:{self.advertised_port}"
+        url = f"tcp://{self.host}:{self.port}"
+        advertised = f"tcp://{self.host}:{self.advertised_port}"
         cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
                "--cluster-id", self.cluster_id, "--storage-engine", self.storage]
         log: int | IO[bytes] = subprocess.DEVNULL
@@ -139,7 +143,7 @@ class EmbeddedBroker:
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise KafkaError(f"the embedded broker exited at start (code {self._proc.returncode})")
-            if _port_open(self.port):
+            if _port_open(self.port, self.host):
                 return self
             time.sleep(0.05)
         self.stop()

@@ -304,3 +304,41 @@ def test_nexmark_count_references_do_not_depend_on_the_order_they_read(name: str
     random.Random(1).shuffle(shuffled)
     other = WORKLOADS[name].reference()
     assert sum(in_order(None, v) for v in values) == sum(other(None, v) for v in shuffled) > 0
+
+
+def test_the_table_filter_emits_a_tombstone_only_for_rows_it_holds_and_its_twin_is_the_stream() -> None:
+    from benchmarks.workloads import FS, FT, filter_changes
+
+    assert FT.twin == "FS" and FS.twin is None
+    assert list(FT.generate(300, FT.seed)) == list(FS.generate(300, FS.seed))  # the same changes
+    passing, failing = json.dumps({"V": 4}).encode(), json.dumps({"V": 9}).encode()
+    table, stream = FT.reference(), FS.reference()
+    # (key, value, table outputs, stream outputs)
+    steps = [(b"a", failing, 0, 0),  # fails, the filtered table never held a: nothing
+             (b"a", passing, 1, 1),  # upsert
+             (b"a", passing, 1, 1),  # upsert again
+             (b"a", failing, 1, 0),  # stops passing: a tombstone
+             (b"a", None, 0, 0),  # deleted, not held any more: nothing
+             (b"b", passing, 1, 1),
+             (b"b", None, 1, 0)]  # deleted while held: a tombstone
+    for key, value, want_table, want_stream in steps:
+        assert (table(key, value), stream(key, value)) == (want_table, want_stream), (key, value)
+    changes = list(filter_changes(1000, 6))
+    assert sum(1 for _, v, _ in changes if v is None) == 100
+    assert len({k for k, _, _ in changes}) <= 100  # about ten changes per key
+
+
+def test_the_harness_prints_a_twin_over_its_twin_per_streamsql_row() -> None:
+    from benchmarks import report
+
+    rows = [report.row("FT", "streamsql", 1000, 2.0), report.row("FS", "streamsql", 1000, 1.0),
+            report.row("FT", "streamsql-steady", 900, 1.0), report.row("FS", "ceiling-raw", 1000, 0.1)]
+    assert report.twin_ratios(rows, {"FT": "FS"}) == "FT/FS records/s: streamsql 0.50"
+    assert report.twin_ratios(rows, {}) == ""
+
+
+def test_table_changes_counts_with_the_harness_references() -> None:
+    from benchmarks.table_changes import expected
+
+    table, stream = expected(2000, 50)
+    assert 0 < stream < table  # the table adds tombstones for rows that stop passing
