@@ -26,7 +26,6 @@ import contextvars
 import copy
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,6 +70,7 @@ from streamsql.runtime.executors.sources import SourceStatements
 from streamsql.runtime.executors.transient import TransientQueries
 from streamsql.runtime.materialized import TableStore
 from streamsql.runtime.queries import QueryRegistry
+from streamsql.runtime.recently_used import RecentlyUsed
 from streamsql.runtime.session import Session
 from streamsql.runtime.topology import Topology
 from streamsql.sql import ast, parse
@@ -95,8 +95,7 @@ class ParseCache:
     MAX_TEXT = 8192
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[Any, ...], list[ast.Statement]] = OrderedDict()
+        self._entries: RecentlyUsed[list[ast.Statement]] = RecentlyUsed(self.SIZE)
 
     def get(self, text: str, variables: Mapping[str, str], types: Mapping[str, Any],
             max_bytes: int | None) -> list[ast.Statement]:
@@ -104,16 +103,10 @@ class ParseCache:
             return parse(text, variables=variables, custom_types=types, max_statement_bytes=max_bytes)
         key = (text, tuple(sorted(variables.items())), tuple(sorted((k, str(v)) for k, v in types.items())),
                max_bytes)
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                self._entries.move_to_end(key)
+        hit = self._entries.get(key)
         if hit is None:
             hit = parse(text, variables=variables, custom_types=types, max_statement_bytes=max_bytes)
-            with self._lock:
-                self._entries[key] = hit
-                while len(self._entries) > self.SIZE:
-                    self._entries.popitem(last=False)
+            self._entries.put(key, hit)
         return copy.deepcopy(hit)
 
 

@@ -201,17 +201,14 @@ async def _serve_granian(app: KsqlApp, listen: ListenOptions, stop: asyncio.Even
         stopper.cancel()
 
 
-def serve(config: EngineConfig, listen: ListenOptions, settings: ServerSettings) -> int:
+async def _serve_hypercorn(app: KsqlApp, listen: ListenOptions, stop: asyncio.Event) -> None:
+    """Serve ``app`` with hypercorn on this event loop, with the connection bounds and the
+    client-EOF close this module adds to it."""
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config
 
     close_on_client_eof()
     bound_connections(listen.max_connections, listen.header_timeout_s)
-
-    service = build_service(config)
-    app = KsqlApp(service, settings)
-    for warning in app.policy.warnings():
-        print(f"streamsql: {warning}", file=sys.stderr, flush=True)
     hc = Config()
     hc.bind = [f"{listen.host}:{listen.port}"]
     hc.accesslog = None
@@ -221,7 +218,15 @@ def serve(config: EngineConfig, listen: ListenOptions, settings: ServerSettings)
     if listen.tls_cert or listen.tls_key:
         hc.certfile, hc.keyfile = listen.tls_cert, listen.tls_key
         hc.alpn_protocols = ["h2", "http/1.1"]
-    scheme = "https" if hc.certfile else "http"
+    await hypercorn_serve(app, hc, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+
+
+def serve(config: EngineConfig, listen: ListenOptions, settings: ServerSettings) -> int:
+    service = build_service(config)
+    app = KsqlApp(service, settings)
+    for warning in app.policy.warnings():
+        print(f"streamsql: {warning}", file=sys.stderr, flush=True)
+    scheme = "https" if listen.tls_cert else "http"
 
     def start_engine() -> None:
         try:
@@ -246,10 +251,8 @@ def serve(config: EngineConfig, listen: ListenOptions, settings: ServerSettings)
         threading.Thread(target=start_engine, name="engine-start", daemon=True).start()
         print(f"streamsql: listening on {scheme}://{listen.host}:{listen.port} (HTTP/1.1 and HTTP/2"
               f"{', granian' if listen.http_server == 'granian' else ''})", file=sys.stderr, flush=True)
-        if listen.http_server == "granian":
-            await _serve_granian(app, listen, stop)
-        else:
-            await hypercorn_serve(app, hc, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+        listener = _serve_granian if listen.http_server == "granian" else _serve_hypercorn
+        await listener(app, listen, stop)
 
     try:
         asyncio.run(main())

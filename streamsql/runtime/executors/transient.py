@@ -15,10 +15,10 @@ import shutil
 import tempfile
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -35,6 +35,7 @@ from streamsql.runtime.executors import Handler, StatementExecutor
 from streamsql.runtime.pull import cached_arrow_pull, check_access_path, lookup_for
 from streamsql.runtime.push import ArrowPush, arrow_push
 from streamsql.runtime.queries import stop_handle
+from streamsql.runtime.recently_used import RecentlyUsed
 from streamsql.sql import ast
 from streamsql.types import TOMBSTONE_COL
 
@@ -45,33 +46,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamsql")
 
-V = TypeVar("V")
-
 #: Kafka's offset for a partition's earliest record (``OFFSET_BEGINNING``)
 EARLIEST = -2
 PULL_QUERY_HELP = " See https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query."
-
-
-class RecentlyUsed(Generic[V]):
-    """A small thread-safe map that forgets its least recently used entries beyond ``size``."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[Any, V] = OrderedDict()
-
-    def get(self, key: Any) -> V | None:
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                self._entries.move_to_end(key)
-            return hit
-
-    def put(self, key: Any, value: V) -> None:
-        with self._lock:
-            self._entries[key] = value
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
 
 
 class TransientQueries(StatementExecutor):
@@ -216,11 +193,9 @@ class TransientQueries(StatementExecutor):
         return stream
 
     def _pull_plan_key(self, stmt: ast.SelectStatement) -> tuple[Any, ...]:
-        """What a pull query's plan depends on: its text (variables substituted), the table as
-        the catalog holds it now (a change replaces the object) and the catalog's types."""
-        catalog = self.engine.catalog
-        return (stmt.text, id(catalog.find(stmt.query.source.name)),
-                tuple(sorted((k, str(v)) for k, v in catalog.types.items())))
+        """What a pull query's plan depends on besides its table (checked on a hit: a change
+        replaces the table object): its text, variables substituted, and the catalog's types."""
+        return stmt.text, tuple(sorted((k, str(v)) for k, v in self.engine.catalog.types.items()))
 
     def _check_pull_query(self, query: ast.Query) -> None:
         """What a pull query may not have, in ksqlDB's words, before planning would fail on it
