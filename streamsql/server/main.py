@@ -12,6 +12,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from dataclasses import dataclass
@@ -221,7 +222,25 @@ async def _serve_hypercorn(app: KsqlApp, listen: ListenOptions, stop: asyncio.Ev
     await hypercorn_serve(app, hc, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
 
 
+def _address_in_use(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on, or None. Asked before anything starts: either
+    listener fails on a taken port with a stack trace (granian's from Rust)."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def serve(config: EngineConfig, listen: ListenOptions, settings: ServerSettings) -> int:
+    problem = _address_in_use(listen.host, listen.port)
+    if problem is not None:
+        print(f"Error: cannot listen on {listen.host}:{listen.port}: {problem} (--port, --host)",
+              file=sys.stderr, flush=True)
+        return 1
     service = build_service(config)
     app = KsqlApp(service, settings)
     for warning in app.policy.warnings():

@@ -9,6 +9,7 @@ import json
 import socket
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ import psutil
 import pytest
 
 from streamsql.conformance.server_process import ServerProcess
+from tests.support.cli import run_streamsql
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +109,17 @@ def test_closed_connections_close_and_a_slow_request_head_is_cut_off(server: Ser
         assert HEAD_TIMEOUT_S - 0.5 <= time.monotonic() - began < HEAD_TIMEOUT_S + 20
     finally:
         slow.close()
+
+
+@pytest.mark.parametrize("listener", ["hypercorn", "granian"])
+def test_a_taken_port_is_a_clear_error_not_a_stack_trace(listener: str, tmp_path: Path) -> None:
+    """Both listeners failed on a port in use with a stack trace (granian's a Rust panic)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_streamsql("server", "--port", str(port), "--http-server", listener,
+                             "--bootstrap-servers", "127.0.0.1:9", "--data-dir", str(tmp_path / "data"), cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"Error: cannot listen on 127.0.0.1:{port}: Address already in use" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "panicked" not in done.stderr
