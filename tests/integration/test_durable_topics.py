@@ -149,3 +149,30 @@ def test_the_object_store_honours_conditional_puts_ranges_and_listing(store: str
     assert _call(f"{store}/b/a/../../escape", "PUT", b"no")[0] == 400  # never outside its bucket
     assert _call(f"{store}/b/a/x.json", "DELETE")[0] == 204
     assert _call(f"{store}/b/a/x.json", "GET")[0] == 404
+
+
+def test_listing_a_prefix_walks_only_the_directory_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tansu lists a partition's records on its fetches: a listing that walked the whole bucket
+    slowed every fetch with every batch of every topic (a local broker with a few hundred small
+    topics stopped answering fetches within 15 s)."""
+    import os
+
+    store = FileObjectStore(tmp_path)
+    bucket = tmp_path / "b"
+    for key in ("t1/p0/r/01.batch", "t1/p0/r/02.batch", "t1/p0/w.json", "t1/p1/r/01.batch", "t2/p0/r/01.batch"):
+        store.write(bucket.joinpath(*key.split("/")), b"x")
+    walked: list[str] = []
+    real_walk = os.walk
+
+    def recording_walk(top, *args, **kwargs):  # type: ignore[no-untyped-def]
+        for dirpath, dirs, files in real_walk(top, *args, **kwargs):
+            walked.append(Path(dirpath).relative_to(bucket).as_posix())
+            yield dirpath, dirs, files
+
+    monkeypatch.setattr(os, "walk", recording_walk)
+    assert store.keys(bucket, "t1/p0/r/") == ["t1/p0/r/01.batch", "t1/p0/r/02.batch"]
+    assert walked == ["t1/p0/r"]
+    assert store.keys(bucket, "t1/p0/r/0") == ["t1/p0/r/01.batch", "t1/p0/r/02.batch"]  # a partial name
+    assert store.keys(bucket, "t1/p") == ["t1/p0/r/01.batch", "t1/p0/r/02.batch", "t1/p0/w.json", "t1/p1/r/01.batch"]
+    assert store.keys(bucket, "t9/") == [] and store.keys(bucket, "t1/../") == []
+    assert len(store.keys(bucket, "")) == 5
