@@ -109,8 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--data-dir", help="the data directory whose broker this is, where it records its "
                                            "address, log and topics (default ./.streamsql)")
     broker.add_argument("--memory", action="store_true",
-                        help="keep the topics in memory, gone when the broker stops (default: durable, in "
-                             "<data dir>/topics, kept across stop and start)")
+                        help="keep the topics in memory, gone when the broker stops; tansu's memory engine "
+                             "can lose a batch several producers write to one partition at once "
+                             "(default: durable, in <data dir>/topics, kept across stop and start)")
     broker.add_argument("--config", help="properties file whose streamsql.data.dir names the data directory")
 
     produce = sub.add_parser("produce", help="write deterministic sample records to a topic")

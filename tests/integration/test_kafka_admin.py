@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
 from streamsql.errors import KafkaError
 from streamsql.kafka.admin import EndOffsets, KafkaAdmin
@@ -85,34 +86,55 @@ def test_true_end_offsets_despite_under_reported_list_offsets(admin: KafkaAdmin,
 
 
 def test_a_topic_first_written_by_several_producers_at_once_is_read_from_its_first_record(
-        bootstrap: str, admin: KafkaAdmin, topic_name) -> None:  # type: ignore[no-untyped-def]
+        tmp_path, topic_name) -> None:  # type: ignore[no-untyped-def]
     """tansu sometimes lists a partition's start as the base of its second batch when its first
     batches came from several producers at once (one round in 30 to 100 here; session 36's CI
     lost 4 of 20 records to it): the records below are there, and the start a reader is given
-    must include them. Rounds until one would have shown it, at most 100 (~15 s)."""
+    must include them. Rounds until one would have shown it, at most 100.
+
+    On the local broker's default, durable storage (``kafka/object_store``): tansu's in-memory
+    engine, which the rest of the suite uses, itself loses or hides an acknowledged batch in
+    about one such round in 150 (docs/reliability.md), which no reader can read back."""
     import threading
 
-    for round_ in range(100):
-        t = topic_name(f"first{round_}")
-        admin.create_topic(t, partitions=2)
+    from streamsql.kafka.broker import LocalBroker
 
-        def produce(ids: range, t: str = t) -> None:
-            p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 4})
-            for i in ids:
-                p.produce(t, key=b"k%d" % i, value=b"%d" % i, timestamp=1000 + i)
-            assert p.flush(10) == 0
+    local = LocalBroker(tmp_path)
+    launched = local.launch(die_with_parent=True)
+    bootstrap = launched.broker.bootstrap_servers
+    admin = KafkaAdmin(bootstrap)
+    try:
+        listed_late = 0
+        for round_ in range(100):
+            t = topic_name(f"first{round_}")
+            admin.create_topic(t, partitions=2)
 
-        writers = [threading.Thread(target=produce, args=(range(j, 20, 3),)) for j in range(3)]
-        for w in writers:
-            w.start()
-        for w in writers:
-            w.join()
-        offsets = EndOffsets(bootstrap, t)
-        try:
-            assert offsets.earliest([0, 1]) == {0: 0, 1: 0}
-        finally:
-            offsets.close()
-        assert sorted(int(r.value or b"") for r in admin.read_all(t)) == list(range(20))
+            def produce(ids: range, t: str = t) -> None:
+                p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 4})
+                for i in ids:
+                    p.produce(t, key=b"k%d" % i, value=b"%d" % i, timestamp=1000 + i)
+                assert p.flush(10) == 0
+
+            writers = [threading.Thread(target=produce, args=(range(j, 20, 3),)) for j in range(3)]
+            for w in writers:
+                w.start()
+            for w in writers:
+                w.join()
+            offsets = EndOffsets(bootstrap, t)
+            try:
+                listed_late += any(v > 0 for v in offsets._list([0, 1], OffsetSpec.earliest()).values())
+                assert offsets.earliest([0, 1]) == {0: 0, 1: 0}
+            finally:
+                offsets.close()
+            assert sorted(int(r.value or b"") for r in admin.read_all(t)) == list(range(20))
+            if listed_late:
+                break
+    finally:
+        admin.close()
+        launched.broker.stop()
+        if launched.store is not None:
+            launched.store.terminate()
+            launched.store.wait(10)
 
 
 def test_a_reader_that_stops_at_the_end_waits_for_a_slow_probe_instead_of_stopping_short(
