@@ -19,16 +19,17 @@ of that column; otherwise the record is a JSON object of the columns.
 
 Two readers, one answer. The exact reader (the standard library's parser, numbers with a fraction
 as ``Decimal``) defines every rule above and every error message. Where all columns are BOOLEAN,
-INTEGER, BIGINT, DOUBLE or STRING, a record is first read by orjson (about 7× faster) and its values
-accepted only where they cannot differ from the exact reader's: booleans, integers within the
-column's range, strings, doubles that orjson parsed from a fraction or exponent (correctly rounded,
-as ``float(Decimal(text))``) or from an integer below 2^63. Anything else — a malformed record, a
-string where a number is wanted, a lone surrogate escape, a byte order mark, a huge integer — makes
-that one record go through the exact reader, so its result or its processing-log reason is the
-same as before. Which JSON key a column reads (exact name, else the key upper-cased) is worked out
-once per distinct key order, not per record.
+INTEGER, BIGINT, DOUBLE or STRING, or STRUCTs of those (Nexmark's events), a record is first read by
+orjson (about 7× faster) and its values accepted only where they cannot differ from the exact
+reader's: booleans, integers within the column's range, strings, objects for structs (their fields
+matched to keys as the exact reader matches them), doubles that orjson parsed from a fraction or
+exponent (correctly rounded, as ``float(Decimal(text))``) or from an integer below 2^63. Anything
+else — a malformed record, a string where a number is wanted, a lone surrogate escape, a byte order
+mark, a huge integer — makes that one record go through the exact reader, so its result or its
+processing-log reason is the same as before. Which JSON key a column or a struct's field reads
+(exact name, else the key upper-cased) is worked out once per distinct key order, not per record.
 
-Before either, a whole batch of such records is offered to Arrow's JSON reader (C++, about 15×
+Before either, a whole batch of such records (without STRUCT columns) is offered to Arrow's JSON reader (C++, about 15×
 faster than orjson record by record): one pass over the records joined by newlines, typed by the
 columns, the JSON keys taken from the first record's layout. Its answer is kept only where it
 cannot differ from the exact reader's; anywhere else the batch goes record by record as above —
@@ -113,16 +114,17 @@ class JsonSerde:
         self._side = "key" if spec.columns and spec.columns[0].is_key else "value"
         self._null_row = (None,) * len(spec.columns)
         self._names = tuple(c.name for c in spec.columns)
-        fast = [_FAST_COERCERS.get(c.type.kind) if isinstance(c.type, Primitive) else None
-                for c in spec.columns]
+        fast = [_fast_coercer(c.type) for c in spec.columns]
         self._fast: tuple[Coercer, ...] | None = (
             tuple(f for f in fast if f is not None) if _fast_loads is not None and None not in fast else None)
+        # Arrow's batch reader: plain columns only (a struct's fields would need their own layout)
+        self._batchable = self._fast is not None and all(isinstance(c.type, Primitive) for c in spec.columns)
         self._layouts: dict[tuple[str, ...], tuple[str | None, ...]] = {}
         self._name_forms = frozenset(self._names) | {n.upper() for n in self._names}
         self._batch_schemas: dict[tuple[str, ...], pa.Schema] = {}
 
     def decode(self, data: Sequence[bytes | None]) -> DecodeResult:
-        if self._fast is not None and not self._unwrapped and data:
+        if self._batchable and not self._unwrapped and data:
             decoded = self._decode_batch(data)
             if decoded is not None:
                 return decoded
@@ -575,6 +577,44 @@ def _fast_string(v: Any) -> str:
     if type(v) is str:
         return v
     raise _ExactReaderNeeded
+
+
+class _FastStruct:
+    """:func:`_to_struct` with each field's fast coercer: the same key read per field (exact
+    name, else the last key that upper-cases to it; worked out once per distinct key order, as
+    the record's own columns are), anything a field's coercer refuses left to the exact reader."""
+
+    def __init__(self, fields: tuple[tuple[str, Coercer], ...]) -> None:
+        self.names = tuple(name for name, _coerce in fields)
+        self.coercers = tuple(coerce for _name, coerce in fields)
+        self.layouts: dict[tuple[str, ...], tuple[str | None, ...]] = {}
+
+    def __call__(self, v: Any) -> dict[str, Any]:
+        if type(v) is not dict:
+            raise _ExactReaderNeeded
+        keys = self.layouts.get(tuple(v))
+        if keys is None:
+            upper = {k.upper(): k for k in v}
+            keys = tuple(name if name in v else upper.get(name) for name in self.names)
+            if len(self.layouts) >= _LAYOUTS_KEPT:
+                self.layouts.clear()
+            self.layouts[tuple(v)] = keys
+        return {name: None if k is None or (x := v[k]) is None else coerce(x)
+                for name, k, coerce in zip(self.names, keys, self.coercers)}
+
+
+def _fast_coercer(t: SqlType) -> Coercer | None:
+    """The fast reader's coercer of a column type (a primitive of :data:`_FAST_COERCERS`, or a
+    STRUCT of such types, as Nexmark's events are), or None where only the exact reader reads it."""
+    if isinstance(t, Struct):
+        fields = []
+        for f in t.fields:
+            coerce = _fast_coercer(f.type)
+            if coerce is None:
+                return None
+            fields.append((f.name, coerce))
+        return _FastStruct(tuple(fields))
+    return _FAST_COERCERS.get(t.kind) if isinstance(t, Primitive) else None
 
 
 _TWO_63 = float(2**63)

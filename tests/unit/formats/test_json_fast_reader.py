@@ -223,3 +223,87 @@ def test_a_record_that_is_not_one_object_on_one_line_sends_its_batch_record_by_r
     for records in ([odd, plain, plain], [plain, odd, plain], [plain, plain, odd]):
         assert serde._decode_batch(records) is None, records
         assert _rows(serde, records) == _exact_rows(serde, records)
+
+
+# --- STRUCT columns (Nexmark's events): the fast reader, record by record ------------------------
+
+_INNER = T.Struct((T.StructField("B", T.BOOLEAN),))
+_OUTER = T.Struct((T.StructField("ID", T.BIGINT), T.StructField("NAME", T.STRING), T.StructField("D", T.DOUBLE),
+                   T.StructField("IN", _INNER)))
+STRUCT_SPEC = FormatSpec("JSON", (Column("E", T.INTEGER), Column("P", _OUTER)))
+
+STRUCT_EDGES: list[bytes] = [
+    b'{"e":0,"p":{"id":1,"name":"a","d":0.5,"in":{"b":true}}}',
+    b'{"E":1,"P":{"ID":2,"NAME":"b","D":-0.0,"IN":null}}',
+    b'{"e":2,"p":null}', b'{"e":3}', b'{"e":4,"p":{}}', b'{"e":5,"p":{"extra":[1,2],"id":3}}',
+    b'{"e":6,"p":{"id":"12","name":5,"d":"1.5","in":{"b":"true"}}}',  # strings and numbers the exact reader converts
+    b'{"e":7,"p":{"id":1.9,"d":123456789012345678901234,"name":{"x":1}}}',
+    b'{"e":8,"p":{"id":9223372036854775808}}', b'{"e":9,"p":{"ID":1,"id":2,"Id":3}}',
+    b'{"e":10,"p":{"id":2,"ID":1}}', b'{"e":11,"p":{"id":1,"id":2}}', b'{"e":12,"p":"text"}',
+    b'{"e":13,"p":[1,2]}', b'{"e":14,"p":7}', b'{"e":15,"p":{"in":[true]}}', b'{"e":16,"p":{"in":{"B":1}}}',
+    b'{"e":17,"p":{"name":"\\ud800"}}', b'{"e":18,"p":{"d":NaN}}', b'{"e":19,"p":{"id":1}', b"null",
+]
+
+
+def _random_struct_records(count: int, seed: int) -> list[bytes]:
+    r = random.Random(seed)
+    scalars = ["1", "-7", "0.5", "1e3", "9223372036854775808", '"s"', '"12"', "true", "null", "[]", "{}"]
+    field_names = ["ID", "id", "Id", "NAME", "name", "D", "d", "IN", "in", "X"]
+
+    def struct(depth: int) -> str:
+        fields = []
+        for _ in range(r.randint(0, 5)):
+            name = r.choice(field_names)
+            value = struct(depth + 1) if name.upper() == "IN" and depth == 0 and r.random() < 0.7 else (
+                '{"b":' + r.choice(["true", "false", "1", "null"]) + "}" if name.upper() == "IN"
+                else r.choice(scalars))
+            fields.append(f'"{name}":{value}')
+        return "{" + ",".join(fields) + "}"
+
+    out = []
+    for i in range(count):
+        p = struct(0) if r.random() < 0.8 else r.choice(["null", "1", '"x"', "[]"])
+        out.append(f'{{"{r.choice(["e", "E"])}":{i % 3},"{r.choice(["p", "P"])}":{p}}}'.encode())
+    return out
+
+
+def _exact_struct_serde(monkeypatch: pytest.MonkeyPatch) -> Any:
+    with monkeypatch.context() as m:
+        m.setattr(json_format, "_fast_loads", None)
+        serde = serde_for(STRUCT_SPEC)
+    assert serde._fast is None
+    return serde
+
+
+def test_struct_columns_of_plain_fields_take_the_fast_reader_but_not_arrows_batches() -> None:
+    serde = serde_for(STRUCT_SPEC)
+    assert serde._fast is not None and not serde._batchable
+    with_array = FormatSpec("JSON", (Column("P", T.Struct((T.StructField("A", T.Array(T.INTEGER)),))),))
+    assert serde_for(with_array)._fast is None
+
+
+@pytest.mark.parametrize("records", [STRUCT_EDGES, _random_struct_records(5000, seed=5)], ids=["edges", "random"])
+def test_fast_and_exact_readers_agree_on_struct_rows_and_reasons(monkeypatch: pytest.MonkeyPatch,
+                                                                 records: list[bytes]) -> None:
+    exact_rows, exact_errors = _rows(_exact_struct_serde(monkeypatch), records)
+    fast_rows, fast_errors = _rows(serde_for(STRUCT_SPEC), records)
+    assert any(e is not None for e in exact_errors) and any(e is None for e in exact_errors)
+    for record, e_row, f_row, e_err, f_err in zip(records, exact_rows, fast_rows, exact_errors, fast_errors):
+        assert (f_row, f_err) == (e_row, e_err), record
+
+
+def test_plain_struct_records_do_not_reach_the_exact_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    serde = serde_for(STRUCT_SPEC)
+    exact_calls: list[bytes] = []
+    original = serde._decode_exact
+    monkeypatch.setattr(serde, "_decode_exact", lambda raw: exact_calls.append(raw) or original(raw))
+    plain = [json.dumps({"e": n, "p": None if n % 3 == 0 else {"id": n, "name": str(n), "d": n / 7,
+                                                                  "in": {"b": n % 2 == 0}}}).encode()
+             for n in range(100)]
+    odd = b'{"e":1,"p":{"id":"5"}}'
+    rows, errors = _rows(serde, [*plain, odd])
+    assert exact_calls == [odd]
+    assert errors == [None] * 101
+    assert rows[0] == (0, None)
+    assert rows[4] == (4, {"ID": 4, "NAME": "4", "D": 4 / 7, "IN": {"B": True}})
+    assert rows[100] == (1, {"ID": 5, "NAME": None, "D": None, "IN": None})
