@@ -122,6 +122,40 @@ class DataDirError(StreamsqlError):
     state of another Kafka cluster. The message names the holder or the cluster and the way out."""
 
 
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+
+
+def own_message(text: str) -> str:
+    """An error's own message, never a Python or JVM trace: Spark wraps the traceback of an
+    exception raised in a Python worker (its last ``Type: message`` line is the cause) and a
+    failed streaming query's state dump into its messages; Spark's SQLSTATE suffix goes too."""
+    if "Traceback (most recent call last)" in text:
+        found = [m.group(2) for m in map(_EXCEPTION_LINE.match, text.splitlines()) if m is not None]
+        if found:
+            text = found[-1]
+    if "terminated with exception: " in text:  # Spark's wrapper: keep the cause
+        text = text.split("terminated with exception: ", 1)[1]
+    for marker in ("\n=== Streaming Query", "\n\tat ", "\nJVM stacktrace:", "Traceback (most recent"):
+        text = text.split(marker)[0]
+    return re.sub(r"(\s*SQLSTATE: \w+)+\s*$", "", text.strip())
+
+
+#: how Kafka Streams words any exception a processor raised for a record (StreamTask.process),
+#: which ksqlDB reports as the query's error
+CAUGHT_IN_PROCESS = "Exception caught in process. "
+
+
+def query_failure(exc: BaseException) -> str:
+    """Why a persistent query stopped, as ksqlDB reports it: an exception raised while the
+    query's records were processed (in a Spark Python worker: the sources' decoding, the
+    operators, the sink's encoding) is Kafka Streams' ``Exception caught in process.`` with the
+    exception's own message; any other failure is Spark's message. Never a trace."""
+    text = spark_message(exc)
+    if "[PYTHON_EXCEPTION]" in text or "Traceback (most recent call last)" in text:
+        return CAUGHT_IN_PROCESS + own_message(text)
+    return own_message(text) or text
+
+
 def spark_message(exc: BaseException) -> str:
     """The useful first line of a Spark/Py4J error, not the JVM stack."""
     text = getattr(exc, "desc", None) or getattr(exc, "message", None) or str(exc)

@@ -100,7 +100,13 @@ class RecordEncoder:
                 raise KafkaError(f"cannot write to topic '{self.opts.topic}': input has no column '{c.name}'")
             cols.append(arr)
         sub = pa.RecordBatch.from_arrays(cols, names=[c.name for c in spec.columns])
-        encoded = serde.encode(sub)
+        try:
+            encoded = serde.encode(sub)
+        except (ValueError, TypeError, OverflowError) as e:
+            # a record the sink's format or schema cannot hold fails the query, worded as Kafka
+            # Streams' record collector words it (ksqlDB's cause for such a failure)
+            raise KafkaError(f"Unable to serialize record. ProducerRecord(topic=[{self.opts.topic}]) {raw}: "
+                             f"{e}") from None
         if raw == "key" and len(cols) > 1 and not self.opts.computed_key:
             # ksqlDB writes a null key, not an object of nulls, when a source's null key passes
             # through (every key column null); a PARTITION BY key is an object even of nulls

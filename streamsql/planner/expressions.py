@@ -466,6 +466,12 @@ class ExpressionCompiler:
             )
         if isinstance(base.type, t.Map):
             return Compiled(f"element_at({base.sql}, {index.sql})", base.type.value)
+        if base.type is not None or isinstance(node.this, exp.Null):
+            # ksqlDB's ExpressionTypeManager: only an ARRAY or a MAP has elements to subscript
+            hint = (f" Use the dereference operator for STRUCTS: {node.this.sql()}->{node.expressions[0].sql()}"
+                    if isinstance(base.type, t.Struct) else "")
+            raise AnalysisError(f"Subscript expression ({node.sql()}) do not apply to "
+                                f"{'null' if base.type is None else base.type}.{hint}")
         return Compiled(f"element_at({base.sql}, {index.sql})", None)
 
     # --- functions ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamsql.catalog import QueryInfo
-from streamsql.errors import StreamsqlError, spark_message
+from streamsql.errors import StreamsqlError, query_failure, spark_message
 
 if TYPE_CHECKING:
     from pyspark import Accumulator
@@ -245,7 +245,7 @@ class QueryRegistry:
         if exc is not None and self._restart_if_transient(q, exc):
             return
         if exc is not None:
-            raise StreamsqlError(f"Query {q.info.id} failed: {spark_message(exc)}", q.info.statement)
+            raise StreamsqlError(f"Query {q.info.id} failed: {query_failure(exc)}", q.info.statement)
 
     def _restart_if_transient(self, q: RunningQuery, exc: BaseException) -> bool:
         message = spark_message(exc)
@@ -272,5 +272,5 @@ class QueryRegistry:
                 out.append((qid, spark_message(e)))
                 continue
             if exc is not None:
-                out.append((qid, spark_message(exc)))
+                out.append((qid, query_failure(exc)))
         return out

@@ -9,9 +9,10 @@ code behave the same against streamsql.
 
 from __future__ import annotations
 
-import re
 import threading
 from typing import Any
+
+from streamsql.errors import own_message
 
 BAD_REQUEST = 40000
 BAD_STATEMENT = 40001
@@ -91,18 +92,7 @@ class UnexpectedErrors:
 UNEXPECTED_ERRORS = UnexpectedErrors()
 
 
-_EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
-
-
 def client_message(text: str) -> str:
     """A query error as a client may see it: the exception's own message, never a Python or JVM
     trace (Spark wraps Python tracebacks from foreachBatch into its messages)."""
-    if "Traceback (most recent call last)" in text:
-        found = [m.group(2) for m in map(_EXCEPTION_LINE.match, text.splitlines()) if m is not None]
-        if found:
-            text = found[-1]
-    if "terminated with exception: " in text:  # Spark's wrapper: keep the cause
-        text = text.split("terminated with exception: ", 1)[1]
-    for marker in ("\n=== Streaming Query", "\n\tat ", "\nJVM stacktrace:", "Traceback (most recent"):
-        text = text.split(marker)[0]
-    return re.sub(r"(\s*SQLSTATE: \w+)+\s*$", "", text.strip()) or SANITIZED_SERVER_ERROR
+    return own_message(text) or SANITIZED_SERVER_ERROR

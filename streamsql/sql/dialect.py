@@ -459,6 +459,11 @@ def finish_expression(
             comma = _tuple_comma(node, sql)
             if comma is not None:  # ksqlDB's grammar reads ``(a`` and then wants the ')'
                 raise KsqlSyntaxError("missing ')' at ','", Token(TokenType.COMMA, ",", start=comma, end=comma))
+        if isinstance(node, exp.Is) and not isinstance(node.expression, exp.Null):
+            # ksqlDB's grammar has IS [NOT] NULL and IS [NOT] DISTINCT FROM only: whatever else
+            # follows IS is where its parser stops
+            raise KsqlSyntaxError(f"mismatched input '{_node_text(node.expression)}' expecting {{'NULL', 'DISTINCT'}}",
+                                  _first_token(node.expression) or _first_token(node) or fallback)
         problem = _check_node(node, allow_struct_star and node is tree)
         if problem:
             raise KsqlSyntaxError(problem, _first_token(node) or fallback)

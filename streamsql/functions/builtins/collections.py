@@ -41,6 +41,28 @@ def _elem(x: Compiled) -> t.SqlType | None:
     return x.type.element if isinstance(x.type, t.Array) else None
 
 
+def holds_map(ty: t.SqlType) -> bool:
+    """Whether values of ``ty`` hold a MAP somewhere, which Spark can neither compare nor order."""
+    if isinstance(ty, t.Map):
+        return True
+    if isinstance(ty, t.Array):
+        return holds_map(ty.element)
+    if isinstance(ty, t.Struct):
+        return any(holds_map(f.type) for f in ty.fields)
+    return False
+
+
+def comparable(sql: str, ty: t.SqlType) -> str:
+    """``sql`` as a value Spark can compare for equality, equal where Java's ``equals`` is: a
+    value holding a map becomes JSON text, a map's entries sorted by key first (a Java map equals
+    another with the same entries in any order); other values are themselves."""
+    if isinstance(ty, t.Map):
+        a, b = fresh("a"), fresh("b")
+        return (f"to_json(array_sort(map_entries({sql}), ({a}, {b}) -> CASE WHEN {a}.key < {b}.key THEN -1 "
+                f"WHEN {a}.key > {b}.key THEN 1 ELSE 0 END))")
+    return f"to_json({sql})" if holds_map(ty) else sql
+
+
 def common_type(types: Sequence[t.SqlType | None]) -> t.SqlType | None:
     known = [ty for ty in types if ty is not None]
     if not known:
@@ -223,11 +245,23 @@ def register(reg: FunctionRegistry) -> None:
 
     add(reg, "ARRAY_CONTAINS", contains, lo=2, hi=2, category=ARR,
         description="Whether an array contains a value (false for a null array).", accepts=sig("array", "any"))
-    for name, spark, desc in (("ARRAY_DISTINCT", "array_distinct", "The distinct elements, in order."),
-                              ("ARRAY_MAX", "array_max", "The largest non-null element."),
+    def distinct(cs: list[Compiled]) -> Compiled:
+        element = _elem(cs[0])
+        if element is None or not holds_map(element):
+            return c(f"array_distinct({cs[0].sql})", cs[0].type)
+        # Spark's array_distinct cannot compare maps; ksqlDB keeps each element not equal to
+        # an earlier one (Java's equals: a map as its set of entries)
+        x, i, y = fresh("x"), fresh("i"), fresh("y")
+        arr = cs[0].sql
+        return c(f"filter({arr}, ({x}, {i}) -> NOT exists(slice({arr}, 1, {i}), "
+                 f"{y} -> {comparable(y, element)} <=> {comparable(x, element)}))", cs[0].type)
+
+    add(reg, "ARRAY_DISTINCT", distinct, lo=1, hi=1, category=ARR, description="The distinct elements, in order.",
+        accepts=sig("array"))
+    for name, spark, desc in (("ARRAY_MAX", "array_max", "The largest non-null element."),
                               ("ARRAY_MIN", "array_min", "The smallest non-null element.")):
-        def array_fn(cs: list[Compiled], spark: str = spark, name: str = name) -> Compiled:
-            return c(f"{spark}({cs[0].sql})", cs[0].type if name == "ARRAY_DISTINCT" else _elem(cs[0]))
+        def array_fn(cs: list[Compiled], spark: str = spark) -> Compiled:
+            return c(f"{spark}({cs[0].sql})", _elem(cs[0]))
 
         add(reg, name, array_fn, lo=1, hi=1, category=ARR, description=desc, accepts=sig("array"))
     for name, spark, desc in (("ARRAY_EXCEPT", "array_except",

@@ -31,7 +31,11 @@ def register(reg: FunctionRegistry) -> None:
 
     add(reg, "IFNULL", ifnull, lo=2, hi=2, category=CAT,
         description="The first argument, or the second when the first is null.")
-    add(reg, "NULLIF", lambda cs: c(f"nullif({args_sql(cs)})", cs[0].type), lo=2, hi=2, category=CAT,
+    def nullif(cs: list[Compiled]) -> Compiled:
+        _same_kinds("NULLIF", cs)  # ksqlDB's nullIf(T, T): one type parameter for both
+        return c(f"nullif({args_sql(cs)})", cs[0].type)
+
+    add(reg, "NULLIF", nullif, lo=2, hi=2, category=CAT,
         description="Null when both arguments are equal, else the first.")
     add(reg, "AS_VALUE", lambda cs: c(cs[0].sql, cs[0].type), lo=1, hi=1, category="OTHER",
         description="Copies a key column into the value.")
