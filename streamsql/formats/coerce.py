@@ -19,7 +19,7 @@ import binascii
 import json
 import math
 import re
-from decimal import Context, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -193,6 +193,15 @@ def java_double(value: float) -> str:
     sign, digits, exponent = Decimal(repr(value)).as_tuple()
     text = "".join(map(str, digits)).rstrip("0") or "0"
     power = int(exponent) + len(digits) - 1
+    if len(text) == 1:
+        # JDK 19+: where one digit would do, the two-digit decimal closest to the value is
+        # printed (Double.MIN_VALUE is 4.9E-324, not 5.0E-324); the same text unless the value
+        # is far from its one-digit neighbour (the smallest subnormals)
+        exact = abs(Decimal(value))
+        power = exact.adjusted()
+        text = str(exact.scaleb(-power).quantize(Decimal("0.1"), rounding=ROUND_HALF_EVEN)).replace(".", "")
+        if len(text) > 2:  # 9.96 rounded up to 10.0
+            power, text = power + 1, text[:2]
     return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
 
 

@@ -36,7 +36,7 @@ from streamsql.errors import AnalysisError
 from streamsql.formats.features import features
 from streamsql.functions.aggregates import BoundAggregate
 from streamsql.functions.registry import FunctionRegistry, rejected_types
-from streamsql.planner.expressions import ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
+from streamsql.planner.expressions import ExpressionCompiler, FieldAliases, Scope, ScopeColumn, generated_name, quote
 from streamsql.sql import ast
 from streamsql.sql.dialect import to_ksql
 
@@ -243,6 +243,7 @@ class AggregationPlanner:
             self.keys.append((f"__K{i}", compiled.sql, compiled.type))
         columns: list[AggregateColumn] = []
         generated = 0
+        fields = FieldAliases(c.name for c in self.source.columns)
         non_aggregate: list[str] = []
         for item in self._expand_star(query.select):
             assert item.expression is not None
@@ -253,7 +254,8 @@ class AggregationPlanner:
                 continue
             compiled = ExpressionCompiler(self._post_scope(), self.functions).compile(post)
             key_index = self._key_index(item.expression)
-            name = item.alias or _implicit_name(item.expression)
+            name = item.alias or (fields.name(item.expression.expression.name) if isinstance(item.expression, exp.Dot)
+                                  else _implicit_name(item.expression))
             if name is None:
                 name, generated = generated_name(generated, {c.name for c in self.source.columns})
             columns.append(AggregateColumn(name, compiled.sql, compiled.type, key_index is not None))

@@ -13,7 +13,7 @@ learns the final output types from Spark's analysis of the built DataFrame.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -105,6 +105,37 @@ def generated_name(counter: int, taken: set[str]) -> tuple[str, int]:
     while f"KSQL_COL_{counter}" in taken:
         counter += 1
     return f"KSQL_COL_{counter}", counter + 1
+
+
+_NUMBERED = re.compile(r"(.*?)(?:_(\d+))?")
+
+
+def _numbered(name: str) -> tuple[str, int]:
+    match = _NUMBERED.fullmatch(name)
+    assert match is not None  # every text matches
+    return match.group(1), int(match.group(2) or 0)
+
+
+class FieldAliases:
+    """ksqlDB's names for unaliased struct dereferences (``A->B``), one query's worth
+    (ColumnNames' ``StructFieldAliasGenerator``): the field's name without a trailing ``_<n>``,
+    then ``_1``, ``_2``…, skipping the numbers the sources' column names already use (a source
+    column ``B`` makes ``A->B`` ``B_1``)."""
+
+    def __init__(self, source_names: Iterable[str]) -> None:
+        self._used: dict[str, set[int]] = {}
+        for name in source_names:
+            base, number = _numbered(name)
+            self._used.setdefault(base, set()).add(number)
+        self._next: dict[str, int] = {}
+
+    def name(self, field: str) -> str:
+        base = _numbered(field)[0]
+        used, index = self._used.get(base, set()), self._next.get(base, 0)
+        while index in used:
+            index += 1
+        self._next[base] = index + 1
+        return base if index == 0 else f"{base}_{index}"
 
 
 def _category(ty: t.SqlType) -> str:

@@ -27,7 +27,15 @@ from streamsql.functions import table_functions as tf
 from streamsql.functions.registry import FunctionRegistry
 from streamsql.planner import pushdown
 from streamsql.planner.aggregation import NON_AGGREGATE_HINT, AggregatePlan, AggregationPlanner
-from streamsql.planner.expressions import Compiled, ExpressionCompiler, Scope, ScopeColumn, generated_name, quote
+from streamsql.planner.expressions import (
+    Compiled,
+    ExpressionCompiler,
+    FieldAliases,
+    Scope,
+    ScopeColumn,
+    generated_name,
+    quote,
+)
 from streamsql.planner.joins import JoinedSource, plan_join, side_source_columns
 from streamsql.sql import ast
 
@@ -235,6 +243,7 @@ class Planner:
         out: list[OutputColumn] = []
         generated = 0
         key_refs = {quote(c.name) for c in source.key_columns}
+        fields = FieldAliases(c.name for c in source.columns)
         for item in query.select:
             if item.star:
                 out.extend(self._expand_star(item, source, alias, compiler, persistent))
@@ -245,7 +254,8 @@ class Planner:
                 raise AnalysisError("Can't infer a type of null. Please explicitly cast it to a required type, "
                                     "e.g. CAST(null AS VARCHAR).")
             compiled = compiler.compile(item.expression)
-            name = item.alias or self._implicit_name(item.expression)
+            name = item.alias or (fields.name(item.expression.expression.name) if isinstance(item.expression, exp.Dot)
+                                  else self._implicit_name(item.expression))
             if (item.alias is None and isinstance(source, JoinedSource) and source.join is not None
                     and isinstance(item.expression, exp.Column) and item.expression.table):
                 name = source.join.output_name(item.expression.table.upper(), item.expression.name)

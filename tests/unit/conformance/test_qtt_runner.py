@@ -96,12 +96,22 @@ def test_data_equal_reads_absent_fields_as_null_like_ksqldb() -> None:
     assert not compare.data_equal({"HEX": None}, {"HEX": None, "ASCII": None})
 
 
-def test_text_equal_for_delimited() -> None:
+def test_delimited_text_is_compared_as_ksqldbs_harness_compares_it() -> None:
+    # ksqlDB reads a DELIMITED side as a string (StringSerdeSupplier) and compares the text
+    # (ExpectedRecordComparator.compareText); a number expected never equals a string
     assert compare.text_equal("1,a,2.0", "1,a,2.0")
-    assert compare.text_equal("1,a,2.0", "1,a,2")
+    assert not compare.text_equal("1,a,2.0", "1,a,2")
+    assert not compare.text_equal("1|2", "1|2.0")
     assert not compare.text_equal("1,a", "1,b")
-    assert compare.text_equal("1|2", "1|2.0", "|")
-    assert compare.text_equal(5, "5")
+    assert not compare.text_equal(5, "5")
+    assert compare.text_equal(None, None) and not compare.text_equal("", None)
+    assert compare.SideFormat("text", "|").equal("1|2", "1|2") and not compare.SideFormat("text", "|").equal(
+        "1|2", "1|2.0")
+
+
+def test_a_topic_no_source_reads_is_compared_as_text_or_json() -> None:
+    assert compare.raw_equal({"A": 1}, '{"A": 1}') and compare.raw_equal("1,a,2.0", "1,a,2")
+    assert not compare.raw_equal("1,a", "1,b")
 
 
 def _rec(key, value, ts=0, partition=0, offset=0):  # type: ignore[no-untyped-def]

@@ -797,3 +797,12 @@ def test_json_wrapped_rows_render_as_ksqldb_writes_them_whichever_path_renders_a
                  f'"T":{text(t, lambda x: "true" if x else "false")},"D":{d},"N":{text(n, str)}' + "}").encode()
                 for (i, b, st, t, _, n), d in zip(rows, doubles_text)]
     assert encode(s, *rows) == expected
+
+
+def test_doubles_read_as_javas_double_to_string() -> None:
+    # JDK 19+ Double.toString: two digits where one would do (literals.json, "DOUBLE literal
+    # min/max", DELIMITED: Double.MIN_VALUE is 4.9E-324)
+    from streamsql.formats.coerce import java_double
+
+    assert [java_double(v) for v in (5e-324, -5e-324, 1e-323, 1e-5, 1.7976931348623157e308, 0.001)] == [
+        "4.9E-324", "-4.9E-324", "9.9E-324", "1.0E-5", "1.7976931348623157E308", "0.001"]

@@ -46,3 +46,15 @@ def test_nullif_takes_two_values_of_one_type() -> None:
     # ksqldb-engine/.../function/udf/nulls/NullIf.java: nullIf(T expr1, T expr2)
     assert _compile_error("NULLIF(1, STRUCT(A := 1))") == (
         "Function 'nullif' does not accept parameters (INTEGER, STRUCT<`A` INTEGER>).")
+
+
+def test_struct_fields_are_named_as_ksqldb_names_them() -> None:
+    # ksqldb-execution/.../schema/ksql/ColumnNames.java, StructFieldAliasGenerator: a field's
+    # name, then _1, _2…, skipping the numbers the sources' columns use (simple-struct.json,
+    # "clashing field name": B, A->B, C->B are B, B_1, B_2)
+    from streamsql.planner.expressions import FieldAliases
+
+    names = FieldAliases(["ROWKEY", "B", "A", "C"])
+    assert [names.name("B"), names.name("B")] == ["B_1", "B_2"]
+    names = FieldAliases(["X", "F_1"])
+    assert [names.name("F"), names.name("F"), names.name("G")] == ["F", "F_2", "G"]
