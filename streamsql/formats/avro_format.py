@@ -27,7 +27,7 @@ import io
 import json
 import re
 from collections.abc import Callable, Sequence
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -487,7 +487,11 @@ def _to_datum(schema: Any, value: Any, named: dict[str, Any]) -> Any:
         return None
     logical = schema.get("logicalType")
     if logical == "decimal":
-        return Decimal(str(value)).quantize(Decimal(1).scaleb(-int(schema.get("scale", 0))))
+        # at the schema's scale, with as many digits as the value needs: the default context's
+        # 28 would refuse a DECIMAL(38, s) of 29 digits or more (decimal.InvalidOperation)
+        number, scale = Decimal(str(value)), int(schema.get("scale", 0))
+        digits = max(number.adjusted() + 1, 1) + scale + 1  # one more for a carry (999.996 to 1000.00)
+        return number.quantize(Decimal(1).scaleb(-scale), context=Context(prec=max(digits, 1)))
     if kind == "record":
         upper = {k.upper(): v for k, v in value.items()} if isinstance(value, dict) else {}
         out = {}

@@ -205,3 +205,14 @@ def test_a_missing_field_with_a_default_is_written_as_the_default() -> None:
     assert fastavro.schemaless_reader(io.BytesIO(bytes(payload)), fastavro.parse_schema(writer)) == {
         "ID": "abc", "DATA": {"NUM_VOTES": 10, "EMAIL": "a@b.c"}}
     assert not avro_format._defaults_needed(avro_format.avro_schema(COLUMNS, unwrapped=False))
+
+
+def test_a_json_decimal_of_more_than_28_digits_becomes_an_avro_decimal() -> None:
+    # math.json "round with large DECIMAL values - AVRO": a DECIMAL(38, 16) input of 33 digits
+    # raised decimal.InvalidOperation (the default context's 28 digits), a crash of the runner
+    from streamsql.formats.avro_format import datum_from_json
+
+    schema = {"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 16}
+    assert datum_from_json(schema, "12345678987654321.5") == Decimal("12345678987654321.5000000000000000")
+    assert str(datum_from_json(schema, 0.5)) == "0.5000000000000000"
+    assert str(datum_from_json({**schema, "scale": 2}, "999.996")) == "1000.00"
