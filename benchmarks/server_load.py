@@ -810,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
                                "transient_checkpoints": transient_checkpoints(server_tmp)}
         result["server_pss_mb"] = {"after_warmup": pss_warm["total_mb"], "end": pss_end["total_mb"],
                                    "after_drain": tree_pss(server_pid)["total_mb"], "during": pss_samples,
-                                   "end_by_pid": pss_end["by_pid_mb"]}
+                                   "after_warmup_by_pid": pss_warm["by_pid_mb"], "end_by_pid": pss_end["by_pid_mb"]}
         result["server_alive"] = server.proc.poll() is None
     finally:
         server.stop()
