@@ -498,6 +498,17 @@ class StreamTableJoin:
     def __init__(self, kind: str) -> None:
         self.kind = kind
 
+    @staticmethod
+    def keys_to_read(ordered: list[Record]) -> list[str]:
+        """The join keys whose table row the batch needs from the store: those whose first
+        record (in arrival order) is a stream record. A key whose table row is updated first
+        is written before it is read (W5's first batch: every customer before any order)."""
+        first: dict[str, int] = {}
+        for side, _part, _off, _ts, _tomb, jk, _row in ordered:
+            if jk is not None and jk not in first:
+                first[jk] = side
+        return [jk for jk, side in first.items() if side == 0]
+
     def process(self, rec: Record, state: BucketState, out: list[Out]) -> None:
         side, _part, off, ts, tomb, jk, row = rec
         if side == 1:  # a table update; records without a key are not rows
@@ -687,8 +698,9 @@ class JoinOperator(StatefulProcessor):
 def run(task: JoinTask, records: list[Record], state: BucketState) -> list[Out]:
     """One micro-batch of a bucket through its join task: the joined rows, in emission order."""
     out: list[Out] = []
-    state.preload(r[5] for r in records)
-    for rec in arrival_order(records):
+    ordered = arrival_order(records)
+    state.preload(task.keys_to_read(ordered) if isinstance(task, StreamTableJoin) else (r[5] for r in records))
+    for rec in ordered:
         task.process(rec, state, out)
     if isinstance(task, WindowJoin):
         task.expire(state)

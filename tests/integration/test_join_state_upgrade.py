@@ -33,7 +33,7 @@ OLD_OUTPUT_SCHEMA = "__TS long, __SEQ long, __L string, __R string, __DEL boolea
 class OldJoinOperator(joins.JoinOperator):
     """The join operator as an earlier streamsql ran it: its output has no ``__TRIGSIDE``."""
 
-    planned = 0  # how many queries the driver planned with it (the patch took)
+    planned = 0  # how many times the driver planned a query with it (the patch took)
 
     def __init__(self, task: Any) -> None:
         super().__init__(task)
@@ -95,7 +95,7 @@ def test_a_join_checkpoint_from_before_trigside_resumes_with_its_table_state(  #
                 _produce(first, orders, [("c1", '{"id": "o1", "amount": 1}', 3)])
                 first.wait_until_idle()
                 assert [(v["ID"], v["NAME"]) for _k, v, _ts in read(first.admin, sink)] == [("o1", "ann")]
-                assert OldJoinOperator.planned == 1
+                assert OldJoinOperator.planned >= 1
             finally:
                 first.close()
     finally:

@@ -180,3 +180,29 @@ def test_input_frames_become_records_with_python_values() -> None:
     records = _input_records(iter([frame]))
     assert records == [(0, 1, 5, 10, False, "a", '{"X":1}'), (1, 0, 6, 20, True, None, '{"X":2}')]
     assert all(type(v) is int for v in records[0][:4]) and type(records[1][4]) is bool
+
+
+class _CountingStore(MemoryStore):
+    """A store that remembers which names each batch read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def get_many(self, names: list[str]) -> list[bytes | None]:
+        self.reads += names
+        return super().get_many(names)
+
+
+def test_a_stream_table_join_reads_only_keys_whose_first_record_is_a_stream_record() -> None:
+    """A key whose table row comes first in the batch is written before it is read: no read."""
+    store = _CountingStore()
+    join = StreamTableJoin("LEFT")
+    assert feed(join, [rec(1, "a", 1, "ta"), rec(1, "b", 1, "tb", off=1), rec(0, "a", 2, "s1"),
+                       rec(0, "c", 3, "s2", off=1)], store, batch=4) == [(2, "s1", "ta", "a"), (3, "s2", None, "c")]
+    assert sorted(n for n in store.reads if n.startswith("k")) == ["kc"]
+    # the next batch reads what the first one wrote
+    store.reads.clear()
+    assert feed(join, [rec(0, "b", 4, "s3", off=2), rec(1, "a", 5, "ta2", off=2), rec(0, "a", 6, "s4", off=3)],
+                store, batch=3) == [(4, "s3", "tb", "b"), (6, "s4", "ta2", "a")]
+    assert sorted(n for n in store.reads if n.startswith("k")) == ["kb"]
