@@ -11,18 +11,20 @@ Settings and why:
     RocksDB; changelog checkpointing writes only each batch's changes. Both are frozen into a
     query's checkpoint when it first starts (a checkpoint written before keeps its provider).
   * local masters only: the JVM compiles with C1 alone (``-XX:TieredStopAtLevel=1``) and collects
-    with the parallel collector (:data:`LOCAL_JVM_OPTIONS`). On a laptop the JVM shares a few cores
+    with the serial collector (:data:`LOCAL_JVM_OPTIONS`). On a laptop the JVM shares a few cores
     with the Python workers and the broker; C2's compiler threads and G1's concurrent work took
     half of its CPU seconds in a 500k-record W3 run, and without them the run was 1.3× faster
     end to end and in its steady batches too (docs/performance.md). The young generation is
-    64 MB (``-Xmn64m``): the parallel collector sizes it at a third of the heap and touches all
+    64 MB (``-Xmn64m``): a collector's default sizes it at a third of the heap and touches all
     of it between collections, so a 1 GB driver held ~730 MB resident for a stateless query
     that keeps little alive; with 64 MB, ~480 MB at the same records/s (W1, docs/performance.md).
-    The heap is not most of a local JVM's memory: in seed 003's pipeline (docs/performance.md)
-    its heap held ~216 MB committed of a ~560 MB PSS; the serial collector with a 128 MB initial
-    heap and 20-40% free left the JVM's peak at 491-618 MB against 546 with these flags, so they
-    stay. A cluster's driver keeps the JVM's defaults; ``spark.driver.extraJavaOptions`` set by the
-    user replaces ours.
+    The old generation starts at 64 MB (``-Xms128m``, not 1/64 of the machine's memory) and the
+    serial collector keeps it within 10-30% of what is live (``-XX:Min/MaxHeapFreeRatio``): the
+    parallel collector filled its ~320 MB initial old generation with promoted garbage before
+    its first full collection, for ~75 MB live, and its marking structures took ~40 MB more;
+    seed 003's pipeline (docs/performance.md): the JVM's peak PSS ~510 → ~440 MB. A cluster's
+    driver keeps the JVM's defaults; ``spark.driver.extraJavaOptions`` set by the user replaces
+    ours.
   * py4j's callback server (which the JVM calls for ``foreachBatch`` and listeners) waits for
     connections with ``select()``, which fails on a descriptor numbered 1,024 or more. A server
     holding hundreds of client connections when its first push query starts gets such a number,
@@ -42,11 +44,15 @@ Settings and why:
     one (:mod:`streamsql.runtime.class_archive`, built by ``scripts/setup.sh``): session start
     ~8 s → ~4 s on 2 cores. A user's ``spark.driver.extraJavaOptions`` replaces this too.
   * local masters only: the JVM and every Python process Spark starts run with glibc's
-    ``MALLOC_ARENA_MAX=2`` (:data:`LOCAL_PROCESS_ENV`, unless the environment sets it). glibc gives
-    each thread that allocates its own arena, up to 8 per core, and an arena keeps the pages it
-    once used; Spark's threads, librdkafka's and Arrow's each held some. Seed 003's pipeline over
-    20,000 batches (W4, ``streamsql-cold``): peak PSS of the JVM 640 → 546 MB, of the Python
-    workers 758 → 667 MB (docs/performance.md).
+    ``MALLOC_ARENA_MAX=2`` and fixed trim and mmap thresholds (:data:`LOCAL_PROCESS_ENV`, each
+    unless the environment sets it). glibc gives each thread that allocates its own arena, up
+    to 8 per core, and an arena keeps the pages it once used; Spark's threads, librdkafka's and
+    Arrow's each held some: seed 003's pipeline over 20,000 batches (W4, ``streamsql-cold``),
+    peak PSS of the JVM 640 → 546 MB, of the Python workers 758 → 667 MB. And glibc raises its
+    mmap threshold to the largest block freed (up to 32 MB) and its trim threshold to twice
+    that, so after one large batch the blocks of every later one stay in the heap when freed;
+    fixed at 1 MB and 4 MB, a block of 1 MB or more is its own mapping, unmapped when freed,
+    and a heap gives back its free top beyond 4 MB (docs/performance.md).
   * the Python workers' ``pyspark.zip`` is byte-compiled once (:mod:`streamsql.runtime.worker_zip`):
     every Python process Spark starts would otherwise compile PySpark from source (0.6 CPU-s each).
 
@@ -126,14 +132,16 @@ _unlimited_select()
 _lock = threading.Lock()
 #: keeps Spark's own logging to errors (the default prints WARN lines users cannot act on)
 _LOG4J = Path(__file__).with_name("log4j2.properties")
-#: JVM flags of a local session (see the module docstring): C1 only, the parallel collector,
-#: a 64 MB young generation
-LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -Xmn64m"
+#: JVM flags of a local session (see the module docstring): C1 only, the serial collector, a
+#: 64 MB young generation, an old generation that starts at 64 MB and stays near what is live
+LOCAL_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmn64m -Xms128m "
+                     "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30")
 #: the Python worker daemon of a local session: PySpark's, with our tasks' modules preloaded
 WORKER_DAEMON = "streamsql.runtime.worker_daemon"
 #: the environment of a local session's processes (see the module docstring), set before the JVM
 #: and the zygote start so both and everything they start inherit it; a value already set wins
-LOCAL_PROCESS_ENV = {"MALLOC_ARENA_MAX": "2"}
+LOCAL_PROCESS_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_TRIM_THRESHOLD_": "4194304",
+                     "MALLOC_MMAP_THRESHOLD_": "1048576"}
 _registered: set[int] = set()
 DEFAULT_MASTER = "local[2]"
 #: the state store every query uses (see the module docstring)
