@@ -15,16 +15,15 @@ Settings and why:
     with the Python workers and the broker; C2's compiler threads and G1's concurrent work took
     half of its CPU seconds in a 500k-record W3 run, and without them the run was 1.3× faster
     end to end and in its steady batches too (docs/performance.md). The young generation is
-    64 MB (``-Xmn64m``): a collector's default sizes it at a third of the heap and touches all
+    32 MB (``-Xmn32m``): a collector's default sizes it at a third of the heap and touches all
     of it between collections, so a 1 GB driver held ~730 MB resident for a stateless query
-    that keeps little alive; with 64 MB, ~480 MB at the same records/s (W1, docs/performance.md).
-    The old generation starts at 64 MB (``-Xms128m``, not 1/64 of the machine's memory) and the
+    that keeps little alive (with 64 MB, ~480 MB at the same records/s: W1, docs/performance.md).
+    The old generation starts at 64 MB (``-Xms96m``, not 1/64 of the machine's memory) and the
     serial collector keeps it within 10-30% of what is live (``-XX:Min/MaxHeapFreeRatio``): the
     parallel collector filled its ~320 MB initial old generation with promoted garbage before
-    its first full collection, for ~75 MB live, and its marking structures took ~40 MB more;
-    seed 003's pipeline (docs/performance.md): the JVM's peak PSS ~510 → ~440 MB. A cluster's
-    driver keeps the JVM's defaults; ``spark.driver.extraJavaOptions`` set by the user replaces
-    ours.
+    its first full collection, for ~75-90 MB live, and its marking structures took ~40 MB more
+    (seed 003's pipeline, docs/performance.md). A cluster's driver keeps the JVM's defaults;
+    ``spark.driver.extraJavaOptions`` set by the user replaces ours.
   * py4j's callback server (which the JVM calls for ``foreachBatch`` and listeners) waits for
     connections with ``select()``, which fails on a descriptor numbered 1,024 or more. A server
     holding hundreds of client connections when its first push query starts gets such a number,
@@ -133,8 +132,8 @@ _lock = threading.Lock()
 #: keeps Spark's own logging to errors (the default prints WARN lines users cannot act on)
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 #: JVM flags of a local session (see the module docstring): C1 only, the serial collector, a
-#: 64 MB young generation, an old generation that starts at 64 MB and stays near what is live
-LOCAL_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmn64m -Xms128m "
+#: 32 MB young generation, an old generation that starts at 64 MB and stays near what is live
+LOCAL_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmn32m -Xms96m "
                      "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30")
 #: the Python worker daemon of a local session: PySpark's, with our tasks' modules preloaded
 WORKER_DAEMON = "streamsql.runtime.worker_daemon"

@@ -79,7 +79,7 @@ def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
 
 #: a task that left its worker this much larger (resident) than it found it is followed by
 #: :func:`release_freed_memory`
-GROWTH_TO_RELEASE = 32 * 2**20
+GROWTH_TO_RELEASE = 16 * 2**20
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 

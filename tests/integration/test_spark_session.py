@@ -86,15 +86,15 @@ def test_checkpoint_files_get_their_permissions_from_our_local_file_system(spark
 
 def test_a_local_session_s_jvm_has_a_small_young_generation_and_a_serial_collector(spark) -> None:  # type: ignore[no-untyped-def]
     """A default young generation (a third of the heap) is all touched between collections: a
-    local JVM keeps it at 64 MB, and collects with the serial collector, whose old generation
+    local JVM keeps it at 32 MB, and collects with the serial collector, whose old generation
     starts small and stays near what is live (runtime/spark.py, docs/performance.md)."""
     jvm = spark.sparkContext._jvm
     pools = {p.getName(): p for p in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()}
     young = [p.getUsage().getMax() for name, p in pools.items() if "Eden" in name or "Survivor" in name]
     assert pools.keys() >= {"Eden Space", "Tenured Gen"}, sorted(pools)  # the serial collector
-    assert 0 < sum(young) <= 64 * 2**20
+    assert 0 < sum(young) <= 32 * 2**20
     arguments = set(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    assert {"-Xms128m", "-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=30"} <= arguments
+    assert {"-Xmn32m", "-Xms96m", "-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=30"} <= arguments
 
 
 def _malloc_env(_: object) -> tuple[tuple[str, str | None], ...]:
