@@ -43,15 +43,14 @@ Settings and why:
     one (:mod:`streamsql.runtime.class_archive`, built by ``scripts/setup.sh``): session start
     ~8 s → ~4 s on 2 cores. A user's ``spark.driver.extraJavaOptions`` replaces this too.
   * local masters only: the JVM and every Python process Spark starts run with glibc's
-    ``MALLOC_ARENA_MAX=2`` and fixed trim and mmap thresholds (:data:`LOCAL_PROCESS_ENV`, each
-    unless the environment sets it). glibc gives each thread that allocates its own arena, up
-    to 8 per core, and an arena keeps the pages it once used; Spark's threads, librdkafka's and
-    Arrow's each held some: seed 003's pipeline over 20,000 batches (W4, ``streamsql-cold``),
-    peak PSS of the JVM 640 → 546 MB, of the Python workers 758 → 667 MB. And glibc raises its
-    mmap threshold to the largest block freed (up to 32 MB) and its trim threshold to twice
-    that, so after one large batch the blocks of every later one stay in the heap when freed;
-    fixed at 1 MB and 4 MB, a block of 1 MB or more is its own mapping, unmapped when freed,
-    and a heap gives back its free top beyond 4 MB (docs/performance.md).
+    ``MALLOC_ARENA_MAX=2`` (:data:`LOCAL_PROCESS_ENV`, unless the environment sets it). glibc gives
+    each thread that allocates its own arena, up to 8 per core, and an arena keeps the pages it
+    once used; Spark's threads, librdkafka's and Arrow's each held some. Seed 003's pipeline over
+    20,000 batches (W4, ``streamsql-cold``): peak PSS of the JVM 640 → 546 MB, of the Python
+    workers 758 → 667 MB (docs/performance.md). Fixed trim and mmap thresholds as well
+    (``MALLOC_TRIM_THRESHOLD_``/``MALLOC_MMAP_THRESHOLD_``) made the workers give freed memory back
+    at every task, and with :mod:`streamsql.runtime.worker_daemon`'s release after growth, W1
+    spent 15-30% more CPU per record: not kept.
   * the Python workers' ``pyspark.zip`` is byte-compiled once (:mod:`streamsql.runtime.worker_zip`):
     every Python process Spark starts would otherwise compile PySpark from source (0.6 CPU-s each).
 
@@ -139,8 +138,7 @@ LOCAL_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmn32m -Xms96m "
 WORKER_DAEMON = "streamsql.runtime.worker_daemon"
 #: the environment of a local session's processes (see the module docstring), set before the JVM
 #: and the zygote start so both and everything they start inherit it; a value already set wins
-LOCAL_PROCESS_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_TRIM_THRESHOLD_": "4194304",
-                     "MALLOC_MMAP_THRESHOLD_": "1048576"}
+LOCAL_PROCESS_ENV = {"MALLOC_ARENA_MAX": "2"}
 _registered: set[int] = set()
 DEFAULT_MASTER = "local[2]"
 #: the state store every query uses (see the module docstring)
