@@ -105,6 +105,14 @@ class BatchBuilder:
         #: processing log and the record times, so a dropped row has had all three
         self.kept = compile_filter(opts.source_filter) if opts.source_filter else None
 
+    @property
+    def splits_records(self) -> bool:
+        """True when one Kafka record decodes to many rows (``VALUE_COMPRESSION``: a batch of lines)."""
+        if not self.opts.decoded:
+            return False
+        value_serde = self._serde_pair()[1]
+        return value_serde is not None and hasattr(value_serde, "inner")
+
     def build(self, msgs: list[Any]) -> Iterator[pa.RecordBatch]:
         if self.opts.decoded:
             batch = self._decoded(msgs)

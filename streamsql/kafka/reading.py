@@ -116,12 +116,23 @@ def close_consumers(bootstrap: str) -> None:
         consumer.close()
 
 
+#: what a reader of batched records (``VALUE_COMPRESSION``) assumes before its first records: its
+#: first Arrow batch asks for ``arrowBatchRows`` / 1,000 records (20 of them by default)
+_PROBE_ROWS_PER_RECORD = 1000
+
+
 def read_range(opts: SourceOptions, schema: StructType, partition: int, start: int, end: int
                ) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches holding exactly the records with ``start <= offset < end``.
 
     Stops on position, not on a record count, so a range that ends on a transaction marker or
-    a compaction gap still ends. The same range always yields the same rows (replays)."""
+    a compaction gap still ends. The same range always yields the same rows (replays).
+
+    An Arrow batch holds about ``arrowBatchRows`` rows, not records: a ``VALUE_COMPRESSION``
+    record is a batch of lines, each a row, so the reader asks for fewer records per batch. It
+    learns the rows per record from what it has read, starting from a few records; without that,
+    seed 003's first micro-batch put ~190,000 rows (9,400 records) in one Arrow batch and the
+    task's worker held them all as Python objects at once (docs/performance.md)."""
     from confluent_kafka import KafkaError as CKError
     from confluent_kafka import TopicPartition
 
@@ -131,10 +142,12 @@ def read_range(opts: SourceOptions, schema: StructType, partition: int, start: i
     consumer = _checkout(opts)
     pos = start
     last_progress = time.monotonic()
+    # rows per record, rounded up: 1 for a plain topic; a batched one's is learnt from a probe
+    rows_per_record = _PROBE_ROWS_PER_RECORD if builder.splits_records else 1
     try:
         consumer.assign([TopicPartition(opts.topic, partition, start)])
         while pos < end:
-            want = min(opts.batch_rows, end - pos)
+            want = max(1, min(opts.batch_rows // rows_per_record, end - pos))
             msgs = consumer.consume(want, 0.2)
             rows = []
             for m in msgs:
@@ -155,7 +168,12 @@ def read_range(opts: SourceOptions, schema: StructType, partition: int, start: i
                 pos = max(pos, off + 1)
             if rows:
                 last_progress = time.monotonic()
-                yield from builder.build(rows)
+                built = 0
+                for batch in builder.build(rows):
+                    built += batch.num_rows
+                    yield batch
+                if builder.splits_records and built:
+                    rows_per_record = max(1, -(-built // len(rows)))
             elif pos < end:
                 # gaps (transaction markers, compaction) advance the position without records
                 (cur,) = consumer.position([TopicPartition(opts.topic, partition)])

@@ -11,18 +11,19 @@ Settings and why:
     RocksDB; changelog checkpointing writes only each batch's changes. Both are frozen into a
     query's checkpoint when it first starts (a checkpoint written before keeps its provider).
   * local masters only: the JVM compiles with C1 alone (``-XX:TieredStopAtLevel=1``) and collects
-    with the parallel collector (:data:`LOCAL_JVM_OPTIONS`). On a laptop the JVM shares a few cores
+    with the serial collector (:data:`LOCAL_JVM_OPTIONS`). On a laptop the JVM shares a few cores
     with the Python workers and the broker; C2's compiler threads and G1's concurrent work took
     half of its CPU seconds in a 500k-record W3 run, and without them the run was 1.3× faster
     end to end and in its steady batches too (docs/performance.md). The young generation is
-    64 MB (``-Xmn64m``): the parallel collector sizes it at a third of the heap and touches all
+    32 MB (``-Xmn32m``): a collector's default sizes it at a third of the heap and touches all
     of it between collections, so a 1 GB driver held ~730 MB resident for a stateless query
-    that keeps little alive; with 64 MB, ~480 MB at the same records/s (W1, docs/performance.md).
-    The heap is not most of a local JVM's memory: in seed 003's pipeline (docs/performance.md)
-    its heap held ~216 MB committed of a ~560 MB PSS; the serial collector with a 128 MB initial
-    heap and 20-40% free left the JVM's peak at 491-618 MB against 546 with these flags, so they
-    stay. A cluster's driver keeps the JVM's defaults; ``spark.driver.extraJavaOptions`` set by the
-    user replaces ours.
+    that keeps little alive (with 64 MB, ~480 MB at the same records/s: W1, docs/performance.md).
+    The old generation starts at 64 MB (``-Xms96m``, not 1/64 of the machine's memory) and the
+    serial collector keeps it within 10-30% of what is live (``-XX:Min/MaxHeapFreeRatio``): the
+    parallel collector filled its ~320 MB initial old generation with promoted garbage before
+    its first full collection, for ~75-90 MB live, and its marking structures took ~40 MB more
+    (seed 003's pipeline, docs/performance.md). A cluster's driver keeps the JVM's defaults;
+    ``spark.driver.extraJavaOptions`` set by the user replaces ours.
   * py4j's callback server (which the JVM calls for ``foreachBatch`` and listeners) waits for
     connections with ``select()``, which fails on a descriptor numbered 1,024 or more. A server
     holding hundreds of client connections when its first push query starts gets such a number,
@@ -46,7 +47,10 @@ Settings and why:
     each thread that allocates its own arena, up to 8 per core, and an arena keeps the pages it
     once used; Spark's threads, librdkafka's and Arrow's each held some. Seed 003's pipeline over
     20,000 batches (W4, ``streamsql-cold``): peak PSS of the JVM 640 → 546 MB, of the Python
-    workers 758 → 667 MB (docs/performance.md).
+    workers 758 → 667 MB (docs/performance.md). Fixed trim and mmap thresholds as well
+    (``MALLOC_TRIM_THRESHOLD_``/``MALLOC_MMAP_THRESHOLD_``) made the workers give freed memory back
+    at every task, and with :mod:`streamsql.runtime.worker_daemon`'s release after growth, W1
+    spent 15-30% more CPU per record: not kept.
   * the Python workers' ``pyspark.zip`` is byte-compiled once (:mod:`streamsql.runtime.worker_zip`):
     every Python process Spark starts would otherwise compile PySpark from source (0.6 CPU-s each).
 
@@ -126,9 +130,10 @@ _unlimited_select()
 _lock = threading.Lock()
 #: keeps Spark's own logging to errors (the default prints WARN lines users cannot act on)
 _LOG4J = Path(__file__).with_name("log4j2.properties")
-#: JVM flags of a local session (see the module docstring): C1 only, the parallel collector,
-#: a 64 MB young generation
-LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC -Xmn64m"
+#: JVM flags of a local session (see the module docstring): C1 only, the serial collector, a
+#: 32 MB young generation, an old generation that starts at 64 MB and stays near what is live
+LOCAL_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xmn32m -Xms96m "
+                     "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30")
 #: the Python worker daemon of a local session: PySpark's, with our tasks' modules preloaded
 WORKER_DAEMON = "streamsql.runtime.worker_daemon"
 #: the environment of a local session's processes (see the module docstring), set before the JVM

@@ -293,3 +293,29 @@ def test_a_reused_consumer_learns_a_new_topic_at_its_first_read(admin, bootstrap
     reading._checkin(opts2, consumer)
     rows = [r["value"] for b in read_range(opts2, source_schema(opts2), 0, 0, 2) for r in b.to_pylist()]
     assert rows == [b"y", b"z"]
+
+
+def test_arrow_batches_of_compressed_line_batches_hold_arrow_batch_rows_rows(
+        admin, bootstrap, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """A VALUE_COMPRESSION record is a batch of lines, each a row: the reader bounds an Arrow
+    batch's rows, not its records (seed 003's first micro-batch put ~190,000 rows in one)."""
+    import gzip
+
+    from streamsql.kafka.decoding import source_schema
+    from streamsql.kafka.options import SourceOptions
+    from streamsql.kafka.reading import read_range
+
+    t = topic_name("gzlines")
+    admin.create_topic(t)
+    lines = [[f"r{r}l{i},{r * 100 + i}" for i in range(30)] for r in range(60)]  # 60 records × 30 lines
+    produce(bootstrap, t, [(None, gzip.compress("\n".join(batch).encode())) for batch in lines])
+    value = FormatSpec("DELIMITED", (Column("NAME", STRING), Column("N", BIGINT)), options={"compression": "GZIP"})
+    opts = SourceOptions.parse(options(bootstrap, t, valueSpec=value.to_json(), arrowBatchRows="100"))
+    schema = source_schema(opts)
+    batches = list(read_range(opts, schema, 0, 0, 60))
+    assert [(r["NAME"], r["N"]) for b in batches for r in b.to_pylist()] == [
+        (f"r{r}l{i}", r * 100 + i) for r in range(60) for i in range(30)]
+    # the first batch is a probe of one record; then at most 100 // 30 = 3 records (90 rows) at a
+    # time (fewer when the consumer has fewer fetched); before, one batch of all 1,800 rows
+    assert batches[0].num_rows == 30
+    assert max(b.num_rows for b in batches) == 90

@@ -179,15 +179,17 @@ def test_function_directories_wait_for_a_cluster_session(tmp_path, monkeypatch):
     assert sp._ship_dirs == {tmp_path.resolve(): None}
 
 
-def test_local_jvm_compiles_with_c1_only_and_collects_with_parallel_gc():  # type: ignore[no-untyped-def]
+def test_local_jvm_compiles_with_c1_only_and_collects_with_serial_gc():  # type: ignore[no-untyped-def]
     """Measured on 2 cores (docs/performance.md): C2's compiler threads and G1 took half of the
     JVM's CPU in a 500k-record W3 run; a local session's JVM starts with C1 only and the
-    parallel collector. A cluster's driver keeps the JVM's defaults."""
+    serial collector, a 32 MB young generation, its heap starting at 96 MB and kept near what
+    is live (seed 003's memory). A cluster's driver keeps the JVM's defaults."""
     options = sp.session_settings("local[2]")["spark.driver.extraJavaOptions"].split()
-    assert "-XX:TieredStopAtLevel=1" in options and "-XX:+UseParallelGC" in options
+    assert "-XX:TieredStopAtLevel=1" in options and "-XX:+UseSerialGC" in options
+    assert {"-Xmn32m", "-Xms96m", "-XX:MinHeapFreeRatio=10", "-XX:MaxHeapFreeRatio=30"} <= set(options)
     assert any(o.startswith("-Dlog4j2.configurationFile=") for o in options)
     cluster = sp.session_settings("spark://h:7077")["spark.driver.extraJavaOptions"].split()
-    assert "-XX:TieredStopAtLevel=1" not in cluster and "-XX:+UseParallelGC" not in cluster
+    assert "-XX:TieredStopAtLevel=1" not in cluster and "-XX:+UseSerialGC" not in cluster
 
 
 def test_checkpoints_through_the_file_system_api_for_every_master():  # type: ignore[no-untyped-def]
