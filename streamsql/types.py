@@ -134,6 +134,18 @@ def is_numeric(t: SqlType) -> bool:
     return t.kind in NUMERIC_KINDS
 
 
+def holds_map(t: SqlType) -> bool:
+    """Whether values of ``t`` hold a MAP somewhere (as itself, an element or a field): Spark can
+    neither compare nor order them, and some formats cannot hold them."""
+    if isinstance(t, Map):
+        return True
+    if isinstance(t, Array):
+        return holds_map(t.element)
+    if isinstance(t, Struct):
+        return any(holds_map(f.type) for f in t.fields)
+    return False
+
+
 def to_spark(t: SqlType) -> st.DataType:
     """The Spark type that holds values of ``t`` inside a query. (PySpark is imported here, not
     with the module: the shell on a server parses statements with these types and loads no Spark.)"""

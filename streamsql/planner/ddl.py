@@ -249,7 +249,7 @@ class SourceDefinitions:
     @staticmethod
     def check_key_types(source: Source) -> None:
         for c in source.key_columns:
-            if contains_map(c.type):
+            if t.holds_map(c.type):
                 raise AnalysisError(
                     "Map keys, including types that contain maps, are not supported as they may lead to unexpected "
                     f"behavior due to inconsistent serialization. Key column name: `{c.name}`. Column type: {c.type}. "
@@ -357,16 +357,6 @@ def window_properties(props: dict[str, Any]) -> tuple[str | None, int | None]:
         raise AnalysisError(f"{PREPARE_FAILED}Configuration WINDOW_SIZE is invalid: Invalid duration: '{size}'. "
                             f"Unknown time unit: '{unit}'")
     return kind, int(parts[0]) * _UNIT_MS[unit]
-
-
-def contains_map(sql: t.SqlType) -> bool:
-    if isinstance(sql, t.Map):
-        return True
-    if isinstance(sql, t.Array):
-        return contains_map(sql.element)
-    if isinstance(sql, t.Struct):
-        return any(contains_map(f.type) for f in sql.fields)
-    return False
 
 
 def check_registry_columns(fmt: str, text: str, columns: list[t.Column], unwrapped: bool,

@@ -41,17 +41,6 @@ def _elem(x: Compiled) -> t.SqlType | None:
     return x.type.element if isinstance(x.type, t.Array) else None
 
 
-def holds_map(ty: t.SqlType) -> bool:
-    """Whether values of ``ty`` hold a MAP somewhere, which Spark can neither compare nor order."""
-    if isinstance(ty, t.Map):
-        return True
-    if isinstance(ty, t.Array):
-        return holds_map(ty.element)
-    if isinstance(ty, t.Struct):
-        return any(holds_map(f.type) for f in ty.fields)
-    return False
-
-
 def comparable(sql: str, ty: t.SqlType) -> str:
     """``sql`` as a value Spark can compare for equality, equal where Java's ``equals`` is: a
     value holding a map becomes JSON text, a map's entries sorted by key first (a Java map equals
@@ -60,7 +49,7 @@ def comparable(sql: str, ty: t.SqlType) -> str:
         a, b = fresh("a"), fresh("b")
         return (f"to_json(array_sort(map_entries({sql}), ({a}, {b}) -> CASE WHEN {a}.key < {b}.key THEN -1 "
                 f"WHEN {a}.key > {b}.key THEN 1 ELSE 0 END))")
-    return f"to_json({sql})" if holds_map(ty) else sql
+    return f"to_json({sql})" if t.holds_map(ty) else sql
 
 
 def common_type(types: Sequence[t.SqlType | None]) -> t.SqlType | None:
@@ -247,7 +236,7 @@ def register(reg: FunctionRegistry) -> None:
         description="Whether an array contains a value (false for a null array).", accepts=sig("array", "any"))
     def distinct(cs: list[Compiled]) -> Compiled:
         element = _elem(cs[0])
-        if element is None or not holds_map(element):
+        if element is None or not t.holds_map(element):
             return c(f"array_distinct({cs[0].sql})", cs[0].type)
         # Spark's array_distinct cannot compare maps; ksqlDB keeps each element not equal to
         # an earlier one (Java's equals: a map as its set of entries)
