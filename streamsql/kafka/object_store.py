@@ -15,12 +15,20 @@ PUT (with ``If-Match``/``If-None-Match``, tansu's conditional updates), GET (wit
 HEAD, DELETE, COPY and ListObjectsV2. It listens on 127.0.0.1 only and checks no signature:
 its one client is the broker beside it, which itself takes any client on loopback.
 
-Run as ``python -m streamsql.kafka.object_store ROOT PORT``.
+The same store serves brokers whose topics are *not* kept (the test suite's, the Python API's,
+``streamsql broker --memory``): tansu's own in-memory engine loses or delays acknowledged batches
+when several producers write one partition at once (docs/reliability.md), and this store does
+not. Such an *ephemeral* store skips the fsyncs (nothing is meant to survive), and removes its
+directory when it stops; told to, it also stops when the process that started it is gone.
+
+Run as ``python -m streamsql.kafka.object_store ROOT PORT [--ephemeral] [--watch-parent]``.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import sys
 import threading
 import urllib.parse
@@ -50,10 +58,13 @@ class FileObjectStore:
     """The objects of every bucket under ``root``. One lock orders writes: a conditional PUT
     checks and replaces its object atomically with respect to other writers."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, sync: bool = True) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
+        #: flush each object to disk before the PUT is answered (False: an ephemeral store, whose
+        #: files are removed when it stops, so a crash has nothing to keep)
+        self.sync = sync
 
     def bucket(self, name: str) -> Path | None:
         if not name or name.startswith(".") or "/" in name:
@@ -69,14 +80,18 @@ class FileObjectStore:
         return base.joinpath(*parts)
 
     def write(self, path: Path, data: bytes) -> None:
-        """Durably: a temporary file, fsync, rename, fsync of the directory."""
+        """Durably: a temporary file, fsync, rename, fsync of the directory (without the fsyncs
+        when the store is ephemeral; the rename still makes the object appear whole)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{threading.get_ident()}{_TEMP_SUFFIX}")
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if self.sync:
+                f.flush()
+                os.fsync(f.fileno())
         tmp.replace(path)
+        if not self.sync:
+            return
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
@@ -332,5 +347,28 @@ def serve(root: str | Path, port: int) -> None:
     ObjectStoreServer(FileObjectStore(root), port).serve_forever()
 
 
-if __name__ == "__main__":  # the local broker starts it so (kafka/broker.LocalBroker)
-    serve(sys.argv[1], int(sys.argv[2]))
+def serve_ephemeral(root: str | Path, port: int, watch_parent: bool) -> None:
+    """Serve ``root`` without fsyncs until SIGTERM (or, with ``watch_parent``, until the process
+    that started this one is gone), then remove ``root``: nothing of an ephemeral broker's topics
+    outlives it, even when its owner was killed without a chance to clean up."""
+    server = ObjectStoreServer(FileObjectStore(root, sync=False), port)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    threading.Thread(target=server.serve_forever, name="object-store", daemon=True).start()
+    parent = os.getppid()
+    try:
+        while not stop.wait(0.5):
+            if watch_parent and os.getppid() != parent:
+                break
+    finally:
+        server.shutdown()
+        server.server_close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":  # the brokers start it so (kafka/broker.start_object_store)
+    if "--ephemeral" in sys.argv[3:]:
+        serve_ephemeral(sys.argv[1], int(sys.argv[2]), "--watch-parent" in sys.argv[3:])
+    else:
+        serve(sys.argv[1], int(sys.argv[2]))

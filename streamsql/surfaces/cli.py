@@ -109,9 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument("--data-dir", help="the data directory whose broker this is, where it records its "
                                            "address, log and topics (default ./.streamsql)")
     broker.add_argument("--memory", action="store_true",
-                        help="keep the topics in memory, gone when the broker stops; tansu's memory engine "
-                             "can lose a batch several producers write to one partition at once "
-                             "(default: durable, in <data dir>/topics, kept across stop and start)")
+                        help="keep no topics: they are in <data dir>/topics-memory without fsyncs, emptied "
+                             "at start and removed when the broker stops (default: durable, in "
+                             "<data dir>/topics, kept across stop and start)")
     broker.add_argument("--config", help="properties file whose streamsql.data.dir names the data directory")
 
     produce = sub.add_parser("produce", help="write deterministic sample records to a topic")
@@ -478,7 +478,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
             print(f"stopped the local broker of {data_dir} (pid {stopped.pid}); its topics are kept in "
                   f"{local.topics_dir} for the next start")
         else:
-            print(f"stopped the local broker of {data_dir} (pid {stopped.pid}); its topics were in memory and are "
+            print(f"stopped the local broker of {data_dir} (pid {stopped.pid}); its topics were not kept and are "
                   f"gone: the next engine on {data_dir} starts with an empty catalog")
         return 0
     if args.action == "start":

@@ -75,4 +75,4 @@ def topics_note(record: BrokerRecord, data_dir: Path) -> str:
 
     if record.durable:
         return f"topics kept in {Path(data_dir) / TOPICS_DIR} across stop and start"
-    return "topics in memory, gone when it stops"
+    return "topics not kept: gone when it stops"

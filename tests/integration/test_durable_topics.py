@@ -18,7 +18,15 @@ from confluent_kafka import Producer
 
 from streamsql.background import pid_running
 from streamsql.kafka.admin import KafkaAdmin
-from streamsql.kafka.broker import CLUSTER_ID_FILE, TOPICS_DIR, LocalBroker, free_port
+from streamsql.kafka.broker import (
+    CLUSTER_ID_FILE,
+    EPHEMERAL_STORAGE,
+    MEMORY_TOPICS_DIR,
+    TOPICS_DIR,
+    EmbeddedBroker,
+    LocalBroker,
+    free_port,
+)
 from streamsql.kafka.object_store import FileObjectStore, ObjectStoreServer
 
 pytestmark = pytest.mark.integration
@@ -102,14 +110,70 @@ def test_a_broker_whose_store_was_killed_is_restarted_with_it(tmp_path: Path) ->
         local.stop()
 
 
-def test_memory_topics_are_an_option(tmp_path: Path) -> None:
+def test_memory_topics_are_an_option_kept_by_nothing(tmp_path: Path) -> None:
+    """``--memory``: the same broker and store pair over ``topics-memory`` (not tansu's memory
+    engine, which loses batches), emptied at the next start and removed at the stop."""
     local = LocalBroker(tmp_path)
     try:
         record, started = local.ensure(memory=True)
-        assert started and not record.durable and record.store_pid == 0
-        assert not (tmp_path / TOPICS_DIR).exists()
+        assert started and not record.durable and pid_running(record.store_pid)
+        assert not (tmp_path / TOPICS_DIR).exists() and (tmp_path / MEMORY_TOPICS_DIR).is_dir()
+        KafkaAdmin(record.bootstrap_servers).create_topic("kept_by_nothing", partitions=1)
+        acked = _produce(record.bootstrap_servers, "kept_by_nothing", range(20))
+        assert _stored(record.bootstrap_servers, "kept_by_nothing") == acked
+        stopped = local.stop()
+        assert stopped is not None and _gone(record.store_pid)
+        assert not (tmp_path / MEMORY_TOPICS_DIR).exists()
+        again, started = local.ensure(memory=True)
+        assert started and again.cluster_id != record.cluster_id
+        assert "kept_by_nothing" not in KafkaAdmin(again.bootstrap_servers).topics()
     finally:
         local.stop()
+
+
+def test_a_private_broker_keeps_its_topics_in_a_store_it_removes(tmp_path: Path) -> None:
+    """EmbeddedBroker's default: an ephemeral object store over a temporary directory, stopped
+    and removed with the broker; every acknowledged record is served."""
+    broker = EmbeddedBroker().start()
+    try:
+        assert broker.storage == EPHEMERAL_STORAGE
+        root, store = broker._store_root, broker._store
+        assert root is not None and store is not None and (root / "tansu").is_dir()
+        KafkaAdmin(broker.bootstrap_servers).create_topic("private", partitions=2)
+        acked = _produce(broker.bootstrap_servers, "private", range(100))
+        assert len(acked) == 100 and _stored(broker.bootstrap_servers, "private") == acked
+        assert any(p.is_file() for p in root.rglob("*"))
+    finally:
+        broker.stop()
+    assert _gone(store.pid) and not root.exists()
+
+
+_OWNER = """
+import sys, time
+from streamsql.kafka.broker import EmbeddedBroker
+broker = EmbeddedBroker(die_with_parent=True).start()
+print(broker._store_root, broker._store.pid, broker.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_private_brokers_store_goes_with_the_process_that_started_it(tmp_path: Path) -> None:
+    """Its owner killed with no chance to clean up (kill -9 of a test run): the store notices,
+    stops and removes its directory; the broker, started to die with its parent, is gone too."""
+    import subprocess
+    import sys
+
+    owner = subprocess.Popen([sys.executable, "-c", _OWNER], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert owner.stdout is not None
+        root, store_pid, broker_pid = owner.stdout.readline().split()
+        assert Path(root).is_dir() and pid_running(int(store_pid))
+    finally:
+        owner.kill()
+        owner.wait()
+    assert _gone(int(store_pid)) and _gone(int(broker_pid))
+    assert not Path(root).exists()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 
 from streamsql.errors import KafkaError
 from streamsql.kafka.admin import KafkaAdmin
-from streamsql.kafka.broker import RECORD_FILE, BrokerRecord, EmbeddedBroker, LaunchedBroker, LocalBroker, free_port
+from streamsql.kafka.broker import RECORD_FILE, BrokerRecord, LocalBroker, free_port
 from streamsql.seeds import PIPELINES_DIR
 from tests.support.cli import run_streamsql
 
@@ -46,11 +46,11 @@ def test_a_data_directory_has_one_local_broker_until_it_is_stopped(tmp_path: Pat
         assert admin.topic_exists("kept")
         admin.close()
 
-        foreground = EmbeddedBroker().start()
+        foreground = LocalBroker(tmp_path / "other").launch(memory=True)
         try:
             with pytest.raises(KafkaError, match=f"already has a local broker at 127.0.0.1:{first.port} "
                                                  f"\\(pid {first.pid}\\)"):
-                local.register(LaunchedBroker(foreground, None))
+                local.register(foreground)
         finally:
             foreground.stop()
     finally:
