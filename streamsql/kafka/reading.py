@@ -150,6 +150,7 @@ def read_range(opts: SourceOptions, schema: StructType, partition: int, start: i
             want = max(1, min(opts.batch_rows // rows_per_record, end - pos))
             msgs = consumer.consume(want, 0.2)
             rows = []
+            went_back = False
             for m in msgs:
                 err = m.error()
                 if err is not None:
@@ -163,9 +164,17 @@ def read_range(opts: SourceOptions, schema: StructType, partition: int, start: i
                     raise KafkaError(f"cannot read topic '{opts.topic}' partition {partition}: {err.str()}")
                 off = m.offset()
                 assert off is not None  # a record always has one (the stubs allow None for error events)
+                if off < pos:
+                    # before the range, or read already: the consumer went back (an "offset out of
+                    # range" answer resets it to the log start). Yielding it would duplicate or
+                    # add a record, and counting it as progress kept such a reader going for ever
+                    went_back = True
+                    continue
                 if off < end:
                     rows.append(m)
-                pos = max(pos, off + 1)
+                pos = off + 1
+            if went_back:
+                consumer.assign([TopicPartition(opts.topic, partition, pos)])
             if rows:
                 last_progress = time.monotonic()
                 built = 0

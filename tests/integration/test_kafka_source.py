@@ -258,6 +258,42 @@ def test_read_range_ends_on_transaction_marker_and_replays_identically(admin, bo
     assert [r["value"] for b in read_range(opts, schema, 0, 1, 2) for r in b.to_pylist()] == [b"1"]
 
 
+def test_read_range_past_the_log_end_yields_only_its_records_once_they_arrive(admin, bootstrap, topic_name) -> None:  # type: ignore[no-untyped-def]
+    """A range the broker does not hold yet (its end listed before its records are served, as a
+    lagging broker does): nothing before the range is yielded, the wait ends with the timeout's
+    message naming the offset, and once the records exist the range is read exactly.
+    (tests/unit/kafka/test_range_reader.py covers a consumer sent back to the log start.)"""
+    import threading
+    import time
+
+    from streamsql.errors import KafkaError
+    from streamsql.kafka.decoding import source_schema
+    from streamsql.kafka.options import SourceOptions
+    from streamsql.kafka.reading import read_range
+
+    t = topic_name("ahead")
+    admin.create_topic(t)
+    for i in range(10):
+        admin.produce(t, None, b"%d" % i)
+    opts = SourceOptions.parse(options(bootstrap, t, pollTimeoutMs="3000"))
+    schema = source_schema(opts)
+    with pytest.raises(KafkaError, match="stuck at offset 12"):
+        for batch in read_range(opts, schema, 0, 12, 15):
+            assert batch.num_rows == 0, batch.to_pylist()
+
+    def later() -> None:
+        time.sleep(1.0)
+        for i in range(10, 16):
+            admin.produce(t, None, b"%d" % i)
+
+    writer = threading.Thread(target=later)
+    writer.start()
+    patient = SourceOptions.parse(options(bootstrap, t, pollTimeoutMs="60000"))
+    got = [r["value"] for b in read_range(patient, schema, 0, 12, 15) for r in b.to_pylist()]
+    writer.join()
+    assert got == [b"12", b"13", b"14"]
+
+
 def test_rate_limit_is_exact_proportional_and_never_stalls() -> None:
     from streamsql.kafka.offsets import rate_limit
 
