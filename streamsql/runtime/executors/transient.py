@@ -107,17 +107,14 @@ class TransientQueries(StatementExecutor):
     def select(self, stmt: ast.SelectStatement) -> r.Result:
         engine = self.engine
         push = stmt.query.emit is not None
-        plan: QueryPlan | AggregatePlan | None = None
         if not push:
             known = self._pull_plans.get(self._pull_plan_key(stmt))
             if known is not None and known.plan.source is engine.catalog.find(stmt.query.source.name):
                 return self._pull_table(stmt, known)
             # a pull statement may be the parse cache's own (``ParseCache``): planned from a copy
             stmt = copy.deepcopy(stmt)
-        if plan is None:
-            if not push:
-                self._check_pull_query(stmt.query)
-            plan = engine.planner.plan_query(stmt.query, persistent=False)
+            self._check_pull_query(stmt.query)
+        plan = engine.planner.plan_query(stmt.query, persistent=False)
         query_id = f"transient_{plan.source.name}_{int(time.time() * 1000)}{next(self._seq)}"
         if not push:
             if isinstance(plan, AggregatePlan):
