@@ -286,6 +286,18 @@ class _SecurityErrors:
             self.message, self.at = err.str(), time.monotonic()
 
 
+_acknowledged = 0
+_acknowledged_lock = threading.Lock()
+
+
+def acknowledged_writes() -> int:
+    """Records :meth:`KafkaAdmin.produce` wrote that Kafka acknowledged, in this process, by any
+    admin client (it only grows): counted as each is acknowledged, before ``produce`` or
+    ``flush`` returns. A pull query's catch-up asks Kafka again only when this or the committed
+    micro-batches grew (``TableStore.catch_up``)."""
+    return _acknowledged
+
+
 class KafkaAdmin:
     """Synchronous administration for the engine and its surfaces (CREATE/DROP, SHOW TOPICS,
     INSERT VALUES, PRINT)."""
@@ -438,6 +450,7 @@ class KafkaAdmin:
             self.flush()
             write_exact_timestamps(SinkOptions(self.bootstrap_servers, topic), [key], [value], [0],
                                     [list(headers) if headers else None])
+            self._count_acknowledged()
             return
         with self._producer_lock:
             if self._producer is None:
@@ -448,6 +461,8 @@ class KafkaAdmin:
         def on_delivery(err: _CKError | None, _msg: Message) -> None:
             if err is not None:
                 errors.append(err)
+            else:
+                self._count_acknowledged()
 
         kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
         if timestamp_ms is not None:
@@ -464,6 +479,12 @@ class KafkaAdmin:
             self.flush()
         if errors:
             raise kafka_error(f"cannot produce to topic '{topic}'", errors[0])
+
+    @staticmethod
+    def _count_acknowledged() -> None:
+        global _acknowledged
+        with _acknowledged_lock:
+            _acknowledged += 1
 
     def flush(self) -> None:
         """Wait for every record produced to be acknowledged. Past the timeout, records not yet

@@ -36,14 +36,14 @@ def filter_expression(tree_json: str) -> pc.Expression:
     return _filter_tree(json.loads(tree_json), pc.field, pc.scalar)
 
 
-def filter_mask(tree_json: str, batch: pa.RecordBatch) -> pa.Array:
-    """The same tree evaluated now over ``batch``'s columns, by the same compute functions as
-    :func:`filter_expression`'s: which rows it keeps (true), drops (false) or nulls. For a
-    small batch (a pull query's few stored rows) this skips building an Acero plan, which
-    costs ~0.4 ms per filter."""
+def filter_mask(tree: str | dict[str, Any], batch: pa.RecordBatch) -> pa.Array:
+    """The same tree (its JSON, or the JSON read) evaluated now over ``batch``'s columns, by
+    the same compute functions as :func:`filter_expression`'s: which rows it keeps (true),
+    drops (false) or nulls. For a small batch (a pull query's few stored rows) this skips
+    building an Acero plan, which costs ~0.4 ms per filter."""
     import pyarrow as pa
 
-    return _filter_tree(json.loads(tree_json), batch.column, pa.scalar)
+    return _filter_tree(json.loads(tree) if isinstance(tree, str) else tree, batch.column, pa.scalar)
 
 
 def _filter_tree(node: dict[str, Any], column: Any, scalar: Any) -> Any:

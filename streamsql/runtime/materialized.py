@@ -23,7 +23,8 @@ import json
 import pickle
 import sqlite3
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,6 +78,10 @@ class TableStore:
         self._finished = -1
         self._running = False
         self._failed: tuple[int, BaseException] | None = None
+        #: what :meth:`catch_up`'s ``writes`` counted when the last successful catch-up began
+        #: (-1: none yet), and when (``time.monotonic``)
+        self._seen_writes = -1
+        self._seen_at = 0.0
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS rows (k TEXT PRIMARY KEY, key_text TEXT, k0, key_blob BLOB, "
@@ -179,14 +184,29 @@ class TableStore:
                 self._apply_followed(partition, end, list(upserts.values()))
             return applied
 
-    def catch_up(self, bootstrap_servers: str, table: Source, read_committed: bool = False) -> None:
+    def catch_up(self, bootstrap_servers: str, table: Source, read_committed: bool = False,
+                 writes: Callable[[], int] | None = None, recheck_after_s: float = 0.25) -> None:
         """:meth:`follow`, shared by the pull queries that arrive together: a caller sees at least
         everything the changelog held when it called. A catch-up started after the caller
         arrived reads the topic's end after that moment, so the caller waits for it and uses it
         instead of starting its own; one started before may have read the end too early, so the
         caller starts the next one (one at a time). Fifty clients querying the same table then
         cost one Kafka round trip per catch-up, not one each behind a lock. A failed catch-up
-        fails its waiters with its error (they asked in the same outage)."""
+        fails its waiters with its error (they asked in the same outage).
+
+        ``writes``: a count that grows whenever something the server knows of wrote the
+        changelog — a micro-batch of the table's query committed (its progress reached the
+        server's listener), a row inserted through the server was acknowledged. When it has not
+        grown since the last catch-up *began* (that one read the ends after every counted write
+        was acknowledged) and that was less than ``recheck_after_s`` ago, the store already holds
+        every write the caller can know of and Kafka is not asked: the ListOffsets round trip
+        each pull query waited for was most of its latency under load (issue #52). A writer the
+        count cannot see (another program producing to the topic) is seen within
+        ``recheck_after_s``. Without ``writes`` every call catches up."""
+        counted = writes() if writes is not None else None
+        if counted is not None and counted <= self._seen_writes \
+                and time.monotonic() - self._seen_at < recheck_after_s:
+            return
         with self._catch_ups:
             mine = self._started  # the index of the next catch-up to start
             while True:
@@ -200,6 +220,8 @@ class TableStore:
             index = self._started
             self._started += 1
             self._running = True
+        began_at = time.monotonic()
+        began_writes = writes() if writes is not None else -1  # read before the ends are
         try:
             self.follow(bootstrap_servers, table, read_committed=read_committed)
         except BaseException as e:
@@ -211,6 +233,8 @@ class TableStore:
         with self._catch_ups:
             self._running = False
             self._finished = index
+            if began_writes >= self._seen_writes:
+                self._seen_writes, self._seen_at = began_writes, began_at
             self._catch_ups.notify_all()
 
     def _apply_followed(self, partition: int, end: int, changes: list[tuple[Any, ...]]) -> None:

@@ -136,6 +136,9 @@ class ProgressTotals(StreamingQueryListener):
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.totals: dict[str, QueryTotals] = {}
+        #: micro-batches reported by every query on the session, each after it committed (only
+        #: grows: a pull query's catch-up asks Kafka again when it did, ``TableStore.catch_up``)
+        self.batches = 0
 
     def onQueryStarted(self, event: Any) -> None:
         pass
@@ -148,6 +151,7 @@ class ProgressTotals(StreamingQueryListener):
         with self.lock:
             t = self.totals.setdefault(name, QueryTotals())
             t.batches += 1
+            self.batches += 1
             t.input_rows += sum(consumed_records({"startOffset": source.startOffset, "endOffset": source.endOffset,
                                                   "numInputRows": source.numInputRows})
                                 for source in progress.sources or [])

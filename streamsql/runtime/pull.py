@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import base64
 import decimal
+import functools
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sqlglot import exp
 
@@ -288,6 +289,12 @@ class ArrowPull:
     types: dict[str, t.SqlType]
     result: tuple[t.Column, ...]
 
+    @functools.cached_property
+    def where_tree(self) -> dict[str, Any]:
+        """``where`` read once (a frozen dataclass keeps it in its ``__dict__``)."""
+        assert self.where is not None
+        return cast(dict[str, Any], json.loads(self.where))
+
     def run(self, rows: list[StoredRow], key_names: list[str]) -> list[list[Any]]:
         """The query's output rows, in the store's order, as Spark's path returns them."""
         import pyarrow as pa
@@ -300,7 +307,7 @@ class ArrowPull:
         if self.where is not None:
             from streamsql.kafka.filters import filter_mask
 
-            batch = batch.filter(filter_mask(self.where, batch))
+            batch = batch.filter(filter_mask(self.where_tree, batch))
         kept = batch.column(_ROW_INDEX).to_pylist()
         out: list[list[Any]] = [[] for _ in kept]
         for _, program in self.columns:

@@ -245,6 +245,44 @@ def test_query_endpoint_push_and_pull(client: httpx.Client) -> None:
     assert pull[-1] == {"finalMessage": "Query Completed"}
 
 
+def _pull_until(client: httpx.Client, sql: str, want: Any, timeout_s: float = 120) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        resp = client.post("/query", json={"ksql": sql})
+        answer = json.loads(resp.text) if resp.status_code == 200 else None
+        if answer is not None and want(answer) or time.monotonic() > deadline:
+            assert answer is not None and want(answer), resp.text
+            return answer
+        time.sleep(0.2)
+
+
+def test_a_pull_query_sees_each_acknowledged_write_and_a_re_created_table_at_once(client: httpx.Client) -> None:
+    """A pull query asks Kafka for its table's changelog end only when the server counted a
+    write since the last time it asked (``TableStore.catch_up``): a row whose INSERT was
+    acknowledged is in the very next pull query's answer, every time; a DROP is seen by the
+    next one, and the same text over a table created again under the name answers from the
+    new table (its plan, WHERE analysis and Arrow programs are made again)."""
+    src, table = make_stream(client, rows=1), uniq("t")
+    ok(ksql(client, f"CREATE TABLE {table} AS SELECT ID, COUNT(*) AS N FROM {src} GROUP BY ID;",
+            streamsProperties={"auto.offset.reset": "earliest"}))
+    pull = f"SELECT * FROM {table} WHERE ID = 'k0';"
+    _pull_until(client, pull, lambda a: [e["row"]["columns"] for e in a[1:]] == [["k0", 1]])
+    for n in range(100, 108):
+        query(client, pull)  # a pull just before: the store was caught up a moment ago
+        ok(ksql(client, f"INSERT INTO {table} (ID, N) VALUES ('k0', {n});"))  # the table's own topic
+        answer = query(client, pull)
+        assert [e["row"]["columns"] for e in answer[1:]] == [["k0", n]], answer
+
+    ok(ksql(client, f"DROP TABLE {table} DELETE TOPIC;"))
+    gone = client.post("/query", json={"ksql": pull})
+    assert gone.status_code == 400 and table in gone.text, gone.text
+    ok(ksql(client, f"CREATE TABLE {table} AS SELECT ID, SUM(V) AS TOTAL, COUNT(*) AS C FROM {src} GROUP BY ID;",
+            streamsProperties={"auto.offset.reset": "earliest"}))
+    again = _pull_until(client, pull, lambda a: len(a) == 2)
+    assert again[0]["header"]["schema"] == "`ID` STRING KEY, `TOTAL` INTEGER, `C` BIGINT"
+    assert again[1]["row"]["columns"] == ["k0", 0, 1]
+
+
 def test_topology_of_the_running_pipeline(client: httpx.Client) -> None:
     """GET /topology: what runs, with each query's steps, as JSON, Mermaid or DOT; one query alone."""
     name = make_stream(client, rows=2)

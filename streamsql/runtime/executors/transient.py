@@ -9,6 +9,7 @@ reader closes the result's row stream. Where a push query begins is pinned when 
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import shutil
@@ -16,7 +17,8 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +34,8 @@ from streamsql.planner.planner import QueryPlan, source_columns, source_scope
 from streamsql.runtime import push, starts
 from streamsql.runtime import results as r
 from streamsql.runtime.executors import Handler, StatementExecutor
-from streamsql.runtime.pull import cached_arrow_pull, check_access_path, lookup_for
+from streamsql.runtime.materialized import Lookup
+from streamsql.runtime.pull import ArrowPull, cached_arrow_pull, check_access_path, lookup_for
 from streamsql.runtime.push import ArrowPush, arrow_push
 from streamsql.runtime.queries import stop_handle
 from streamsql.runtime.recently_used import RecentlyUsed
@@ -51,6 +54,23 @@ EARLIEST = -2
 PULL_QUERY_HELP = " See https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query."
 
 
+@dataclass
+class PullPlan:
+    """What a pull query over a table needs besides the store's rows, made once per statement
+    text and table (a client's repeated lookups by key cost no planning, no WHERE analysis and
+    no Arrow translation): its plan, the rows its WHERE selects (``pull.lookup_for``), its Arrow
+    programs (``pull.ArrowPull``, None: Spark's path) and the (table scans, range scans)
+    settings under which its access path was checked and allowed (``pull.check_access_path``,
+    which raises ksqlDB's error under others). The Arrow programs are made on the first run
+    that passed the access check (``translated``)."""
+
+    plan: QueryPlan
+    lookup: Lookup
+    fast: ArrowPull | None = None
+    translated: bool = False
+    allowed_paths: set[tuple[bool, bool]] = field(default_factory=set)
+
+
 class TransientQueries(StatementExecutor):
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
@@ -59,7 +79,7 @@ class TransientQueries(StatementExecutor):
         self._seq = itertools.count(1)
         #: the plans of pull queries over tables sent again (a dashboard's, a service's lookups
         #: by key): planning was a tenth of such a query's cost in the server
-        self._pull_plans: RecentlyUsed[QueryPlan] = RecentlyUsed(256)
+        self._pull_plans: RecentlyUsed[PullPlan] = RecentlyUsed(256)
         #: pull queries over tables answered per path: ``arrow`` (``pull.ArrowPull``, no Spark
         #: job) or ``spark`` (a batch query over the stored rows); tests read it
         self.pull_paths: Counter[str] = Counter()
@@ -87,23 +107,22 @@ class TransientQueries(StatementExecutor):
     def select(self, stmt: ast.SelectStatement) -> r.Result:
         engine = self.engine
         push = stmt.query.emit is not None
-        plan: QueryPlan | AggregatePlan | None = None
         if not push:
-            plan = self._pull_plans.get(self._pull_plan_key(stmt))
-            if plan is not None and plan.source is not engine.catalog.find(stmt.query.source.name):
-                plan = None  # planned over a table since replaced
-        if plan is None:
-            if not push:
-                self._check_pull_query(stmt.query)
-            plan = engine.planner.plan_query(stmt.query, persistent=False)
-            if not push and isinstance(plan, QueryPlan) and plan.source.is_table:
-                self._pull_plans.put(self._pull_plan_key(stmt), plan)
+            known = self._pull_plans.get(self._pull_plan_key(stmt))
+            if known is not None and known.plan.source is engine.catalog.find(stmt.query.source.name):
+                return self._pull_table(stmt, known)
+            # a pull statement may be the parse cache's own (``ParseCache``): planned from a copy
+            stmt = copy.deepcopy(stmt)
+            self._check_pull_query(stmt.query)
+        plan = engine.planner.plan_query(stmt.query, persistent=False)
         query_id = f"transient_{plan.source.name}_{int(time.time() * 1000)}{next(self._seq)}"
         if not push:
             if isinstance(plan, AggregatePlan):
                 raise AnalysisError("Pull queries don't support GROUP BY clauses." + PULL_QUERY_HELP)
             if plan.source.is_table:
-                return self._pull_table(stmt, plan)
+                pull = PullPlan(plan, lookup_for(stmt.query.where, plan.source))
+                self._pull_plans.put(self._pull_plan_key(stmt), pull)
+                return self._pull_table(stmt, pull)
         if push and self.arrow_pushes and not isinstance(plan, AggregatePlan):
             fast = arrow_push(plan)
             if fast is not None:
@@ -194,8 +213,11 @@ class TransientQueries(StatementExecutor):
 
     def _pull_plan_key(self, stmt: ast.SelectStatement) -> tuple[Any, ...]:
         """What a pull query's plan depends on besides its table (checked on a hit: a change
-        replaces the table object): its text, variables substituted, and the catalog's types."""
-        return stmt.text, tuple(sorted((k, str(v)) for k, v in self.engine.catalog.types.items()))
+        replaces the table object): its text, variables substituted, the catalog's types and
+        whether the Arrow path may be taken."""
+        types = self.engine.catalog.types
+        return (stmt.text, tuple(sorted((k, str(v)) for k, v in types.items())) if types else (),
+                self.arrow_pulls)
 
     def _check_pull_query(self, query: ast.Query) -> None:
         """What a pull query may not have, in ksqlDB's words, before planning would fail on it
@@ -220,7 +242,20 @@ class TransientQueries(StatementExecutor):
                 if column.name.upper() in (t.WINDOWSTART, t.WINDOWEND):
                     raise AnalysisError(f"WHERE column '{column.name.upper()}' cannot be resolved.")
 
-    def _pull_table(self, stmt: ast.SelectStatement, plan: QueryPlan) -> r.Result:
+    def _changelog_writes(self) -> Callable[[], int] | None:
+        """What a table store's catch-up counts the writes it must see by (``TableStore.catch_up``):
+        the micro-batches every query on the engine's SparkSession committed plus the rows the
+        process's Kafka clients had acknowledged — or None (ask Kafka every time) while no
+        progress listener counts the batches (an engine without ``progress.count_from_start``)."""
+        from streamsql.kafka.admin import acknowledged_writes
+        from streamsql.runtime.progress import listener_of
+
+        listener = listener_of(self.engine)
+        if listener is None:
+            return None
+        return lambda: listener.batches + acknowledged_writes()
+
+    def _pull_table(self, stmt: ast.SelectStatement, pull: PullPlan) -> r.Result:
         """A pull query over a materialized table: the store's current rows, through the
         query's WHERE and projection — evaluated in pyarrow by the translation a stream's
         reader tasks use (``pull.ArrowPull``) where it covers the whole query, else by Spark
@@ -228,15 +263,18 @@ class TransientQueries(StatementExecutor):
         from pyspark.sql import types as st
 
         engine = self.engine
+        plan = pull.plan
         table = plan.source
         scans, ranges = ("ksql.query.pull.table.scan.enabled", "ksql.query.pull.range.scan.enabled")
-        check_access_path(stmt.query.where, table, enabled(scans, engine.prop(scans)),
-                          enabled(ranges, engine.prop(ranges)))
+        allowed = (enabled(scans, engine.prop(scans)), enabled(ranges, engine.prop(ranges)))
+        if allowed not in pull.allowed_paths:  # raises where the session's settings forbid the path
+            check_access_path(stmt.query.where, table, *allowed)
+            pull.allowed_paths.add(allowed)
         store = engine.stores.get(table.name)
         if store is not None and table.name in engine.followed:
             try:
                 store.catch_up(engine.bootstrap_servers, engine.followed[table.name],
-                               read_committed=engine.exactly_once())
+                               read_committed=engine.exactly_once(), writes=self._changelog_writes())
             except KafkaError as e:
                 # Kafka unreachable (an outage): answer from what the store holds, as ksqlDB
                 # answers from its local state store, if it ever caught up (an empty store that
@@ -249,9 +287,13 @@ class TransientQueries(StatementExecutor):
                                 f"'CREATE TABLE QUERYABLE_{table.name} AS SELECT * FROM {table.name}'. See "
                                 f"https://cnfl.io/queries for more info.")
         key_names = [c.name for c in table.key_columns]
-        rows = store.rows(lookup_for(stmt.query.where, table))
-        fast = (cached_arrow_pull(stmt.query.where, plan, table, source_scope(table, plan.alias))
-                if self.arrow_pulls else None)
+        rows = store.rows(pull.lookup)
+        if not pull.translated:  # (the statement may be the parse cache's: translated from a copy)
+            where = stmt.query.where.copy() if stmt.query.where is not None else None
+            pull.fast = (cached_arrow_pull(where, plan, table, source_scope(table, plan.alias))
+                         if self.arrow_pulls else None)
+            pull.translated = True
+        fast = pull.fast
         if fast is not None:
             self.pull_paths["arrow"] += 1
             stream = r.RowStream(stmt.text, f"query_{int(time.time() * 1000)}",

@@ -165,3 +165,38 @@ def test_a_failed_catch_up_fails_the_callers_waiting_for_it(tmp_path: Path) -> N
     for w in late:
         w.join(10)
     assert [str(e) for e in errors] == ["broker down"] * 4 and len(calls) == 2
+
+
+def test_a_catch_up_asks_kafka_again_only_when_the_count_of_writes_grew(tmp_path: Path) -> None:
+    """``writes`` counts what the server knows was written (committed micro-batches, acknowledged
+    inserts): while it has not grown since the last catch-up began, and that was recent, the
+    store already holds all of it; a write counted while a catch-up runs (after it read the
+    count) makes the next caller catch up again; past ``recheck_after_s`` Kafka is asked anyway
+    (a writer the count cannot see); without a count every call catches up, as before."""
+    store = _store(tmp_path)
+    written = [0]
+    calls: list[int] = []
+
+    def follow(*_args: Any, **_kwargs: Any) -> int:
+        calls.append(1)
+        if len(calls) == 3:
+            written[0] += 1  # acknowledged while this catch-up runs: it may have read the ends before
+        return 0
+
+    store.follow = follow  # type: ignore[method-assign]  # counts catch-ups; Kafka is not the subject
+
+    def pull(recheck: float = 60.0) -> int:
+        store.catch_up("", None, writes=lambda: written[0], recheck_after_s=recheck)  # type: ignore[arg-type]
+        return len(calls)
+
+    assert [pull(), pull(), pull()] == [1, 1, 1]  # the first catches up; nothing written since
+    written[0] += 1
+    assert [pull(), pull()] == [2, 2]
+    written[0] += 1
+    assert pull() == 3  # ... during which one more write was acknowledged
+    assert [pull(), pull()] == [4, 4]
+    time.sleep(0.06)
+    assert pull(recheck=0.05) == 5 and pull(recheck=0.05) == 5
+    for expected in (6, 7, 8):
+        store.catch_up("", None)  # type: ignore[arg-type]
+        assert len(calls) == expected
