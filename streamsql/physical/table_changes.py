@@ -13,8 +13,9 @@ checkpointed with the query's offsets, so a restart neither repeats nor loses a 
 Shape of the Spark plan (the aggregate step's, ``physical/aggregate.py``): bucket by the key's
 hash → :func:`~streamsql.physical.aggregate.pack` each bucket's rows into one Arrow IPC value →
 ``groupBy(bucket).transformWithStateInPandas(`` :class:`TableChangesOperator` ``)`` → the kept
-rows as Arrow IPC again → :func:`unpacker` gives them back their typed columns, with
-``__TOMBSTONE``, for the Kafka sink in the executors. A bucket is a task: one per partition of
+rows as Arrow IPC again, with ``__TOMBSTONE`` → the Kafka sink in the executors unpacks them
+(``kafka/sink.unpacked``; :func:`unpacker` gives them their typed columns in Spark where the sink
+checks a TIMESTAMP column first). A bucket is a task: one per partition of
 the source topic, each bucket on its own shuffle partition, and within a bucket the rows keep
 their order (sorted by ROWTIME, stable, as Kafka Streams takes the records of a task's inputs).
 
