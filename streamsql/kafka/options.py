@@ -19,6 +19,9 @@ from streamsql.kafka.transactions import OPTION as EXACTLY_ONCE_OPTION
 #: the source option that carries the query's stateless step and sink run in the reading task
 #: (a ``kafka/pipe.ReaderPipe`` as JSON)
 PIPE_OPTION = "pipe"
+#: the sink option of a stateful step whose rows reach the sink packed (``kafka/sink.unpacked``):
+#: the rows' Arrow schema, serialized and base64-encoded
+PACKED_OPTION = "packedSchema"
 
 
 def option(options: Mapping[str, str], name: str, default: str | None = None) -> str | None:
@@ -153,6 +156,8 @@ class SinkOptions:
     registry_clients: str | None = None
     #: ``processing.guarantee=exactly_once_v2``: each task's rows are one Kafka transaction
     exactly_once: bool = False
+    #: the rows come packed (:data:`PACKED_OPTION`): their Arrow schema as base64 text
+    packed_schema: str | None = None
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> SinkOptions:
@@ -167,4 +172,5 @@ class SinkOptions:
                            librdkafka_settings(options), window.upper() if window else None,
                            (option(options, "computedKey") or "").lower() == "true",
                            option(options, registry_settings.OPTION),
-                           (option(options, EXACTLY_ONCE_OPTION) or "").lower() == "true")
+                           (option(options, EXACTLY_ONCE_OPTION) or "").lower() == "true",
+                           option(options, PACKED_OPTION) or None)

@@ -262,15 +262,43 @@ class KafkaCommitMessage(WriterCommitMessage):
     records: int
 
 
+def packed_schema_text(schema: pa.Schema) -> str:
+    """The sink option (``options.PACKED_OPTION``) of rows that come packed with this schema."""
+    import base64
+
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
+@functools.lru_cache(maxsize=64)
+def _packed_schema(text: str) -> pa.Schema:
+    import base64
+
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
+
+
+def unpacked(batches: Iterable[pa.RecordBatch], schema: pa.Schema | str) -> Iterator[pa.RecordBatch]:
+    """Packed rows (the first column of each batch: Arrow IPC streams, or nulls that only stand
+    for a row each so that Spark counts the rows written) as typed batches of ``schema``: what a
+    stateful step hands on without Spark converting every row to its own and back
+    (``physical/table_changes.py``)."""
+    typed = _packed_schema(schema) if isinstance(schema, str) else schema
+    for batch in batches:
+        for blob in batch.column(0).to_pylist():
+            if blob:
+                yield from pa.ipc.open_stream(blob).read_all().cast(typed).to_batches()
+
+
 class KafkaStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("streamsql_kafka")`` (append mode)."""
+    """``df.writeStream.format("streamsql_kafka")`` (append mode). With
+    ``SinkOptions.packed_schema`` its rows come packed (:func:`unpacked`)."""
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         # write() must return a WriterCommitMessage instance; None fails the query (§1.8)
-        return KafkaCommitMessage(write_arrow(iterator, self.opts))
+        batches = unpacked(iterator, self.opts.packed_schema) if self.opts.packed_schema else iterator
+        return KafkaCommitMessage(write_arrow(batches, self.opts))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records are already acknowledged by Kafka when write() returns."""

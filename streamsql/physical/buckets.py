@@ -20,8 +20,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from streamsql.planner.expressions import quote
-
 BUCKET_COL = "__BUCKET"
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
@@ -41,6 +39,9 @@ def bucket_values(spark: Any, buckets: int, shuffle_partitions: int | None = Non
 def bucket_expression(key_columns: list[str], values: list[int], partition_column: str | None = None) -> str:
     """Spark SQL: the bucket value of a row from a hash of its key columns, or from its Kafka
     partition (``partition_column``) when the input is partitioned by that key already."""
+    # imported here: the operators' Python workers import this module, the driver alone calls this
+    from streamsql.planner.expressions import quote
+
     n = len(values)
     if n == 1 or not (key_columns or partition_column):
         return f"CAST({values[0]} AS BIGINT)"

@@ -18,6 +18,7 @@ from streamsql import types as t
 from streamsql.errors import StreamsqlError
 from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka import transactions
+from streamsql.kafka.options import PACKED_OPTION
 from streamsql.kafka.pipe import ReaderPipe
 from streamsql.kafka.processing_log import LogTarget
 from streamsql.physical import aggregate as agg
@@ -100,6 +101,9 @@ class SparkBuilder:
         self.ctx = ctx
         #: a resumed query's shuffle-partition count (its checkpoint's), which its buckets follow
         self._shuffle_partitions: int | None = None
+        #: the Kafka sink option of a table-changes step whose rows reach the sink packed
+        #: (``kafka/sink.unpacked``): set by :meth:`_table_changes`, read by :meth:`start`
+        self._packed_sink_schema: str | None = None
 
     def _install_functions(self) -> None:
         """The engine's Python functions and the built-ins that run in Python, callable in the
@@ -159,8 +163,11 @@ class SparkBuilder:
                               tuple(sorted(self._sink_options(plan.terminal).items())))
             return self._source(scan, self.ctx.max_records, pipe.to_json())
         df: Any = None
+        self._packed_sink_schema = None
         for step in steps:
-            if isinstance(step, TopicScan):
+            if isinstance(step, TableChanges) and _packed_to_sink(plan):
+                df = self._table_changes(step, df, to_sink=True)
+            elif isinstance(step, TopicScan):
                 df = self._topic_scan(step)
             elif isinstance(step, (Scan, Join)):
                 df = self._source(step, 1 if per_record else self.ctx.max_records)
@@ -257,15 +264,21 @@ class SparkBuilder:
         return out.selectExpr(*names, t.ROWTIME, f"{t.WINDOWSTART} AS __WINDOWSTART", f"{t.WINDOWEND} AS __WINDOWEND",
                               f"NOT ({new_row}) AS {TOMBSTONE_COL}", f"{new_row} AS __HAVING")
 
-    def _table_changes(self, step: TableChanges, df: DataFrame) -> DataFrame:
-        """change rows → bucket → pack → the present-bit operator → the changelog's rows."""
+    def _table_changes(self, step: TableChanges, df: DataFrame, to_sink: bool = False) -> DataFrame:
+        """change rows → bucket → pack → the present-bit operator → the changelog's rows, typed,
+        or with ``to_sink`` as the operator gives them, for the Kafka sink to unpack: Spark then
+        does not convert every kept row into its own rows and back (one Python pass and two
+        conversions of each row fewer)."""
         self._use_rocksdb()
         values = self._bucket_values(step.buckets)
         keyed = df.withColumn(BUCKET_COL, _expr(bucket_expression(step.key_names, values)))
-        packed = keyed.mapInArrow(agg.pack, f"{BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
-        kept = packed.groupBy(BUCKET_COL).transformWithStateInPandas(
+        rows = keyed.mapInArrow(agg.pack, f"{BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
+        kept = rows.groupBy(BUCKET_COL).transformWithStateInPandas(
             statefulProcessor=tc.TableChangesOperator(step.key_names), outputStructType=tc.output_schema(),
             outputMode="Append", timeMode="None")
+        if to_sink:
+            self._packed_sink_schema = tc.packed_schema_text(df.schema)
+            return kept
         unpack, schema = tc.unpacker(df.schema)
         return kept.mapInArrow(unpack, schema)
 
@@ -308,6 +321,9 @@ class SparkBuilder:
             options = self._sink_options(terminal)
             if any(isinstance(s, Select) and s.plan.repartitioned for s in plan.steps):
                 options["computedKey"] = "true"  # PARTITION BY: a key of nulls is still a key
+            if _packed_to_sink(plan):
+                assert self._packed_sink_schema is not None, "the plan's DataFrame is built by this builder"
+                options[PACKED_OPTION] = self._packed_sink_schema
             writer = df.writeStream.format(io.DATA_SOURCE).options(**options).outputMode("append")
         elif isinstance(terminal, ConnectorSink):
             writer = df.writeStream.foreachBatch(_connector_batch(terminal, self.ctx)).outputMode("append")
@@ -371,6 +387,14 @@ def _connector_batch(step: ConnectorSink, ctx: BuildContext) -> Callable[[Any, i
         batch_df.mapInArrow(task, RESULT_SCHEMA).collect()
 
     return write
+
+
+def _packed_to_sink(plan: PhysicalPlan) -> bool:
+    """Whether the plan's table-changes step hands its rows to the Kafka sink packed: always, but
+    where the sink checks a TIMESTAMP column's time first (Spark SQL over the typed rows)."""
+    terminal = plan.terminal
+    return (any(isinstance(s, TableChanges) for s in plan.steps) and isinstance(terminal, KafkaSink)
+            and not terminal.target.timestamp_column)
 
 
 def _expr(sql: str) -> Any:

@@ -41,12 +41,16 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from streamsql import types as t
 from streamsql.physical.map_state import MapCalls
-from streamsql.planner.expressions import quote
-from streamsql.planner.joins import JoinSide, JoinSpec, leftmost_column, side_columns
 from streamsql.types import HEADERS_COL, TOMBSTONE_COL
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+    from streamsql.planner.joins import JoinSide, JoinSpec
+
+# The planner's helpers (and sqlglot with them) are imported inside the functions the driver
+# runs: Spark's Python workers import this module for the operators alone, on a task's first
+# batch (the planner's import took ~0.3 s of each new worker's CPU).
 
 #: within equal timestamps, table updates are applied before stream records (Kafka Streams
 #: processes the table's record first when its timestamp is not later)
@@ -90,6 +94,9 @@ def _window_bounds(spec: JoinSpec, side: JoinSide) -> list[str]:
 
 
 def _narrow(df: DataFrame, spec: JoinSpec, side: JoinSide, tag: int) -> DataFrame:
+    from streamsql.planner.expressions import quote
+    from streamsql.planner.joins import side_columns
+
     cols = [quote(name) for name, _ty, _joined in side_columns(side)] + [HEADERS_COL] + _window_bounds(spec, side)
     return df.selectExpr(
         f"{tag} AS __SIDE",
@@ -108,6 +115,9 @@ _HEADERS_ONLY = f"struct<{HEADERS_COL}: {_HEADERS_TYPE}>"
 
 
 def _row_schema(spec: JoinSpec, side: JoinSide, spark_type: Callable[[t.SqlType], str]) -> str:
+    from streamsql.planner.expressions import quote
+    from streamsql.planner.joins import side_columns
+
     fields = [f"{quote(name)}: {spark_type(ty)}" for name, ty, _joined in side_columns(side)]
     fields.append(f"{HEADERS_COL}: {_HEADERS_TYPE}")
     fields += [f"{bound}: bigint" for bound in _window_bounds(spec, side)]
@@ -136,6 +146,9 @@ def foreign_key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) ->
     left table's rows, by their primary key, become subscriptions to a foreign key
     (:class:`SubscriptionOperator`: a changed foreign key retracts the old one); subscriptions and
     the right table's rows, by foreign key, meet in :class:`ForeignKeyOperator`."""
+    from streamsql.planner.expressions import quote
+    from streamsql.planner.joins import side_columns
+
     left = spec.left
     keys = ", ".join(quote(c.name) for c in left.source.key_columns)
     cols = [quote(name) for name, _ty, _joined in side_columns(left)] + [HEADERS_COL]
@@ -159,15 +172,20 @@ def foreign_key_join(spec: JoinSpec, left_df: DataFrame, right_df: DataFrame) ->
 
 def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
     """The join operator's rows in the joined source's shape."""
+    from streamsql.planner.expressions import quote
+    from streamsql.planner.joins import leftmost_column, side_columns
 
     def spark_type(ty: t.SqlType) -> str:
         return t.to_spark(ty).simpleString()
 
+    # both rows in one parse (``__ROWS``, :func:`_output`): Spark's from_json makes a parser and
+    # its 8 KB buffer per call
+    both = (f"struct<L: {_row_schema(spec, spec.left, spark_type)}, "
+            f"R: {_row_schema(spec, spec.right, spark_type)}>")
     parsed = joined.selectExpr(
-        "__TS", "__SEQ", "__DEL", "__KEY", "__TRIG", "__TRIGSIDE",
-        f"from_json(__L, '{_row_schema(spec, spec.left, spark_type)}') AS __LROW",
-        f"from_json(__R, '{_row_schema(spec, spec.right, spark_type)}') AS __RROW",
-    )
+        "__TS", "__SEQ", "__DEL", "__KEY", "__TRIG", "__TRIGSIDE", f"from_json(__ROWS, '{both}') AS __BOTH",
+    ).selectExpr("__TS", "__SEQ", "__DEL", "__KEY", "__TRIG", "__TRIGSIDE", "__BOTH.L AS __LROW",
+                 "__BOTH.R AS __RROW")
     exprs: list[str] = []
     key = _key_of(spec, "__KEY")
 
@@ -207,9 +225,10 @@ def _joined_rows(spec: JoinSpec, joined: DataFrame) -> DataFrame:
 # --- the stateful steps (run in Spark's Python workers) -------------------------------------------
 
 #: what the join operator emits per joined row: its time, the input's offset, both sides' rows as
-#: JSON, whether it is a tombstone, the join key, and the record that produced it: ``__TRIGSIDE``
-#: 0 or 1 when it is the left or right row (almost always), else its row JSON in ``__TRIG``
-OUTPUT_SCHEMA = ("__TS long, __SEQ long, __L string, __R string, __DEL boolean, __KEY string, __TRIG string, "
+#: one JSON object (``{"L": left row, "R": right row}``, a missing side null), whether it is a
+#: tombstone, the join key, and the record that produced it: ``__TRIGSIDE`` 0 or 1 when it is the
+#: left or right row (almost always), else its row JSON in ``__TRIG``
+OUTPUT_SCHEMA = ("__TS long, __SEQ long, __ROWS string, __DEL boolean, __KEY string, __TRIG string, "
                  "__TRIGSIDE int")
 #: the join state's layout in a checkpoint (``physical/builder.check_join_checkpoint``): per
 #: bucket a ``transformWithState`` MapState of pickled values, one per join key and one for the
@@ -382,6 +401,8 @@ def by_partition(spec: JoinSpec) -> bool:
     column, of the same type, with as many partitions as buckets): then a bucket is a partition,
     as ksqlDB's task, and no record changes task. Otherwise (ksqlDB repartitions by the join key)
     a bucket is a hash of the join key."""
+    from streamsql.planner.expressions import quote
+
     def keyed(side: JoinSide) -> bool:
         keys = side.source.key_columns
         return (bool(side.alias) and len(keys) == 1 and side.key_sql.strip() == quote(keys[0].name)
@@ -745,6 +766,8 @@ def _output(out: list[Out]) -> Iterator[Any]:
     if out:
         ts, seq, left, right, deleted, key, _trigger = zip(*out)
         sides, triggers = _trigger_sides(out)
-        yield pd.DataFrame({"__TS": list(ts), "__SEQ": list(seq), "__L": list(left), "__R": list(right),
+        rows = [f'{{"L":{"null" if lrow is None else lrow},"R":{"null" if rrow is None else rrow}}}'
+                for lrow, rrow in zip(left, right)]
+        yield pd.DataFrame({"__TS": list(ts), "__SEQ": list(seq), "__ROWS": rows,
                             "__DEL": list(deleted), "__KEY": list(key), "__TRIG": triggers,
                             "__TRIGSIDE": pd.array(sides, dtype="Int32")})

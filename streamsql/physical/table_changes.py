@@ -13,8 +13,9 @@ checkpointed with the query's offsets, so a restart neither repeats nor loses a 
 Shape of the Spark plan (the aggregate step's, ``physical/aggregate.py``): bucket by the key's
 hash → :func:`~streamsql.physical.aggregate.pack` each bucket's rows into one Arrow IPC value →
 ``groupBy(bucket).transformWithStateInPandas(`` :class:`TableChangesOperator` ``)`` → the kept
-rows as Arrow IPC again → :func:`unpacker` gives them back their typed columns, with
-``__TOMBSTONE``, for the Kafka sink in the executors. A bucket is a task: one per partition of
+rows as Arrow IPC again, with ``__TOMBSTONE`` → the Kafka sink in the executors unpacks them
+(``kafka/sink.unpacked``; :func:`unpacker` gives them their typed columns in Spark where the sink
+checks a TIMESTAMP column first). A bucket is a task: one per partition of
 the source topic, each bucket on its own shuffle partition, and within a bucket the rows keep
 their order (sorted by ROWTIME, stable, as Kafka Streams takes the records of a task's inputs).
 
@@ -35,6 +36,7 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, BooleanType, StringType, StructField, StructType
 
 from streamsql import types as t
+from streamsql.kafka import sink
 from streamsql.physical.aggregate import OUT_COL, ipc_bytes, packed_values
 from streamsql.physical.map_state import MapCalls
 from streamsql.types import TOMBSTONE_COL
@@ -131,7 +133,9 @@ class TableChangesOperator(StatefulProcessor):
                               lambda idents: calls.contains_many([(ident,) for ident in idents]))
         calls.write_many(((ident,), (True,) if bit else None) for ident, bit in final.items())
         if kept.num_rows:
-            yield pd.DataFrame({OUT_COL: pd.Series([_ipc_table(kept)], dtype=object)})
+            # the kept rows as one Arrow IPC value, then a null per further row: Spark counts the
+            # operator's rows as the records the sink writes (``numOutputRows``)
+            yield pd.DataFrame({OUT_COL: pd.Series([_ipc_table(kept)] + [None] * (kept.num_rows - 1), dtype=object)})
 
     def close(self) -> None:
         pass
@@ -145,17 +149,27 @@ def output_schema() -> StructType:
     return StructType([StructField(OUT_COL, BinaryType())])
 
 
-def unpacker(schema: StructType) -> tuple[Any, StructType]:
-    """(``mapInArrow`` function, its output schema): the kept rows of each bucket, typed as the
-    step's input (``schema``) plus ``__TOMBSTONE``."""
+def _kept_schema(schema: StructType) -> tuple[pa.Schema, StructType]:
+    """The kept rows' Arrow and Spark schemas: the step's input (``schema``) plus ``__TOMBSTONE``."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     out = StructType(list(schema.fields) + [StructField(TOMBSTONE_COL, BooleanType())])
-    arrow_schema = to_arrow_schema(out, timezone="UTC")
+    return to_arrow_schema(out, timezone="UTC"), out
+
+
+def packed_schema_text(schema: StructType) -> str:
+    """The Kafka sink's option for this step's packed rows (``kafka/sink.unpacked``), ``schema``
+    the step's input."""
+    return sink.packed_schema_text(_kept_schema(schema)[0])
+
+
+def unpacker(schema: StructType) -> tuple[Any, StructType]:
+    """(``mapInArrow`` function, its output schema): the kept rows of each bucket, typed as the
+    step's input (``schema``) plus ``__TOMBSTONE`` (where the rows do not go to the Kafka sink
+    packed: ``builder._packed_to_sink``)."""
+    arrow_schema, out = _kept_schema(schema)
 
     def unpack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for blob in batch.column(0).to_pylist():
-                yield from pa.ipc.open_stream(blob).read_all().cast(arrow_schema).to_batches()
+        return sink.unpacked(batches, arrow_schema)
 
     return unpack, out

@@ -59,6 +59,9 @@ PRELOADED = (
     "streamsql.kafka.source",
     "streamsql.kafka.sink",
     "streamsql.formats.json_format",
+    # the stateful operators Spark unpickles in a task (without the planner: they do not import it)
+    "streamsql.physical.table_changes",
+    "streamsql.physical.joins",
 )
 
 

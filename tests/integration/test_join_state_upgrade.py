@@ -1,6 +1,6 @@
 """A join query's checkpoint from before the operator's output named the side that produced a
-row (``__TRIGSIDE``, physical/joins.py) resumes with its state: a user upgrading streamsql keeps
-their running joins.
+row (``__TRIGSIDE``, physical/joins.py) and carried both rows in one JSON object (``__ROWS``)
+resumes with its state: a user upgrading streamsql keeps their running joins.
 
 The older operator is rebuilt here as it was: the same join task and state (the state layout did
 not change, ``joins.JOIN_STATE``), an output frame without ``__TRIGSIDE`` whose ``__TRIG`` holds
@@ -71,8 +71,10 @@ def test_a_join_checkpoint_from_before_trigside_resumes_with_its_table_state(  #
     old_joined_rows = joins._joined_rows
 
     def joined_rows_without_trigside(spec: Any, joined: Any) -> Any:
-        # the old plan read the headers from __TRIG always: a null side takes that branch
-        return old_joined_rows(spec, joined.selectExpr("*", "CAST(NULL AS INT) AS __TRIGSIDE"))
+        # the old plan read the headers from __TRIG always: a null side takes that branch; it
+        # parsed __L and __R one by one, as the one object of both (__ROWS) is parsed now
+        both = """concat('{"L":', coalesce(__L, 'null'), ',"R":', coalesce(__R, 'null'), '}') AS __ROWS"""
+        return old_joined_rows(spec, joined.selectExpr("*", "CAST(NULL AS INT) AS __TRIGSIDE", both))
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     try:

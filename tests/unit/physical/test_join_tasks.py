@@ -166,7 +166,8 @@ def test_the_output_names_the_side_that_produced_a_row_and_keeps_other_triggers_
     frame = next(_output(out))
     assert [None if v is pd.NA else v for v in frame["__TRIGSIDE"].tolist()] == [0, 1, None, 1, 0]
     assert frame["__TRIG"].tolist() == [None, None, other, None, None]
-    assert frame["__L"].tolist() == [left, left, left, None, None]
+    assert frame["__ROWS"].tolist() == ['{"L":{"A":1},"R":{"B":2}}', '{"L":{"A":1},"R":{"B":2}}',
+                                        '{"L":{"A":1},"R":null}', '{"L":null,"R":{"B":2}}', '{"L":null,"R":null}']
 
 
 def test_input_frames_become_records_with_python_values() -> None:
