@@ -15,11 +15,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Protocol
 
 from streamsql.types import Column
+
+if TYPE_CHECKING:
+    # Annotations only: the driver imports this module (catalog -> formats) and never needs
+    # pyarrow's ~30-80 MB unless it decodes records itself.
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from streamsql.arrow_map import map_in_arrow
 from streamsql.errors import KafkaError
 from streamsql.formats import schema_registry_settings as registry_settings
 from streamsql.kafka.clients import FLUSH_TIMEOUT_S, cached_producer, drop_producer, produce_waiting
@@ -253,7 +254,7 @@ def produce_dataframe(df: DataFrame, options: Mapping[str, str]) -> int:
         n = write_arrow(batches, opts)
         yield pa.RecordBatch.from_pydict({"n": [n]}, schema=pa.schema([("n", pa.int64())]))
 
-    rows = df.mapInArrow(task, "n BIGINT").collect()
+    rows = map_in_arrow(df, task, "n BIGINT").collect()
     return int(sum(r["n"] for r in rows))
 
 

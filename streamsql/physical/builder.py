@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamsql import types as t
+from streamsql.arrow_map import map_in_arrow
 from streamsql.errors import StreamsqlError
 from streamsql.kafka import settings as kafka_settings
 from streamsql.kafka import transactions
@@ -132,7 +133,7 @@ class SparkBuilder:
         """The output columns of ``df``, the plan's built DataFrame, typed by Spark. An
         aggregation's are those of its output projection over the operator's rows."""
         if isinstance(plan, AggregatePlan):
-            df = self.ctx.spark.createDataFrame([], aggregation.post_schema(plan)).selectExpr(
+            df = _empty_frame(self.ctx.spark, aggregation.post_schema(plan)).selectExpr(
                 *aggregation.post_select(plan))
         assert df is not None, "a stateless plan's columns are read from its DataFrame"
         fields = {f.name: f.dataType for f in df.schema.fields}
@@ -243,7 +244,7 @@ class SparkBuilder:
         pre = frames.pre_aggregate(plan, df)
         values = self._bucket_values(step.buckets)
         keyed = pre.withColumn(BUCKET_COL, _expr(bucket_expression([n for n, _, _ in plan.keys], values)))
-        packed = keyed.mapInArrow(agg.pack, f"{BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
+        packed = map_in_arrow(keyed, agg.pack, f"{BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
         functions = self.ctx.python_functions
         udafs = functions.aggregates([c.function.name for c in plan.calls]) if functions is not None else None
         operator = agg.AggregateOperator(plan, self.ctx.limits, step.cache, self.ctx.bootstrap_servers,
@@ -251,7 +252,7 @@ class SparkBuilder:
         updates = packed.groupBy(BUCKET_COL).transformWithStateInPandas(
             statefulProcessor=operator, outputStructType=agg.output_schema(), outputMode="Append", timeMode="None")
         unpack, schema = agg.unpacker(plan)
-        typed = updates.mapInArrow(unpack, schema)
+        typed = map_in_arrow(updates, unpack, schema)
         had_having = f"coalesce({agg.old_having(plan)}, false)" if plan.having else "true"
         post = typed.selectExpr(*aggregation.post_select(plan), f"{agg.HAD_COL} AND {had_having} AS __HADROW",
                                 agg.REMOVED_COL)
@@ -272,15 +273,15 @@ class SparkBuilder:
         self._use_rocksdb()
         values = self._bucket_values(step.buckets)
         keyed = df.withColumn(BUCKET_COL, _expr(bucket_expression(step.key_names, values)))
-        rows = keyed.mapInArrow(agg.pack, f"{BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
-        kept = rows.groupBy(BUCKET_COL).transformWithStateInPandas(
+        packed = map_in_arrow(keyed, agg.pack, f"{BUCKET_COL} BIGINT, {agg.ROW_COL} BINARY")
+        kept = packed.groupBy(BUCKET_COL).transformWithStateInPandas(
             statefulProcessor=tc.TableChangesOperator(step.key_names), outputStructType=tc.output_schema(),
             outputMode="Append", timeMode="None")
         if to_sink:
             self._packed_sink_schema = tc.packed_schema_text(df.schema)
             return kept
         unpack, schema = tc.unpacker(df.schema)
-        return kept.mapInArrow(unpack, schema)
+        return map_in_arrow(kept, unpack, schema)
 
     def _use_rocksdb(self) -> None:
         """``transformWithState`` needs the RocksDB state store provider (session-wide)."""
@@ -375,6 +376,16 @@ def start_writer(spark: SparkSession, writer: Any, late_rows_on_batch_watermark:
             spark.conf.set(_ALLOW_MULTIPLE_KEY, previous)
 
 
+def _empty_frame(spark: Any, schema: Any) -> DataFrame:
+    """A DataFrame of no rows with ``schema``'s columns (all nullable), for Spark to type
+    expressions over. Not ``createDataFrame([], schema)`` nor ``lit(None)``: each imports pandas
+    into the driver (~34 MB of PSS, kept for the process's life) to check whether its input is a
+    pandas or NumPy value."""
+    from pyspark.sql import functions as F
+
+    return spark.range(0).select(*[F.expr("NULL").cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
 def _connector_batch(step: ConnectorSink, ctx: BuildContext) -> Callable[[Any, int], None]:
     """The ``foreachBatch`` function of a sink connector: the batch's tasks write from the
     executors (``mapInArrow``); the driver only waits for their counts, so Spark commits the
@@ -384,7 +395,7 @@ def _connector_batch(step: ConnectorSink, ctx: BuildContext) -> Callable[[Any, i
     task = partition_task(step.config, LogTarget(ctx.bootstrap_servers, ctx.processing_log_topic))
 
     def write(batch_df: Any, _batch_id: int) -> None:
-        batch_df.mapInArrow(task, RESULT_SCHEMA).collect()
+        map_in_arrow(batch_df, task, RESULT_SCHEMA).collect()
 
     return write
 

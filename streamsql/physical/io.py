@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from streamsql import types as t
+from streamsql.arrow_map import map_in_arrow
 from streamsql.catalog import Source
 from streamsql.catalog.source_formats import key_spec, value_spec
 from streamsql.formats import schema_registry_settings as registry_settings
@@ -124,7 +125,7 @@ def checked_times(df: DataFrame, table: Source, log: PLogTarget, query_id: str, 
     column = table.column(table.timestamp_column or "")
     assert column is not None
     check = CheckedTimes(column.name, table.timestamp_format, at_sink, query_id, log, throw_on_invalid)
-    return df.withColumn(COMPUTED_TIME, F.expr(rowtime_sql(table))).mapInArrow(check, df.schema)
+    return map_in_arrow(df.withColumn(COMPUTED_TIME, F.expr(rowtime_sql(table))), check, df.schema)
 
 
 def rowtime_sql(source: Source) -> str:

@@ -98,6 +98,49 @@ from pyspark.sql import SparkSession
 from streamsql.runtime import class_archive, local_fs, zygote
 
 
+class _NumpyConverterWithoutTestingImports:
+    """PySpark's py4j input converter of a NumPy array or scalar, without its imports.
+
+    PySpark's own (``pyspark.sql.types.NumpyArrayConverter``, ``NumpyScalarConverter``) asks
+    ``pyspark.testing.utils`` whether NumPy is installed, and that module imports pandas, pyarrow
+    and NumPy to find out: the driver's first call into the JVM loaded pandas (~34 MB of PSS in
+    every driver, seed 003's included) though no streamsql driver passes a NumPy value to the JVM.
+    An object is a NumPy array or scalar only if NumPy is imported already, so this one looks in
+    ``sys.modules`` and converts as PySpark's does."""
+
+    def __init__(self, inner: Any, array: bool) -> None:
+        self.inner = inner
+        self.array = array
+
+    def can_convert(self, obj: Any) -> bool:
+        np = sys.modules.get("numpy")
+        if np is None:
+            return False
+        if self.array:
+            return isinstance(obj, np.ndarray) and obj.ndim == 1
+        return isinstance(obj, np.generic)
+
+    def convert(self, obj: Any, gateway_client: Any) -> Any:
+        return self.inner.convert(obj, gateway_client)
+
+
+def _numpy_converters_without_testing_imports() -> None:
+    """Swap PySpark's NumPy converters in py4j's list (the one every gateway reads) for
+    :class:`_NumpyConverterWithoutTestingImports`."""
+    import py4j.protocol  # type: ignore[import-untyped]
+    from pyspark.sql import types
+
+    converters = py4j.protocol.INPUT_CONVERTER
+    for i, converter in enumerate(converters):
+        if type(converter) is types.NumpyArrayConverter:
+            converters[i] = _NumpyConverterWithoutTestingImports(converter, array=True)
+        elif type(converter) is types.NumpyScalarConverter:
+            converters[i] = _NumpyConverterWithoutTestingImports(converter, array=False)
+
+
+_numpy_converters_without_testing_imports()
+
+
 class _SelectorSelect:
     """The part of the ``select`` module py4j's callback server uses, over :mod:`selectors`
     (no limit on descriptor numbers)."""

@@ -42,6 +42,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from streamsql.arrow_map import map_in_arrow
 from streamsql.runtime.config import switched_on
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def _count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def _write_batch(batch_df: DataFrame, _batch_id: int) -> None:
-    batch_df.sortWithinPartitions("window").mapInArrow(_count_rows, "n BIGINT").collect()
+    map_in_arrow(batch_df.sortWithinPartitions("window"), _count_rows, "n BIGINT").collect()
 
 
 #: seconds the last :func:`run` of this process took (None: not run)

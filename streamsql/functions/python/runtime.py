@@ -2,7 +2,8 @@
 
 Execution shapes (all through Arrow, never Spark's pickled row-at-a-time path):
 
-* UDF, default: an Arrow-optimised Python UDF (``udf(..., useArrow=True)``): Spark ships Arrow
+* UDF, default: an Arrow-optimised Python UDF (``udf(..., useArrow=True)``, built by
+  :func:`streamsql.arrow_map.arrow_udf`): Spark ships Arrow
   batches to the worker and calls the function per row with plain Python values (lists, dicts,
   ``Row`` for structs, ``Decimal``, ``bytes``), so any SQL type works.
 * UDF with ``vectorized=True``: a pandas UDF (Series in, Series out), one call per Arrow batch. If
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from streamsql import types as t
+from streamsql.arrow_map import arrow_udf
 from streamsql.functions.python.api import AGGREGATE, TABLE, FunctionSpec
 from streamsql.kafka.processing_log import LogTarget, record_processing_error
 
@@ -121,14 +123,14 @@ def _table_function(name: str, fn: Callable[..., Any], errors: ErrorLog) -> Call
 
 def spark_udf(spec: FunctionSpec, errors: ErrorLog) -> Any:
     """The Spark UDF object that runs ``spec``."""
-    from pyspark.sql.functions import pandas_udf, udf
+    from pyspark.sql.functions import pandas_udf
 
     from streamsql.functions.python.loader import parse_sql_type
 
     result = parse_sql_type(spec.returns)
     assert result is not None
     if spec.kind == TABLE:
-        return udf(_table_function(spec.name, spec.impl, errors), t.to_spark(t.Array(result)), useArrow=True)
+        return arrow_udf(_table_function(spec.name, spec.impl, errors), t.to_spark(t.Array(result)))
     if spec.vectorized:
         import warnings
 
@@ -139,7 +141,7 @@ def spark_udf(spec: FunctionSpec, errors: ErrorLog) -> Any:
             # the stubs want a specific DataType subclass per overload; to_spark returns the base class
             return pandas_udf(_vectorized_function(spec.name, spec.impl, errors),  # type: ignore[call-overload]
                               t.to_spark(result), PandasUDFType.SCALAR)
-    return udf(_row_function(spec.name, spec.impl, errors), t.to_spark(result), useArrow=True)
+    return arrow_udf(_row_function(spec.name, spec.impl, errors), t.to_spark(result))
 
 
 def datetime_pattern_check(errors: ErrorLog) -> Callable[..., str | None]:
@@ -197,13 +199,12 @@ def install(spark: SparkSession, specs_by_name: dict[str, list[FunctionSpec]], n
 
     with _install_lock:
         if _checks.get(id(spark)) != errors:
-            from pyspark.sql.functions import udf
             from pyspark.sql.types import StringType
 
             from streamsql.functions.builtins.datetime_patterns import PATTERN_CHECK, ZONE_CHECK
 
-            spark.udf.register(PATTERN_CHECK, udf(datetime_pattern_check(errors), StringType(), useArrow=True))
-            spark.udf.register(ZONE_CHECK, udf(time_zone_check(errors), StringType(), useArrow=True))
+            spark.udf.register(PATTERN_CHECK, arrow_udf(datetime_pattern_check(errors), StringType()))
+            spark.udf.register(ZONE_CHECK, arrow_udf(time_zone_check(errors), StringType()))
             _checks[id(spark)] = errors
         if not specs_by_name or _installed.get((id(spark), namespace)) == errors:
             return
