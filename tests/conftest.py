@@ -39,9 +39,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
 
 @pytest.fixture(scope="session")
 def broker() -> Iterator["object"]:
-    from streamsql.kafka.broker import EmbeddedBroker
+    from streamsql.kafka.broker import EPHEMERAL_STORAGE, EmbeddedBroker
 
-    b = EmbeddedBroker().start()
+    # not tansu's memory engine: it loses batches two Spark tasks write to one partition at once,
+    # which failed a CI run (docs/reliability.md)
+    b = EmbeddedBroker(storage=EPHEMERAL_STORAGE).start()
     try:
         yield b
     finally:

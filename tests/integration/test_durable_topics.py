@@ -132,9 +132,9 @@ def test_memory_topics_are_an_option_kept_by_nothing(tmp_path: Path) -> None:
 
 
 def test_a_private_broker_keeps_its_topics_in_a_store_it_removes(tmp_path: Path) -> None:
-    """EmbeddedBroker's default: an ephemeral object store over a temporary directory, stopped
+    """EPHEMERAL_STORAGE (the suite's broker): an object store over a temporary directory, stopped
     and removed with the broker; every acknowledged record is served."""
-    broker = EmbeddedBroker().start()
+    broker = EmbeddedBroker(storage=EPHEMERAL_STORAGE).start()
     try:
         assert broker.storage == EPHEMERAL_STORAGE
         root, store = broker._store_root, broker._store
@@ -150,8 +150,8 @@ def test_a_private_broker_keeps_its_topics_in_a_store_it_removes(tmp_path: Path)
 
 _OWNER = """
 import sys, time
-from streamsql.kafka.broker import EmbeddedBroker
-broker = EmbeddedBroker(die_with_parent=True).start()
+from streamsql.kafka.broker import EPHEMERAL_STORAGE, EmbeddedBroker
+broker = EmbeddedBroker(die_with_parent=True, storage=EPHEMERAL_STORAGE).start()
 print(broker._store_root, broker._store.pid, broker.pid, flush=True)
 time.sleep(600)
 """
