@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark import cloudpickle
 
 from streamsql.physical import joins
-from streamsql.runtime.config import EngineConfig
-from streamsql.runtime.engine import Engine
 from tests.integration.test_engine import read
+from tests.support.upgrades import produce, started_engine
 
 pytestmark = pytest.mark.integration
 
@@ -51,19 +49,6 @@ class OldJoinOperator(joins.JoinOperator):
                                 "__DEL": list(deleted), "__KEY": list(jk), "__TRIG": list(trigger)})
 
 
-def _engine(bootstrap: str, spark: Any, data_dir: Path) -> Engine:
-    e = Engine(EngineConfig(bootstrap, data_dir), spark=spark)
-    e.start()
-    e.execute("SET 'auto.offset.reset'='earliest';")
-    return e
-
-
-def _produce(engine: Engine, topic: str, records: list[tuple[str, str | None, int]]) -> None:
-    for key, value, ts in records:
-        engine.admin.produce(topic, key.encode(), value.encode() if value is not None else None, ts, flush=False)
-    engine.admin.flush()
-
-
 def test_a_join_checkpoint_from_before_trigside_resumes_with_its_table_state(  # type: ignore[no-untyped-def]
         bootstrap, spark, tmp_path, topic_name, monkeypatch):
     orders, customers, sink = topic_name("orders"), topic_name("customers"), topic_name("enriched")
@@ -82,7 +67,7 @@ def test_a_join_checkpoint_from_before_trigside_resumes_with_its_table_state(  #
             old.setattr(joins, "JoinOperator", OldJoinOperator)
             old.setattr(joins, "OUTPUT_SCHEMA", OLD_OUTPUT_SCHEMA)
             old.setattr(joins, "_joined_rows", joined_rows_without_trigside)
-            first = _engine(bootstrap, spark, data_dir)
+            first = started_engine(bootstrap, spark, data_dir)
             try:
                 first.execute(f"""
                     CREATE STREAM orders (cid VARCHAR KEY, id VARCHAR, amount INT)
@@ -92,9 +77,9 @@ def test_a_join_checkpoint_from_before_trigside_resumes_with_its_table_state(  #
                     CREATE STREAM enriched WITH (KAFKA_TOPIC='{sink}') AS
                       SELECT o.cid, o.id AS id, c.name AS name FROM orders o LEFT JOIN customers c ON o.cid = c.cid;
                 """)
-                _produce(first, customers, [("c1", '{"name": "ann"}', 1), ("c2", '{"name": "bob"}', 2)])
+                produce(first, customers, [("c1", '{"name": "ann"}', 1), ("c2", '{"name": "bob"}', 2)])
                 first.wait_until_idle()
-                _produce(first, orders, [("c1", '{"id": "o1", "amount": 1}', 3)])
+                produce(first, orders, [("c1", '{"id": "o1", "amount": 1}', 3)])
                 first.wait_until_idle()
                 assert [(v["ID"], v["NAME"]) for _k, v, _ts in read(first.admin, sink)] == [("o1", "ann")]
                 assert OldJoinOperator.planned >= 1
@@ -105,10 +90,10 @@ def test_a_join_checkpoint_from_before_trigside_resumes_with_its_table_state(  #
 
     # this streamsql: the customers are only in the checkpoint's join state (their offsets are
     # committed), so each order below meets them only if that state was resumed
-    _produce(first, orders, [("c2", '{"id": "o2", "amount": 2}', 4), ("c1", '{"id": "o3", "amount": 3}', 5)])
-    _produce(first, customers, [("c1", None, 6)])
-    _produce(first, orders, [("c1", '{"id": "o4", "amount": 4}', 7)])
-    second = _engine(bootstrap, spark, data_dir)
+    produce(first, orders, [("c2", '{"id": "o2", "amount": 2}', 4), ("c1", '{"id": "o3", "amount": 3}', 5)])
+    produce(first, customers, [("c1", None, 6)])
+    produce(first, orders, [("c1", '{"id": "o4", "amount": 4}', 7)])
+    second = started_engine(bootstrap, spark, data_dir)
     try:
         second.wait_until_idle()
         assert second.failed_queries() == []

@@ -5,30 +5,15 @@ table held before the upgrade still gets its tombstone after it (and one it did 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from streamsql.physical import builder
-from streamsql.runtime.config import EngineConfig
-from streamsql.runtime.engine import Engine
 from tests.integration.test_engine import read
+from tests.support.upgrades import produce, started_engine
 
 pytestmark = pytest.mark.integration
-
-
-def _engine(bootstrap: str, spark: Any, data_dir: Path) -> Engine:
-    e = Engine(EngineConfig(bootstrap, data_dir), spark=spark)
-    e.start()
-    e.execute("SET 'auto.offset.reset'='earliest';")
-    return e
-
-
-def _produce(engine: Engine, topic: str, records: list[tuple[str, str | None, int]]) -> None:
-    for key, value, ts in records:
-        engine.admin.produce(topic, key.encode(), value.encode() if value is not None else None, ts, flush=False)
-    engine.admin.flush()
 
 
 def test_a_table_filter_checkpoint_from_before_the_packed_sink_resumes_with_its_present_bits(  # type: ignore[no-untyped-def]
@@ -43,14 +28,14 @@ def test_a_table_filter_checkpoint_from_before_the_packed_sink_resumes_with_its_
 
     with monkeypatch.context() as old:
         old.setattr(builder, "_packed_to_sink", old_plan)
-        first = _engine(bootstrap, spark, data_dir)
+        first = started_engine(bootstrap, spark, data_dir)
         try:
             first.execute(f"""
                 CREATE TABLE tin (id VARCHAR PRIMARY KEY, v BIGINT)
                   WITH (KAFKA_TOPIC='{src}', VALUE_FORMAT='JSON', PARTITIONS=1);
                 CREATE TABLE tout WITH (KAFKA_TOPIC='{sink}') AS SELECT * FROM tin WHERE v > 0;
             """)
-            _produce(first, src, [("a", '{"v": 1}', 1), ("b", '{"v": 0}', 2)])
+            produce(first, src, [("a", '{"v": 1}', 1), ("b", '{"v": 0}', 2)])
             first.wait_until_idle()
             assert read(first.admin, sink) == [("a", {"V": 1}, 1)]
             assert planned_old
@@ -58,8 +43,8 @@ def test_a_table_filter_checkpoint_from_before_the_packed_sink_resumes_with_its_
             first.close()
 
     # this streamsql: only the checkpoint's state knows that "a" is in the table and "b" is not
-    _produce(first, src, [("a", None, 3), ("b", None, 4), ("c", '{"v": 5}', 5)])
-    second = _engine(bootstrap, spark, data_dir)
+    produce(first, src, [("a", None, 3), ("b", None, 4), ("c", '{"v": 5}', 5)])
+    second = started_engine(bootstrap, spark, data_dir)
     try:
         second.wait_until_idle()
         assert second.failed_queries() == []
